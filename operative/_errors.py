@@ -1,0 +1,140 @@
+"""The error tree: every error operative raises derives from :class:`OperativeError`.
+
+::
+
+    OperativeError(Exception)
+    ├── InvalidArgument(OperativeError, TypeError)     misuse of the API, caught eagerly
+    ├── CorruptRecordError(OperativeError, ValueError) stored or received bytes that do not decode
+    ├── ConversationError(OperativeError, ValueError)  a transcript operation that cannot apply
+    ├── ToolDefinitionError(InvalidArgument)           a tool that cannot be offered to a model
+    ├── ApprovalError(OperativeError)                  a signed approval was rejected (``.reason``)
+    ├── InvalidResponseError(OperativeError)           ``generate`` returned something unusable
+    ├── HookError(OperativeError)                      a hook returned a value the loop cannot use
+    ├── OutputValidationError(OperativeError, ValueError)  structured output failed validation
+    ├── ElicitationError(OperativeError)               a tool asked for input nobody can give
+    └── ProviderError(OperativeError)                  a model provider failed (``.retryable``)
+
+Messages say what went wrong and what to do about it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+__all__ = [
+    "ApprovalError",
+    "ApprovalErrorReason",
+    "ConversationError",
+    "CorruptRecordError",
+    "ElicitationError",
+    "HookError",
+    "InvalidArgument",
+    "InvalidResponseError",
+    "OperativeError",
+    "OutputValidationError",
+    "ProviderError",
+    "ToolDefinitionError",
+]
+
+
+class OperativeError(Exception):
+    """Root of every error operative raises; catch this to catch them all."""
+
+
+class InvalidArgument(OperativeError, TypeError):
+    """An API was called with arguments it cannot accept.
+
+    Raised eagerly, at the call that was wrong, never later from inside a run.
+    """
+
+
+class CorruptRecordError(OperativeError, ValueError):
+    """Stored or received bytes did not decode into the record they claim to be.
+
+    The original bytes are never discarded by operative: the error carries ``what`` was
+    being decoded and the decoder's explanation (with the JSON path of the problem).
+    """
+
+    def __init__(self, message: str, *, what: str = "record", detail: str = "") -> None:
+        super().__init__(message)
+        self.what = what
+        self.detail = detail
+
+
+class ConversationError(OperativeError, ValueError):
+    """A transcript operation does not apply to this conversation (e.g. unknown call id)."""
+
+
+class ToolDefinitionError(InvalidArgument):
+    """A tool definition cannot be offered to a model (bad name, unschemable input, ...)."""
+
+
+ApprovalErrorReason = Literal[
+    "bad-signature",
+    "expired",
+    "replayed",
+    "authority-mismatch",
+    "version-changed",
+    "unknown-tool",
+    "unversioned-tool",
+    "malformed",
+]
+
+
+class ApprovalError(OperativeError):
+    """A signed approval was rejected; ``reason`` says which check failed.
+
+    A rejected approval is not consumed: once the cause is fixed (e.g. the right request
+    authority is supplied) it can be resumed again.
+    """
+
+    def __init__(self, message: str, *, reason: ApprovalErrorReason) -> None:
+        super().__init__(message)
+        self.reason: ApprovalErrorReason = reason
+
+
+class InvalidResponseError(OperativeError):
+    """A ``generate`` function returned something the loop cannot use.
+
+    It must return a :class:`operative.GenerateResponse`.
+    """
+
+
+class HookError(OperativeError):
+    """A hook returned a value of the wrong shape; the message names the hook."""
+
+
+class OutputValidationError(OperativeError, ValueError):
+    """The run's final answer did not validate against the ``output`` type."""
+
+
+class ElicitationError(OperativeError):
+    """A tool asked the host for input, but the run has no ``on_elicitation`` handler or
+    the handler answered with data that does not match the request."""
+
+
+class ProviderError(OperativeError):
+    """A model provider failed.
+
+    ``retryable`` says whether trying again may help (rate limits, overload, 5xx,
+    dropped connections); the retry policy reads it.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str = "",
+        model: str = "",
+        status: int | None = None,
+        request_id: str | None = None,
+        retryable: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.model = model
+        self.status = status
+        self.request_id = request_id
+        self.retryable = retryable
+        self.retry_after = retry_after

@@ -1,0 +1,508 @@
+"""Typed run events and their fan-out to listeners and bounded streams.
+
+Every event is a frozen ``msgspec.Struct`` in one tagged union whose tag, ``type``, is
+the specification's string (``"run.started"``, ``"step.completed"``, ...). Each carries
+``run_id``, ``step`` (0 outside a step) and ``time`` (trio's clock, monotonic).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any, Literal, TypeAlias
+
+import msgspec
+import trio
+
+from ._types import FinishReason, ToolCall, ToolResult, Usage
+
+__all__ = [
+    "BackpressureApplied",
+    "BackpressureReleased",
+    "ElicitationRequested",
+    "ElicitationResolved",
+    "Event",
+    "EventStream",
+    "GenerateCompleted",
+    "GenerateError",
+    "GenerateRetry",
+    "GenerateStarted",
+    "ResponseValidated",
+    "RunAborted",
+    "RunCompleted",
+    "RunError",
+    "RunEvent",
+    "RunStarted",
+    "StepAborted",
+    "StepCompleted",
+    "StepGenerated",
+    "StepStarted",
+    "ToolProgress",
+    "ToolResultValidated",
+    "ToolsExecuted",
+    "ToolsExecuting",
+    "UsageAccumulated",
+]
+
+logger = logging.getLogger("operative.events")
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+    """Base of every run event."""
+
+    run_id: str
+    step: int = 0
+    time: float = 0.0
+    """``trio.current_time()`` when the event was emitted (monotonic seconds)."""
+
+    @property
+    def type(self) -> str:
+        """The event's type string, e.g. ``"step.completed"``."""
+        return self.__struct_config__.tag  # type: ignore[return-value]
+
+
+class RunStarted(Event, frozen=True, kw_only=True, tag="run.started"):
+    """The loop started; always the first event of a run."""
+
+    agent_name: str = ""
+
+
+class RunCompleted(Event, frozen=True, kw_only=True, tag="run.completed"):
+    """The run ended normally (stop condition, maximum steps or budget)."""
+
+    finish_reason: FinishReason
+    content: str = ""
+    usage: Usage = Usage()
+    steps: int = 0
+    recovered_error: str | None = None
+    """Set when an ``on_error`` hook turned a failure into this final answer."""
+
+
+class RunError(Event, frozen=True, kw_only=True, tag="run.error"):
+    """The run ended because something failed; the exception is on the result."""
+
+    error: str
+    error_type: str
+    usage: Usage = Usage()
+    steps: int = 0
+
+
+class RunAborted(Event, frozen=True, kw_only=True, tag="run.aborted"):
+    """The run was aborted (``run.abort()``, or its caller was cancelled)."""
+
+    reason: str = ""
+    usage: Usage = Usage()
+    steps: int = 0
+
+
+class StepStarted(Event, frozen=True, kw_only=True, tag="step.started"):
+    """A step began."""
+
+
+class StepGenerated(Event, frozen=True, kw_only=True, tag="step.generated"):
+    """The step's assistant message was appended to the conversation."""
+
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+
+
+class StepCompleted(Event, frozen=True, kw_only=True, tag="step.completed"):
+    """A step finished, its tool results appended."""
+
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    results: tuple[ToolResult, ...] = ()
+    usage: Usage = Usage()
+
+
+class StepAborted(Event, frozen=True, kw_only=True, tag="step.aborted"):
+    """A step was cut short; its unfinished tool calls got ``cancelled`` results."""
+
+    reason: str = ""
+
+
+class GenerateStarted(Event, frozen=True, kw_only=True, tag="generate.started"):
+    """A generate attempt began."""
+
+    attempt: int = 1
+
+
+class GenerateCompleted(Event, frozen=True, kw_only=True, tag="generate.completed"):
+    """A generate attempt returned."""
+
+    attempt: int = 1
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage = Usage()
+    model: str | None = None
+
+
+class GenerateError(Event, frozen=True, kw_only=True, tag="generate.error"):
+    """A generate attempt failed."""
+
+    attempt: int = 1
+    error: str = ""
+    error_type: str = ""
+    retryable: bool = False
+
+
+class GenerateRetry(Event, frozen=True, kw_only=True, tag="generate.retry"):
+    """A failed generate attempt will be retried after ``delay`` seconds."""
+
+    attempt: int = 1
+    """The attempt that is about to run."""
+    delay: float = 0.0
+    error: str = ""
+    error_type: str = ""
+
+
+class ResponseValidated(Event, frozen=True, kw_only=True, tag="response.validated"):
+    """The response passed every ``validate_response`` hook."""
+
+
+class ToolsExecuting(Event, frozen=True, kw_only=True, tag="tools.executing"):
+    """The step's tool calls are about to run (concurrently)."""
+
+    calls: tuple[ToolCall, ...] = ()
+
+
+class ToolsExecuted(Event, frozen=True, kw_only=True, tag="tools.executed"):
+    """Every tool call of the step settled; results are in call order."""
+
+    results: tuple[ToolResult, ...] = ()
+
+
+class ToolResultValidated(Event, frozen=True, kw_only=True, tag="tool-result.validated"):
+    """One tool result is final (after ``validate_tool_result`` hooks)."""
+
+    result: ToolResult
+
+
+class ToolProgress(Event, frozen=True, kw_only=True, tag="tool.progress"):
+    """A running tool reported progress."""
+
+    call_id: str
+    tool_name: str
+    progress: float | None = None
+    total: float | None = None
+    message: str | None = None
+
+
+class ElicitationRequested(Event, frozen=True, kw_only=True, tag="elicitation.requested"):
+    """A tool asked the host for structured input."""
+
+    request_id: str
+    tool_call_id: str | None = None
+    message: str = ""
+    schema: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class ElicitationResolved(Event, frozen=True, kw_only=True, tag="elicitation.resolved"):
+    """The host answered (or declined) an elicitation."""
+
+    request_id: str
+    tool_call_id: str | None = None
+    declined: bool = False
+
+
+class UsageAccumulated(Event, frozen=True, kw_only=True, tag="usage.accumulated"):
+    """A generate call reported usage; ``total`` is the run's running sum."""
+
+    usage: Usage
+    total: Usage
+
+
+class BackpressureApplied(Event, frozen=True, kw_only=True, tag="backpressure.applied"):
+    """The run waits before its next step."""
+
+    delay: float | None = None
+    reason: str = ""
+
+
+class BackpressureReleased(Event, frozen=True, kw_only=True, tag="backpressure.released"):
+    """The wait before the step is over."""
+
+    waited: float = 0.0
+
+
+RunEvent: TypeAlias = (
+    RunStarted
+    | RunCompleted
+    | RunError
+    | RunAborted
+    | StepStarted
+    | StepGenerated
+    | StepCompleted
+    | StepAborted
+    | GenerateStarted
+    | GenerateCompleted
+    | GenerateError
+    | GenerateRetry
+    | ResponseValidated
+    | ToolsExecuting
+    | ToolsExecuted
+    | ToolResultValidated
+    | ToolProgress
+    | ElicitationRequested
+    | ElicitationResolved
+    | UsageAccumulated
+    | BackpressureApplied
+    | BackpressureReleased
+)
+"""Every event a run emits, one tagged union (decodes in one pass)."""
+
+TERMINAL_TYPES = frozenset({"run.completed", "run.error", "run.aborted"})
+EVENT_TYPES = frozenset(
+    cls.__struct_config__.tag  # type: ignore[attr-defined]
+    for cls in RunEvent.__args__  # type: ignore[attr-defined]
+)
+
+Listener: TypeAlias = Callable[[Any], object]
+Overflow: TypeAlias = Literal["block", "drop-oldest"]
+
+
+class EventStream:
+    """Async iteration over a run's events, through a bounded buffer.
+
+    With ``overflow="block"`` (the default) a slow consumer holds the run back when the
+    buffer is full (backpressure); with ``"drop-oldest"`` the run never waits and
+    ``dropped`` counts what the consumer missed. The stream ends after the run's
+    terminal event. It subscribes when iteration starts; leave early with ``aclose()``
+    or ``async with`` (a stream dropped mid-iteration also lets go of the run).
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_buffer",
+        "_capacity",
+        "_closed",
+        "_consumers",
+        "_hub",
+        "_overflow",
+        "_producers",
+        "_subscribed",
+        "dropped",
+        "types",
+    )
+
+    def __init__(
+        self, hub: EventHub, types: frozenset[str] | None, capacity: int, overflow: Overflow
+    ) -> None:
+        self._hub = hub
+        self.types = types
+        self._capacity = capacity
+        self._overflow = overflow
+        self._buffer: deque[Any] = deque()
+        self._closed = False
+        self._subscribed = False
+        self._consumers = trio.lowlevel.ParkingLot()
+        self._producers = trio.lowlevel.ParkingLot()
+        self.dropped = 0
+        """How many events a ``drop-oldest`` stream discarded."""
+
+    def __aiter__(self) -> EventStream:
+        self._subscribe()
+        return self
+
+    async def __aenter__(self) -> EventStream:
+        self._subscribe()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def _subscribe(self) -> None:
+        if not self._subscribed:
+            self._subscribed = True
+            self._hub._attach(self)
+
+    async def __anext__(self) -> Any:
+        while not self._buffer:
+            if self._closed:
+                raise StopAsyncIteration
+            await self._consumers.park()
+        event = self._buffer.popleft()
+        if self._producers:
+            self._producers.unpark()
+        return event
+
+    async def aclose(self) -> None:
+        """Stop receiving; the run no longer waits for this consumer."""
+        self._detach()
+        await trio.lowlevel.checkpoint()
+
+    def _detach(self) -> None:
+        self._closed = True
+        self._buffer.clear()
+        self._hub._detach(self)
+        self._producers.unpark_all()
+        self._consumers.unpark_all()
+
+    def __del__(self) -> None:
+        if self._subscribed and not self._closed:
+            try:
+                self._detach()
+            except Exception:  # pragma: no cover - interpreter shutdown
+                pass
+
+    def _finish(self) -> None:
+        """The run is over: the consumer drains what is buffered, then iteration ends."""
+        self._closed = True
+        self._consumers.unpark_all()
+        self._producers.unpark_all()
+
+    async def _push(self, event: Any) -> None:
+        if self._closed:
+            return
+        buffer = self._buffer
+        if len(buffer) >= self._capacity:
+            if self._overflow == "drop-oldest":
+                buffer.popleft()
+                self.dropped += 1
+            else:
+                while len(buffer) >= self._capacity and not self._closed:
+                    await self._producers.park()
+                if self._closed:
+                    return
+        buffer.append(event)
+        if self._consumers:
+            self._consumers.unpark()
+
+    def _push_nowait(self, event: Any) -> None:
+        """Push without waiting (terminal events during shielded clean-up)."""
+        if self._closed:
+            return
+        self._buffer.append(event)
+        self._consumers.unpark()
+
+
+class EventHub:
+    """Fan-out of one run's events: sync listeners first, then streams.
+
+    ``wants(type)`` is a set lookup, so the loop builds an event only when someone
+    listens; emitting with no listener costs next to nothing.
+    """
+
+    __slots__ = ("_all", "_closed", "_listeners", "_streams", "_wanted", "listener_errors")
+
+    def __init__(self) -> None:
+        self._listeners: dict[str, list[Listener]] = {}
+        self._streams: list[EventStream] = []
+        self._wanted: frozenset[str] = frozenset()
+        self._all = False
+        self._closed = False
+        self.listener_errors = 0
+        """Listener calls that raised (each is logged to ``operative.events``)."""
+
+    def wants(self, type: str) -> bool:
+        return self._all or type in self._wanted
+
+    def _recompute(self) -> None:
+        wanted: set[str] = set()
+        everything = "*" in self._listeners
+        for key in self._listeners:
+            wanted.add(key)
+        for stream in self._streams:
+            if stream.types is None:
+                everything = True
+            else:
+                wanted |= stream.types
+        self._all = everything
+        self._wanted = frozenset(wanted)
+
+    def add_listener(self, type: str, listener: Listener) -> Callable[[], None]:
+        if type != "*" and type not in EVENT_TYPES:
+            from ._errors import InvalidArgument
+
+            raise InvalidArgument(
+                f"unknown event type {type!r}; known types: {', '.join(sorted(EVENT_TYPES))}"
+                " (or '*' for every event)"
+            )
+        if not callable(listener):
+            from ._errors import InvalidArgument
+
+            raise InvalidArgument(f"listener must be callable, got {listener!r}")
+        self._listeners.setdefault(type, []).append(listener)
+        self._recompute()
+
+        def remove() -> None:
+            listeners = self._listeners.get(type)
+            if listeners is not None and listener in listeners:
+                listeners.remove(listener)
+                if not listeners:
+                    del self._listeners[type]
+                self._recompute()
+
+        return remove
+
+    def stream(
+        self, types: Iterable[str], *, capacity: int = 256, overflow: Overflow = "block"
+    ) -> EventStream:
+        from ._errors import InvalidArgument
+
+        selected = frozenset(types)
+        unknown = selected - EVENT_TYPES
+        if unknown:
+            raise InvalidArgument(
+                f"unknown event type(s) {sorted(unknown)}; known types: "
+                f"{', '.join(sorted(EVENT_TYPES))}"
+            )
+        if capacity < 1:
+            raise InvalidArgument(f"capacity must be at least 1, got {capacity}")
+        if overflow not in ("block", "drop-oldest"):
+            raise InvalidArgument(f"overflow must be 'block' or 'drop-oldest', got {overflow!r}")
+        stream = EventStream(self, selected or None, capacity, overflow)
+        if self._closed:
+            stream._closed = True
+            stream._subscribed = True
+        return stream
+
+    def _attach(self, stream: EventStream) -> None:
+        if self._closed:
+            stream._closed = True
+            return
+        self._streams.append(stream)
+        self._recompute()
+
+    def _detach(self, stream: EventStream) -> None:
+        if stream in self._streams:
+            self._streams.remove(stream)
+            self._recompute()
+
+    def _call_listeners(self, event: Any, type: str) -> None:
+        for key in (type, "*"):
+            listeners = self._listeners.get(key)
+            if listeners:
+                for listener in tuple(listeners):
+                    try:
+                        listener(event)
+                    except Exception:
+                        self.listener_errors += 1
+                        logger.exception("listener %r for %r raised", listener, type)
+
+    async def emit(self, event: Any) -> None:
+        """Deliver ``event``; waits only for a full ``block`` stream (backpressure)."""
+        type = event.__struct_config__.tag
+        if self._listeners:
+            self._call_listeners(event, type)
+        for stream in tuple(self._streams):
+            if stream.types is None or type in stream.types:
+                await stream._push(event)
+
+    def emit_nowait(self, event: Any) -> None:
+        """Deliver ``event`` without ever waiting (used in shielded clean-up)."""
+        type = event.__struct_config__.tag
+        if self._listeners:
+            self._call_listeners(event, type)
+        for stream in tuple(self._streams):
+            if stream.types is None or type in stream.types:
+                stream._push_nowait(event)
+
+    def close(self) -> None:
+        """End every stream after what it has buffered; later streams end at once."""
+        self._closed = True
+        for stream in self._streams:
+            stream._finish()
+        self._streams.clear()
+        self._recompute()

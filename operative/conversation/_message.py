@@ -1,0 +1,110 @@
+"""Messages and their multi-modal content parts."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Literal, TypeAlias
+
+import msgspec
+
+from .._types import ToolCall, ToolOutcome, ToolResult
+
+__all__ = [
+    "ContentPart",
+    "FilePart",
+    "ImagePart",
+    "Message",
+    "Role",
+    "TextPart",
+    "new_message_id",
+    "tool_result_content",
+]
+
+Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
+
+
+class TextPart(msgspec.Struct, frozen=True, kw_only=True, tag="text", tag_field="type"):
+    """A run of text inside multi-modal content."""
+
+    text: str
+
+
+class ImagePart(
+    msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag="image", tag_field="type"
+):
+    """An image, by URL or inline bytes (``media_type`` required with bytes)."""
+
+    url: str | None = None
+    data: bytes | None = None
+    media_type: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.url is None) == (self.data is None):
+            raise ValueError("an ImagePart takes exactly one of url= or data=")
+        if self.data is not None and not self.media_type:
+            raise ValueError("an ImagePart with data= needs media_type= (e.g. 'image/png')")
+
+
+class FilePart(
+    msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag="file", tag_field="type"
+):
+    """A reference to a file the provider or host can resolve (an id or a URI)."""
+
+    file_id: str
+    media_type: str | None = None
+    name: str | None = None
+
+
+ContentPart: TypeAlias = TextPart | ImagePart | FilePart
+
+
+class Message(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One message of a transcript.
+
+    ``tool_calls`` is set on assistant messages that asked for tools; ``tool_call_id``,
+    ``tool_name`` and ``outcome`` on tool messages, which carry one call's result.
+    """
+
+    id: str
+    role: Role
+    content: str | tuple[ContentPart, ...] = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    outcome: ToolOutcome | None = None
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        """The message's text: ``content`` itself, or its text parts joined."""
+        content = self.content
+        if isinstance(content, str):
+            return content
+        return "".join(part.text for part in content if isinstance(part, TextPart))
+
+
+def new_message_id() -> str:
+    """A fresh, unguessable message id (96 random bits, hex)."""
+    return os.urandom(12).hex()
+
+
+_encode_json = msgspec.json.Encoder().encode
+
+
+def tool_result_content(result: ToolResult) -> str:
+    """The text a model reads for a tool result."""
+    outcome = result.outcome
+    if outcome == "success":
+        value = result.value
+        if isinstance(value, str):
+            return value
+        return _encode_json(value).decode()
+    if outcome == "action-required":
+        approval = result.pending_approval
+        suffix = f" (approval {approval.approval_id})" if approval is not None else ""
+        return result.error or f"This call needs a human's approval before it runs{suffix}."
+    if outcome == "cancelled":
+        return result.error or "This call was cancelled before it finished."
+    if outcome == "denied":
+        return result.error or "This call was denied."
+    return result.error or "The tool failed."
