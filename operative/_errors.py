@@ -5,6 +5,7 @@
     OperativeError(Exception)
     ├── InvalidArgument(OperativeError, TypeError)     misuse of the API, caught eagerly
     ├── CorruptRecordError(OperativeError, ValueError) stored or received bytes that do not decode
+    │   └── SchemaVersionError(CorruptRecordError)     written by a newer operative: upgrade
     ├── ConversationError(OperativeError, ValueError)  a transcript operation that cannot apply
     ├── ToolDefinitionError(InvalidArgument)           a tool that cannot be offered to a model
     ├── ApprovalError(OperativeError)                  a signed approval was rejected (``.reason``)
@@ -12,7 +13,8 @@
     ├── HookError(OperativeError)                      a hook returned a value the loop cannot use
     ├── OutputValidationError(OperativeError, ValueError)  structured output failed validation
     ├── ElicitationError(OperativeError)               a tool asked for input nobody can give
-    └── ProviderError(OperativeError)                  a model provider failed (``.retryable``)
+    ├── ProviderError(OperativeError)                  a model provider failed (``.retryable``)
+    └── ConflictError(OperativeError)                  a conditional store write lost a race
 
 Messages say what went wrong and what to do about it.
 """
@@ -24,8 +26,10 @@ from typing import Literal
 __all__ = [
     "ApprovalError",
     "ApprovalErrorReason",
+    "ConflictError",
     "ConversationError",
     "CorruptRecordError",
+    "DataValidationError",
     "ElicitationError",
     "HookError",
     "InvalidArgument",
@@ -33,6 +37,7 @@ __all__ = [
     "OperativeError",
     "OutputValidationError",
     "ProviderError",
+    "SchemaVersionError",
     "ToolDefinitionError",
 ]
 
@@ -138,3 +143,56 @@ class ProviderError(OperativeError):
         self.request_id = request_id
         self.retryable = retryable
         self.retry_after = retry_after
+
+
+class ConflictError(OperativeError):
+    """A conditional store write found a different version than it expected.
+
+    Nothing in the batch was written. Read the key again and retry with its current
+    version, or give up if the other writer's value wins (e.g. an approval already used).
+    """
+
+    def __init__(self, key: str, *, expected: object, actual: int | None) -> None:
+        if expected is None:
+            wanted = "the key to be absent"
+        elif isinstance(expected, int):
+            wanted = f"version {expected}"
+        else:
+            wanted = str(expected)
+        found = "no value" if actual is None else f"version {actual}"
+        super().__init__(
+            f"conflict on key {key!r}: expected {wanted}, found {found}; "
+            "read the key again and retry with its current version"
+        )
+        self.key = key
+        self.expected = expected
+        self.actual = actual
+
+
+class SchemaVersionError(CorruptRecordError):
+    """A record was written by a newer operative than this one (its schema version is
+    higher than any this code knows). The bytes are fine: upgrade operative to read them.
+    """
+
+    def __init__(
+        self, message: str, *, what: str = "record", detail: str = "", found: int, supported: int
+    ) -> None:
+        super().__init__(message, what=what, detail=detail)
+        self.found = found
+        self.supported = supported
+
+
+class DataValidationError(OperativeError, ValueError):
+    """Decoded data (a tool's arguments, a structured output, ...) does not fit its type.
+
+    ``path`` is the JSON path of the first problem (``$`` for the whole value, otherwise
+    e.g. ``$.items[2].name``); ``detail`` says what was wrong there.
+    """
+
+    def __init__(
+        self, message: str, *, what: str = "value", path: str = "$", detail: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.what = what
+        self.path = path
+        self.detail = detail
