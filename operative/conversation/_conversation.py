@@ -1,15 +1,29 @@
-"""The live ``Conversation`` and its immutable snapshot, ``ConversationHistory``."""
+"""The live ``Conversation``: a mutable transcript with a cached immutable snapshot."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, cast
 
-import msgspec
-
-from .._errors import ConversationError
+from .._errors import InvalidArgument
 from .._types import ToolCall, ToolResult
-from ._message import ContentPart, Message, new_message_id, tool_result_content
+from ._history import HISTORY_SCHEMA_VERSION, ConversationHistory
+from ._message import (
+    ContentPart,
+    FilePart,
+    ImagePart,
+    Message,
+    Role,
+    TextPart,
+    new_message_id,
+)
+from ._tool_results import (
+    cancelled_result,
+    find_dangling_tool_calls,
+    repair_dangling_tool_calls,
+    resolve_tool_result,
+    tool_result_message,
+)
 
 __all__ = [
     "HISTORY_SCHEMA_VERSION",
@@ -19,45 +33,53 @@ __all__ = [
     "find_dangling_tool_calls",
     "repair_dangling_tool_calls",
     "resolve_tool_result",
+    "tool_result_message",
 ]
 
-HISTORY_SCHEMA_VERSION = 1
-
-
-class ConversationHistory(msgspec.Struct, frozen=True, kw_only=True):
-    """An immutable transcript: safe to share, store and send.
-
-    Snapshots share their ``Message`` objects (which are immutable) instead of copying
-    them, so taking one costs a shallow tuple copy, never a deep copy.
-    """
-
-    messages: tuple[Message, ...] = ()
-    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
-    schema_version: int = HISTORY_SCHEMA_VERSION
-    """Always written, so a reader can tell which rules the bytes follow."""
+_EMPTY: Mapping[str, Any] = {}
 
 
 class Conversation:
     """A live, mutable transcript that a run appends to.
 
-    ``current`` returns an immutable :class:`ConversationHistory` snapshot; it is cached
-    until the next change, so reading it every step is free when nothing changed.
+    ``current`` returns an immutable :class:`ConversationHistory` snapshot. It is cached
+    until the next change (every mutation goes through a method of this class, metadata
+    included), so reading it every step costs nothing when nothing changed, and a change
+    costs one shallow tuple copy: messages are shared, never copied.
     """
 
-    __slots__ = ("_messages", "_snapshot", "metadata")
+    __slots__ = ("_messages", "_metadata", "_snapshot")
 
     def __init__(
-        self, messages: Iterable[Message] = (), *, metadata: dict[str, Any] | None = None
+        self, messages: Iterable[Message] = (), *, metadata: Mapping[str, Any] | None = None
     ) -> None:
-        self._messages: list[Message] = list(messages)
+        self._messages: list[Message] = [_checked_message(m) for m in messages]
+        self._metadata: dict[str, Any] = dict(metadata) if metadata else {}
         self._snapshot: ConversationHistory | None = None
-        self.metadata: dict[str, Any] = dict(metadata) if metadata else {}
 
     @classmethod
     def from_history(cls, history: ConversationHistory) -> Conversation:
         """A live conversation starting from ``history`` (which is left untouched)."""
-        conversation = cls(history.messages, metadata=history.metadata)
+        if not isinstance(history, ConversationHistory):
+            raise InvalidArgument(
+                f"Conversation.from_history() takes a ConversationHistory, not "
+                f"{type(history).__name__}; to copy a live Conversation use "
+                "Conversation.from_history(conversation.current)"
+            )
+        conversation = cls(metadata=history.metadata)
+        conversation._messages = list(history.messages)
+        conversation._snapshot = history  # nothing changed yet: share it
         return conversation
+
+    @property
+    def current(self) -> ConversationHistory:
+        """An immutable snapshot of the conversation as it is now (cached until a change)."""
+        snapshot = self._snapshot
+        if snapshot is None:
+            snapshot = self._snapshot = ConversationHistory(
+                messages=tuple(self._messages), metadata=self._metadata
+            )
+        return snapshot
 
     @property
     def messages(self) -> tuple[Message, ...]:
@@ -65,14 +87,30 @@ class Conversation:
         return self.current.messages
 
     @property
-    def current(self) -> ConversationHistory:
-        """An immutable snapshot of the conversation as it is now."""
-        snapshot = self._snapshot
-        if snapshot is None:
-            snapshot = self._snapshot = ConversationHistory(
-                messages=tuple(self._messages), metadata=dict(self.metadata)
-            )
-        return snapshot
+    def metadata(self) -> Mapping[str, Any]:
+        """Caller-defined data about the conversation, read-only.
+
+        Change it with :meth:`update_metadata`, :meth:`remove_metadata` or by assigning a
+        new mapping, so the cached snapshot stays right.
+        """
+        return self._metadata
+
+    @metadata.setter
+    def metadata(self, value: Mapping[str, Any]) -> None:
+        self._metadata = dict(value)
+        self._snapshot = None
+
+    def update_metadata(self, values: Mapping[str, Any] = _EMPTY, /, **more: Any) -> None:
+        """Set metadata keys (like ``dict.update``)."""
+        metadata = {**self._metadata, **values, **more}  # copy: snapshots share the old one
+        self._metadata = metadata
+        self._snapshot = None
+
+    def remove_metadata(self, *keys: str) -> None:
+        """Remove metadata keys; keys that are not set are ignored."""
+        if any(key in self._metadata for key in keys):
+            self._metadata = {k: v for k, v in self._metadata.items() if k not in keys}
+            self._snapshot = None
 
     def __len__(self) -> int:
         return len(self._messages)
@@ -82,199 +120,92 @@ class Conversation:
 
     def append(self, message: Message) -> Message:
         """Append a message as it is."""
-        self._messages.append(message)
+        self._messages.append(_checked_message(message))
         self._snapshot = None
         return message
 
     def extend(self, messages: Iterable[Message]) -> None:
         """Append several messages in order."""
-        self._messages.extend(messages)
+        self._messages.extend(_checked_message(m) for m in messages)
         self._snapshot = None
 
     def append_system_message(
-        self, content: str | Sequence[ContentPart], *, metadata: dict[str, Any] | None = None
+        self, content: str | Sequence[ContentPart], *, metadata: Mapping[str, Any] | None = None
     ) -> Message:
         """Append a system message (instructions)."""
-        return self.append(_message("system", content, metadata))
+        return self.append(_new_message("system", content, metadata))
 
     def append_user_message(
-        self, content: str | Sequence[ContentPart], *, metadata: dict[str, Any] | None = None
+        self, content: str | Sequence[ContentPart], *, metadata: Mapping[str, Any] | None = None
     ) -> Message:
         """Append a user message (text or multi-modal parts)."""
-        return self.append(_message("user", content, metadata))
+        return self.append(_new_message("user", content, metadata))
 
     def append_assistant_message(
         self,
         content: str | Sequence[ContentPart] = "",
         tool_calls: Sequence[ToolCall] = (),
         *,
-        metadata: dict[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> Message:
         """Append what the model said, with the tool calls it asked for."""
-        message = Message(
-            id=new_message_id(),
-            role="assistant",
-            content=content if isinstance(content, str) else tuple(content),
-            tool_calls=tuple(tool_calls),
-            metadata=metadata or {},
-        )
-        return self.append(message)
+        calls = tuple(tool_calls)
+        for call in calls:
+            if not isinstance(call, ToolCall):
+                raise InvalidArgument(
+                    f"tool_calls must hold ToolCall records, not {type(call).__name__}"
+                )
+        return self.append(_new_message("assistant", content, metadata, calls))
 
     def append_tool_result(self, result: ToolResult) -> Message:
-        """Append the message that carries one tool call's result."""
+        """Append the tool message that carries one tool call's result."""
+        if not isinstance(result, ToolResult):
+            raise InvalidArgument(
+                f"append_tool_result() takes a ToolResult, not {type(result).__name__}"
+            )
         return self.append(tool_result_message(result))
 
     def replace_messages(self, messages: Iterable[Message]) -> None:
         """Replace the whole transcript (compaction, repair)."""
-        self._messages = list(messages)
+        self._messages = [_checked_message(m) for m in messages]
         self._snapshot = None
 
 
-def _message(role: Any, content: str | Sequence[ContentPart], metadata: Any) -> Message:
+_PART_TYPES = (TextPart, ImagePart, FilePart)
+
+
+def _new_message(
+    role: Role,
+    content: str | Sequence[ContentPart],
+    metadata: Mapping[str, Any] | None,
+    tool_calls: tuple[ToolCall, ...] = (),
+) -> Message:
+    parts: str | tuple[ContentPart, ...]
+    if isinstance(content, str):
+        parts = content
+    elif isinstance(content, Sequence):
+        parts = tuple(cast("Sequence[ContentPart]", content))
+        for part in parts:
+            if not isinstance(part, _PART_TYPES):
+                raise InvalidArgument(
+                    "multi-modal content holds TextPart, ImagePart or FilePart records, not "
+                    f"{type(part).__name__}"
+                )
+    else:
+        raise InvalidArgument(
+            "message content must be a str or a sequence of content parts, not "
+            f"{type(content).__name__}"
+        )
     return Message(
         id=new_message_id(),
         role=role,
-        content=content if isinstance(content, str) else tuple(content),
-        metadata=metadata or {},
+        content=parts,
+        tool_calls=tool_calls,
+        metadata=dict(metadata) if metadata else {},
     )
 
 
-def tool_result_message(result: ToolResult) -> Message:
-    """The tool message that carries ``result``."""
-    return Message(
-        id=new_message_id(),
-        role="tool",
-        content=tool_result_content(result),
-        tool_call_id=result.call_id,
-        tool_name=result.tool_name,
-        outcome=result.outcome,
-    )
-
-
-def cancelled_result(call: ToolCall, reason: str = "") -> ToolResult:
-    """The typed result recorded for a call that never finished."""
-    why = f": {reason}" if reason else ""
-    return ToolResult(
-        call_id=call.id,
-        tool_name=call.name,
-        outcome="cancelled",
-        error=f"The call to {call.name!r} was cancelled before it finished{why}.",
-    )
-
-
-def _result_counts(messages: Sequence[Message]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for message in messages:
-        call_id = message.tool_call_id
-        if message.role == "tool" and call_id is not None:
-            counts[call_id] = counts.get(call_id, 0) + 1
-    return counts
-
-
-def find_dangling_tool_calls(
-    history: ConversationHistory | Conversation | Sequence[Message],
-) -> tuple[ToolCall, ...]:
-    """Every assistant tool call that has no tool-result message, oldest first."""
-    messages = _messages_of(history)
-    answered = _result_counts(messages)
-    return tuple(
-        call
-        for message in messages
-        if message.role == "assistant"
-        for call in message.tool_calls
-        if call.id not in answered
-    )
-
-
-def _repaired(messages: Sequence[Message], reason: str) -> list[Message] | None:
-    answered = _result_counts(messages)
-    if all(
-        call.id in answered
-        for message in messages
-        if message.role == "assistant"
-        for call in message.tool_calls
-    ):
-        return None
-    out: list[Message] = []
-    pending: list[ToolCall] = []
-
-    def flush() -> None:
-        out.extend(tool_result_message(cancelled_result(call, reason)) for call in pending)
-        pending.clear()
-
-    for message in messages:
-        if message.role != "tool":
-            flush()
-        out.append(message)
-        if message.role == "assistant":
-            pending.extend(call for call in message.tool_calls if call.id not in answered)
-    flush()
-    return out
-
-
-def repair_dangling_tool_calls(
-    history: ConversationHistory | Conversation, reason: str = ""
-) -> ConversationHistory:
-    """Give every dangling tool call a typed ``cancelled`` result.
-
-    Each result is placed right after the tool results that already follow its
-    assistant message, where providers expect it. A ``Conversation`` is repaired in
-    place; a ``ConversationHistory`` is left untouched. Returns the repaired history.
-    """
-    repaired = _repaired(_messages_of(history), reason)
-    if isinstance(history, Conversation):
-        if repaired is not None:
-            history.replace_messages(repaired)
-        return history.current
-    if repaired is None:
-        return history
-    return ConversationHistory(messages=tuple(repaired), metadata=history.metadata)
-
-
-def resolve_tool_result(
-    history: ConversationHistory, call_id: str, result: ToolResult
-) -> ConversationHistory:
-    """A new history with ``call_id``'s result replaced, in place, by ``result``.
-
-    Use it after resuming a parked approval: the transcript already holds an
-    ``action-required`` result for the call; appending another would leave two.
-
-    Raises:
-        ConversationError: no assistant message asked for ``call_id``, the call has no
-            result to replace, or it already has more than one.
-    """
-    if result.call_id != call_id:
-        raise ConversationError(
-            f"the result is for call {result.call_id!r}, not {call_id!r}: "
-            "pass the ToolResult that belongs to this call"
-        )
-    messages = history.messages
-    if not any(call.id == call_id for m in messages for call in m.tool_calls):
-        raise ConversationError(
-            f"no assistant message in this history asked for tool call {call_id!r}: "
-            "check the call id (it comes from the pending approval's call_id)"
-        )
-    positions = [
-        i for i, m in enumerate(messages) if m.role == "tool" and m.tool_call_id == call_id
-    ]
-    if not positions:
-        raise ConversationError(
-            f"tool call {call_id!r} has no result to replace: append the result instead"
-        )
-    if len(positions) > 1:
-        raise ConversationError(
-            f"tool call {call_id!r} already has {len(positions)} results; repair the "
-            "history so each call has exactly one before resolving it"
-        )
-    index = positions[0]
-    replaced = list(messages)
-    replaced[index] = tool_result_message(result)
-    return ConversationHistory(messages=tuple(replaced), metadata=history.metadata)
-
-
-def _messages_of(
-    history: ConversationHistory | Conversation | Sequence[Message],
-) -> Sequence[Message]:
-    if isinstance(history, ConversationHistory | Conversation):
-        return history.messages
-    return history
+def _checked_message(message: Message) -> Message:
+    if not isinstance(message, Message):
+        raise InvalidArgument(f"a conversation holds Message records, not {type(message).__name__}")
+    return message

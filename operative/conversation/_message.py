@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any, Literal, TypeAlias
 
 import msgspec
@@ -59,20 +60,40 @@ ContentPart: TypeAlias = TextPart | ImagePart | FilePart
 
 
 class Message(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """One message of a transcript.
+    """One message of a transcript; immutable, so transcripts can share it freely.
 
     ``tool_calls`` is set on assistant messages that asked for tools; ``tool_call_id``,
     ``tool_name`` and ``outcome`` on tool messages, which carry one call's result.
     """
 
     id: str
+    """Unique within a transcript; :func:`new_message_id` makes one."""
     role: Role
     content: str | tuple[ContentPart, ...] = ""
+    """Plain text, or a tuple of multi-modal parts."""
     tool_calls: tuple[ToolCall, ...] = ()
+    """The tools an assistant message asked for."""
     tool_call_id: str | None = None
+    """On a tool message: the id of the call it answers (required there)."""
     tool_name: str | None = None
+    """On a tool message: the tool that was called."""
     outcome: ToolOutcome | None = None
-    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    """On a tool message: how the call settled."""
+    metadata: Mapping[str, Any] = msgspec.field(default_factory=dict)
+    """Caller-defined, JSON-encodable data (always a ``dict``; treat it as read-only)."""
+
+    def __post_init__(self) -> None:
+        if self.tool_calls and self.role != "assistant":
+            raise ValueError(f"only assistant messages carry tool_calls, not {self.role} ones")
+        if self.role == "tool" and self.tool_call_id is None:
+            raise ValueError("a tool message needs tool_call_id= (the id of the call it answers)")
+        content: Any = self.content
+        if type(content) is list:  # built in Python with a list: keep it immutable
+            msgspec.structs.force_setattr(self, "content", tuple(content))
+        if type(self.tool_calls) is not tuple:
+            msgspec.structs.force_setattr(self, "tool_calls", tuple(self.tool_calls))
+        if type(self.metadata) is not dict:
+            msgspec.structs.force_setattr(self, "metadata", dict(self.metadata))
 
     @property
     def text(self) -> str:

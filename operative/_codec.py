@@ -1,0 +1,168 @@
+"""The one place where records become JSON bytes and bytes become records again.
+
+Records are ``msgspec.Struct``s; decoding validates in the same pass as parsing, with one
+cached ``msgspec.json.Decoder`` per type. Every way bytes can be bad (truncated, invalid
+UTF-8, wrong types, unknown tags, missing fields) surfaces as
+:class:`~operative.CorruptRecordError`, naming what was decoded and the JSON path of the
+problem; bytes written by a newer operative raise its subclass
+:class:`~operative.SchemaVersionError`. msgspec's own exceptions never escape.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import re
+from typing import Any, TypeVar, cast
+
+import msgspec
+
+from ._errors import CorruptRecordError, InvalidArgument, SchemaVersionError
+
+__all__ = ["check_schema_version", "decode", "encode", "supported_schema_version"]
+
+T = TypeVar("T")
+
+_encoder = msgspec.json.Encoder()
+
+_NEWER = "written by a newer operative"
+_NEWER_PATTERN = re.compile(
+    _NEWER + r": (?P<what>.+?) schema version (?P<found>-?\d+), this version reads up to "
+    r"(?P<supported>-?\d+)"
+)
+_PATH_PATTERN = re.compile(r" - at `(?P<path>\$[^`]*)`$")
+
+
+class _VersionPeek(msgspec.Struct):
+    """Reads only a record's ``schema_version``, ignoring everything else."""
+
+    schema_version: int = 0
+
+
+def encode(record: Any) -> bytes:
+    """JSON bytes for ``record`` (a Struct, or anything msgspec can encode).
+
+    Raises:
+        InvalidArgument: ``record`` holds a value JSON cannot represent.
+    """
+    try:
+        return _encoder.encode(record)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InvalidArgument(
+            f"cannot encode {_name_of(type(record))} as JSON: {exc}; records may only hold "
+            "JSON-encodable values (str, numbers, bools, None, lists, dicts, Structs)"
+        ) from exc
+
+
+def decode(data: bytes | bytearray | memoryview | str, type: type[T], *, what: str = "") -> T:
+    """Decode and validate ``data`` as a ``type`` in one pass.
+
+    Args:
+        data: JSON, as bytes (or str).
+        type: the record type expected, e.g. ``ConversationHistory``.
+        what: how to name the record in errors (default: the type's name).
+
+    Raises:
+        SchemaVersionError: the record was written by a newer operative.
+        CorruptRecordError: the bytes are not a valid ``type`` (truncated, edited, ...).
+        InvalidArgument: ``type`` is not a type msgspec can decode, or ``data`` is not
+            bytes or str.
+    """
+    decoder = _decoder(type)
+    try:
+        return decoder.decode(data)
+    except msgspec.DecodeError as exc:
+        raise _corrupt(exc, data, type, what or _name_of(type)) from None
+    except TypeError as exc:
+        raise InvalidArgument(
+            f"decode() takes bytes or str, not {_name_of(builtins.type(data))}"
+        ) from exc
+
+
+def supported_schema_version(type: Any) -> int | None:
+    """The schema version this code writes for ``type``, or ``None`` when unversioned.
+
+    It is the default of the Struct's ``schema_version`` field.
+    """
+    if not (isinstance(type, builtins.type) and issubclass(type, msgspec.Struct)):
+        return None
+    for field in msgspec.structs.fields(type):
+        if field.name == "schema_version" and isinstance(field.default, int):
+            return field.default
+    return None
+
+
+def check_schema_version(what: str, found: int, supported: int) -> None:
+    """Reject a record version this code does not know; call it from ``__post_init__``.
+
+    Raising there means the check also runs when the record is nested inside another
+    one, and :func:`decode` turns it into a :class:`~operative.SchemaVersionError`.
+
+    Raises:
+        ValueError: ``found`` is newer than ``supported``.
+    """
+    if found > supported:
+        raise ValueError(
+            f"{_NEWER}: {what} schema version {found}, this version reads up to {supported}"
+        )
+
+
+@functools.lru_cache(maxsize=512)
+def _cached_decoder(type: Any) -> msgspec.json.Decoder[Any]:
+    return msgspec.json.Decoder(type)
+
+
+def _decoder(type: type[T]) -> msgspec.json.Decoder[T]:
+    try:
+        hash(type)
+    except TypeError:  # an unhashable annotation: build a decoder without caching it
+        build: Any = msgspec.json.Decoder
+    else:
+        build = _cached_decoder
+    try:
+        return cast("msgspec.json.Decoder[T]", build(type))
+    except TypeError as exc:
+        raise InvalidArgument(f"cannot decode records of type {type!r}: {exc}") from exc
+
+
+def _corrupt(exc: msgspec.DecodeError, data: Any, type: Any, what: str) -> CorruptRecordError:
+    detail = str(exc)
+    newer = _NEWER_PATTERN.search(detail)
+    if newer is not None:
+        return _too_new(what, detail, newer["what"], int(newer["found"]), int(newer["supported"]))
+    supported = supported_schema_version(type)
+    if supported is not None:
+        # A newer writer may have used a tag or type this code does not know yet: say so
+        # instead of calling the bytes corrupt.
+        try:
+            found = msgspec.json.decode(data, type=_VersionPeek).schema_version
+        except (msgspec.DecodeError, TypeError):
+            found = 0
+        if found > supported:
+            return _too_new(what, detail, what, found, supported)
+    match = _PATH_PATTERN.search(detail)
+    problem = detail[: match.start()] if match else detail
+    where = f" (at {match['path']})" if match else ""
+    return CorruptRecordError(
+        f"cannot decode {what}: {problem}{where}. The bytes are not a valid {what}: they "
+        "were truncated, edited, or written by other software. Restore the record from a "
+        "backup, or delete it.",
+        what=what,
+        detail=detail,
+    )
+
+
+def _too_new(what: str, detail: str, record: str, found: int, supported: int) -> SchemaVersionError:
+    return SchemaVersionError(
+        f"cannot decode {what}: it was {_NEWER} ({record} schema version {found}; this "
+        f"version reads up to {supported}). Upgrade operative to read it; the record was "
+        "left as it is.",
+        what=what,
+        detail=detail,
+        found=found,
+        supported=supported,
+    )
+
+
+def _name_of(type: Any) -> str:
+    return getattr(type, "__name__", None) or repr(type)
