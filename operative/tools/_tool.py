@@ -1,0 +1,351 @@
+"""``Tool`` and the ``@tool`` decorator: an async (or sync) function a model may call."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, overload
+
+import attrs
+import msgspec
+import trio
+
+from .._convert import converter, describe_error
+from .._errors import ToolDefinitionError
+from .._types import ToolSpec
+from ._context import ToolContext
+from ._schema import check_tool_name, json_schema, signature_input
+
+__all__ = ["ArgumentError", "Tool", "tool"]
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+class ArgumentError(Exception):
+    """Internal: a call's arguments did not parse or validate (message for the model)."""
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    if inspect.iscoroutinefunction(fn):
+        return True
+    call = getattr(fn, "__call__", None)  # noqa: B004 - an async __call__ counts
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+@attrs.frozen(init=False, eq=False)
+class Tool:
+    """A function a model may call, with the schema it is offered under.
+
+    ``Tool(fn)`` derives the input from ``fn``'s signature (every parameter annotated;
+    a parameter annotated :class:`ToolContext` is filled in by the toolbox, not the
+    model). ``Tool(fn, input_type=T)`` validates the arguments as ``T`` (a
+    ``msgspec.Struct``, attrs class, dataclass or TypedDict) and passes the value as
+    ``fn``'s one non-context argument.
+
+    Sync functions run in a worker thread (``trio.to_thread.run_sync`` with
+    ``abandon_on_cancel=True``): a thread cannot be cancelled, so on timeout or abort
+    the call is abandoned, the thread runs to its end, and its result is discarded.
+
+    ``timeout`` (seconds) bounds each call; the model then reads an error result saying
+    the tool timed out. ``max_concurrency`` bounds how many calls of this tool run at
+    once across every toolbox holding it. ``version`` is bound into signed approvals:
+    change it whenever the tool's behaviour changes so stale approvals are refused.
+    """
+
+    fn: Callable[..., Any]
+    name: str
+    description: str
+    input_type: Any
+    input_schema: dict[str, Any]
+    output_type: Any
+    version: str | None
+    mutates: bool
+    idempotent: bool
+    timeout: float | None
+    max_concurrency: int | None
+    # Precomputed once so a call does no introspection.
+    _spec: ToolSpec
+    _decode_json: Callable[[str | bytes], Any]
+    _convert: Callable[[Any], Any]
+    _invoke: Callable[[Any, ToolContext | None], Awaitable[Any]]
+    _wants_context: bool
+    _limiter: trio.CapacityLimiter | None
+    _given_input_type: Any
+    _given_input_schema: Mapping[str, Any] | None
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        /,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        input_type: Any = None,
+        input_schema: Mapping[str, Any] | None = None,
+        output_type: Any = None,
+        version: str | None = None,
+        mutates: bool = False,
+        idempotent: bool = False,
+        timeout: float | None = None,
+        max_concurrency: int | None = None,
+    ) -> None:
+        if not callable(fn):
+            raise ToolDefinitionError(f"a tool wraps a function, not {fn!r}")
+        tool_name = check_tool_name(name if name is not None else getattr(fn, "__name__", ""))
+        if description is None:
+            description = inspect.cleandoc(getattr(fn, "__doc__", None) or "")
+        if version is not None and (not isinstance(version, str) or not version):
+            raise ToolDefinitionError(f"tool {tool_name!r}: version must be a non-empty str")
+        if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
+            raise ToolDefinitionError(f"tool {tool_name!r}: timeout must be seconds > 0")
+        if timeout is not None and math.isinf(timeout):
+            timeout = None
+        if max_concurrency is not None and (
+            not isinstance(max_concurrency, int) or max_concurrency < 1
+        ):
+            raise ToolDefinitionError(f"tool {tool_name!r}: max_concurrency must be an int >= 1")
+
+        signature = signature_input(fn, tool_name=tool_name, build_struct=input_type is None)
+        context_parameter = signature.context_parameter
+        is_async = _is_async(fn)
+        if signature.struct is not None:
+            target: Any = signature.struct
+            invoke = _keyword_invoker(fn, is_async, context_parameter)
+        else:
+            target = input_type
+            if len(signature.value_parameters) != 1:
+                raise ToolDefinitionError(
+                    f"tool {tool_name!r}: with input_type=, the function takes exactly one "
+                    f"argument besides a ToolContext, not {signature.value_parameters!r}"
+                )
+            invoke = _single_invoker(fn, is_async, context_parameter)
+        decode_json, convert, native = _validators(target)
+        if input_schema is not None:
+            schema = dict(input_schema)
+        elif native:
+            schema = json_schema(target, what=f"input of tool {tool_name!r}")
+        else:
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}: msgspec cannot describe {target!r}; pass "
+                "input_schema= (a JSON Schema object) alongside input_type="
+            )
+        if output_type is not None:
+            json_schema(output_type, what=f"output of tool {tool_name!r}", object_only=False)
+        self.__attrs_init__(
+            fn=fn,
+            name=tool_name,
+            description=description,
+            input_type=target,
+            input_schema=schema,
+            output_type=output_type,
+            version=version,
+            mutates=bool(mutates),
+            idempotent=bool(idempotent),
+            timeout=timeout,
+            max_concurrency=max_concurrency,
+            spec=ToolSpec(name=tool_name, description=description, input_schema=schema),
+            decode_json=decode_json,
+            convert=convert,
+            invoke=invoke,
+            wants_context=context_parameter is not None,
+            limiter=trio.CapacityLimiter(max_concurrency) if max_concurrency else None,
+            given_input_type=input_type,
+            given_input_schema=input_schema,
+        )
+
+    def __repr__(self) -> str:
+        version = f" v{self.version}" if self.version is not None else ""
+        return f"<Tool {self.name}{version}>"
+
+    @property
+    def spec(self) -> ToolSpec:
+        """What a model is told about this tool (the same object on every call)."""
+        return self._spec
+
+    def renamed(self, name: str) -> Tool:
+        """This tool under another name (a toolbox's mapping key renames its tool)."""
+        if name == self.name:
+            return self
+        return Tool(
+            self.fn,
+            name=name,
+            description=self.description,
+            input_type=self._given_input_type,
+            input_schema=self._given_input_schema,
+            output_type=self.output_type,
+            version=self.version,
+            mutates=self.mutates,
+            idempotent=self.idempotent,
+            timeout=self.timeout,
+            max_concurrency=self.max_concurrency,
+        )
+
+    def parse_arguments(self, raw: Mapping[str, Any] | str) -> Any:
+        """Validate a call's arguments (a mapping, or a raw JSON string).
+
+        Raises:
+            ArgumentError: with a message the model can act on.
+        """
+        try:
+            if type(raw) is str:
+                return self._decode_json(raw)
+            return self._convert(raw)
+        except msgspec.ValidationError as exc:
+            raise ArgumentError(
+                f"Invalid arguments for tool {self.name!r}: {exc}. "
+                "Fix the arguments to match the tool's input schema and call it again."
+            ) from None
+        except msgspec.DecodeError as exc:
+            raise ArgumentError(
+                f"The arguments for tool {self.name!r} are not valid JSON ({exc}). "
+                "Send the arguments as one JSON object."
+            ) from None
+        except _StructureError as exc:
+            raise ArgumentError(
+                f"Invalid arguments for tool {self.name!r}: {exc}. "
+                "Fix the arguments to match the tool's input schema and call it again."
+            ) from None
+
+    def encode_result(self, value: Any) -> Any:
+        """``value`` as JSON-compatible builtins (validated against ``output_type``).
+
+        Raises:
+            TypeError, msgspec.ValidationError: the value cannot be sent to a model.
+        """
+        if type(value) not in _SCALARS:
+            value = msgspec.to_builtins(value)
+        if self.output_type is not None:
+            msgspec.convert(value, self.output_type)
+        return value
+
+
+class _StructureError(Exception):
+    """The cattrs fallback could not structure the arguments."""
+
+
+def _validators(
+    target: Any,
+) -> tuple[Callable[[str | bytes], Any], Callable[[Any], Any], bool]:
+    """(decode JSON, convert a mapping, msgspec handles the type natively)."""
+    try:
+        decoder = msgspec.json.Decoder(target)
+    except TypeError:
+        pass
+    else:
+        convert = functools.partial(msgspec.convert, type=target)
+        return decoder.decode, convert, True
+
+    def structure(value: Any) -> Any:
+        try:
+            return converter.structure(value, target)
+        except Exception as exc:
+            raise _StructureError(describe_error(exc)) from None
+
+    def decode(raw: str | bytes) -> Any:
+        return structure(msgspec.json.decode(raw))
+
+    return decode, structure, False
+
+
+def _keyword_invoker(
+    fn: Callable[..., Any], is_async: bool, context_parameter: str | None
+) -> Callable[[Any, ToolContext | None], Awaitable[Any]]:
+    asdict = msgspec.structs.asdict
+    if is_async:
+        if context_parameter is None:
+
+            def invoke(arguments: Any, context: ToolContext | None) -> Awaitable[Any]:
+                return fn(**asdict(arguments))  # type: ignore[no-any-return]
+
+            return invoke
+
+        def invoke_with_context(arguments: Any, context: ToolContext | None) -> Awaitable[Any]:
+            return fn(**asdict(arguments), **{context_parameter: context})  # type: ignore[no-any-return]
+
+        return invoke_with_context
+
+    async def invoke_sync(arguments: Any, context: ToolContext | None) -> Any:
+        kwargs = asdict(arguments)
+        if context_parameter is not None:
+            kwargs[context_parameter] = context
+        return await trio.to_thread.run_sync(
+            functools.partial(fn, **kwargs), abandon_on_cancel=True
+        )
+
+    return invoke_sync
+
+
+def _single_invoker(
+    fn: Callable[..., Any], is_async: bool, context_parameter: str | None
+) -> Callable[[Any, ToolContext | None], Awaitable[Any]]:
+    if is_async:
+        if context_parameter is None:
+            return lambda value, context: fn(value)
+        return lambda value, context: fn(value, **{context_parameter: context})
+
+    async def invoke_sync(value: Any, context: ToolContext | None) -> Any:
+        kwargs = {} if context_parameter is None else {context_parameter: context}
+        return await trio.to_thread.run_sync(
+            functools.partial(fn, value, **kwargs), abandon_on_cancel=True
+        )
+
+    return invoke_sync
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    input_type: Any = None,
+    input_schema: Mapping[str, Any] | None = None,
+    output_type: Any = None,
+    version: str | None = None,
+    mutates: bool = False,
+    idempotent: bool = False,
+    timeout: float | None = None,
+    max_concurrency: int | None = None,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    input_type: Any = None,
+    input_schema: Mapping[str, Any] | None = None,
+    output_type: Any = None,
+    version: str | None = None,
+    mutates: bool = False,
+    idempotent: bool = False,
+    timeout: float | None = None,
+    max_concurrency: int | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a :class:`Tool` of a function: ``@tool`` or ``@tool(version="1", ...)``.
+
+    The name defaults to the function's name, the description to its docstring, and
+    the input schema to its signature.
+    """
+
+    def wrap(function: Callable[..., Any]) -> Tool:
+        return Tool(
+            function,
+            name=name,
+            description=description,
+            input_type=input_type,
+            input_schema=input_schema,
+            output_type=output_type,
+            version=version,
+            mutates=mutates,
+            idempotent=idempotent,
+            timeout=timeout,
+            max_concurrency=max_concurrency,
+        )
+
+    if fn is not None:
+        return wrap(fn)
+    return wrap

@@ -1,0 +1,413 @@
+"""``Toolbox``: the tools a run may call, and how each call settles into a result."""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import attrs
+import msgspec
+import trio
+
+from .._errors import ApprovalError, InvalidArgument, ToolDefinitionError
+from .._types import PendingApproval, RequestContext, ToolCall, ToolResult, ToolSpec
+from ..storage import ConditionalTextValueStore, MemoryStore
+from ._approvals import ApprovalDecider, ApprovalPolicy, Approvals, wall_clock
+from ._context import EMPTY_CONTEXT, ExecutionContext, ToolContext
+from ._permissions import PermissionPolicy
+from ._tool import ArgumentError, Tool
+
+__all__ = ["Toolbox"]
+
+
+def _collect(tools: Iterable[Tool] | Mapping[str, Tool]) -> dict[str, Tool]:
+    collected: dict[str, Tool] = {}
+    if isinstance(tools, Mapping):
+        items: Iterable[tuple[object, Any]] = tools.items()
+    elif isinstance(tools, Tool | str | bytes):
+        raise InvalidArgument("Toolbox takes a list of tools or a name-keyed mapping")
+    else:
+        items = ((getattr(t, "name", None), t) for t in tools)
+    for key, item in items:
+        if not isinstance(item, Tool):
+            raise InvalidArgument(
+                f"{item!r} is not a Tool; decorate the function with @tool or wrap it in Tool(fn)"
+            )
+        if isinstance(tools, Mapping):
+            if not isinstance(key, str):
+                raise InvalidArgument(f"tool mapping keys are names (str), not {key!r}")
+            entry = item.renamed(key)
+        else:
+            entry = item
+        if entry.name in collected:
+            raise ToolDefinitionError(
+                f"two tools are named {entry.name!r}; give one of them another name="
+            )
+        collected[entry.name] = entry
+    return collected
+
+
+@attrs.frozen(init=False, eq=False)
+class Toolbox:
+    """The tools offered to a model, and the one place their calls are executed.
+
+    ``tools`` is a list of :class:`Tool` or a name-keyed mapping (the key is the name the
+    model sees). :meth:`execute` never raises for a bad call: unknown tools, malformed or
+    invalid arguments, failures, timeouts and unencodable results all become typed
+    :class:`ToolResult`\\ s the model can read.
+
+    Approvals: with ``approval_policy`` set, calls it selects do not run; they settle as
+    ``action-required`` with a signed :class:`PendingApproval`. Resume it with
+    :meth:`resume_approval` (or refuse it with :meth:`deny_approval`), in this or a later
+    request. Without ``approval_secret`` a random secret is drawn per toolbox, so its
+    approvals resume only on this same instance; to resume in other processes give every
+    toolbox the same secret (32+ bytes) and the same durable ``approval_state`` store.
+    A mode policy refuses unversioned tools it could park when the toolbox is built.
+    """
+
+    tools: Mapping[str, Tool]
+    approval_policy: ApprovalPolicy | ApprovalDecider | None
+    permissions: PermissionPolicy | None
+    max_concurrency: int | None
+    _specs: tuple[ToolSpec, ...]
+    _unknown_hint: str
+    _refusals: Mapping[str, str]
+    _parked: frozenset[str]
+    _decide: ApprovalDecider | None
+    _approvals: Approvals
+    _limiter: trio.CapacityLimiter | None
+
+    def __init__(
+        self,
+        tools: Iterable[Tool] | Mapping[str, Tool] = (),
+        *,
+        approval_policy: ApprovalPolicy | ApprovalDecider | None = None,
+        approval_secret: str | bytes | None = None,
+        approval_state: ConditionalTextValueStore | None = None,
+        approval_ttl: float = 24 * 3600.0,
+        permissions: PermissionPolicy | None = None,
+        max_concurrency: int | None = None,
+        clock: Any = wall_clock,
+    ) -> None:
+        collected = _collect(tools)
+        if max_concurrency is not None and (
+            not isinstance(max_concurrency, int) or max_concurrency < 1
+        ):
+            raise InvalidArgument(
+                f"max_concurrency must be None or an int >= 1, not {max_concurrency!r}"
+            )
+        if not approval_ttl > 0:
+            raise InvalidArgument(f"approval_ttl must be seconds > 0, not {approval_ttl!r}")
+        parked: frozenset[str] = frozenset()
+        decide: ApprovalDecider | None = None
+        if isinstance(approval_policy, ApprovalPolicy):
+            parked = frozenset(n for n, t in collected.items() if approval_policy.requires(t))
+            unversioned = sorted(n for n in parked if collected[n].version is None)
+            if unversioned:
+                raise ToolDefinitionError(
+                    f"approval policy {approval_policy.mode!r} can park calls to "
+                    f"{', '.join(map(repr, unversioned))}, which have no version; give "
+                    "them one (e.g. @tool(version='1')) so stale approvals can be refused"
+                )
+        elif approval_policy is not None:
+            if not callable(approval_policy):
+                raise InvalidArgument(
+                    "approval_policy is an ApprovalPolicy or a callable "
+                    f"(call, tool, request_context) -> bool, not {approval_policy!r}"
+                )
+            decide = approval_policy
+        refusals: dict[str, str] = {}
+        if permissions is not None:
+            for name, item in collected.items():
+                refusal = permissions.refusal(item)
+                if refusal is not None:
+                    refusals[name] = refusal
+        names = ", ".join(sorted(collected)) or "(none)"
+        self.__attrs_init__(
+            tools=collected,
+            approval_policy=approval_policy,
+            permissions=permissions,
+            max_concurrency=max_concurrency,
+            specs=tuple(t.spec for t in collected.values()),
+            unknown_hint=f"Available tools: {names}.",
+            refusals=refusals,
+            parked=parked,
+            decide=decide,
+            approvals=Approvals(
+                approval_secret,
+                state=approval_state if approval_state is not None else MemoryStore(),
+                ttl=float(approval_ttl),
+                clock=clock,
+            ),
+            limiter=trio.CapacityLimiter(max_concurrency) if max_concurrency else None,
+        )
+
+    def __repr__(self) -> str:
+        return f"<Toolbox {', '.join(self.tools) or '(empty)'}>"
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        """What the model is offered: the same tuple of the same specs on every call."""
+        return self._specs
+
+    def get(self, name: str) -> Tool | None:
+        """The tool called ``name``, or ``None``."""
+        return self.tools.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.tools
+
+    def __len__(self) -> int:
+        return len(self.tools)
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self.tools.values())
+
+    async def execute(self, call: ToolCall, context: ExecutionContext | None = None) -> ToolResult:
+        """Run one tool call and settle it as a :class:`ToolResult`.
+
+        Never raises for anything the call or the tool did; only cancellation (and other
+        ``BaseException``\\ s) propagate. It is a cancellation point on entry, but yields
+        to the scheduler only if the tool does (a full checkpoint would cost ~15 µs per
+        call, half the loop's per-step budget).
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        tool = self.tools.get(call.name)
+        if tool is None:
+            await trio.lowlevel.checkpoint()
+            return ToolResult(
+                call_id=call.id,
+                tool_name=call.name,
+                outcome="error",
+                error=f"Unknown tool {call.name!r}. {self._unknown_hint}",
+            )
+        if self._refusals:
+            refusal = self._refusals.get(tool.name)
+            if refusal is not None:
+                await trio.lowlevel.checkpoint()
+                return ToolResult(
+                    call_id=call.id, tool_name=tool.name, outcome="denied", error=refusal
+                )
+        try:
+            arguments = tool.parse_arguments(call.arguments)
+        except ArgumentError as exc:
+            await trio.lowlevel.checkpoint()
+            return ToolResult(call_id=call.id, tool_name=tool.name, outcome="error", error=str(exc))
+        if context is None:
+            context = EMPTY_CONTEXT
+        if self._parked or self._decide is not None:
+            parked = await self._park_if_needed(tool, call, context)
+            if parked is not None:
+                return parked
+        return await self._run(tool, call, arguments, context)
+
+    async def _park_if_needed(
+        self, tool: Tool, call: ToolCall, context: ExecutionContext
+    ) -> ToolResult | None:
+        request = context.request_context
+        try:
+            if tool.name in self._parked:
+                needed = True
+            elif self._decide is not None:
+                needed = await self._approvals.needs_approval(self._decide, call, tool, request)
+            else:
+                needed = False
+            if not needed:
+                return None
+            raw = call.arguments
+            arguments = msgspec.json.decode(raw) if isinstance(raw, str) else dict(raw)
+            approval = self._approvals.issue(call, tool, arguments, request)
+        except Exception as exc:
+            await trio.lowlevel.checkpoint()
+            return ToolResult(
+                call_id=call.id,
+                tool_name=tool.name,
+                outcome="error",
+                error=f"The call to {tool.name!r} could not be sent for approval.",
+                detail=_describe(exc),
+            )
+        await trio.lowlevel.checkpoint()
+        return ToolResult(
+            call_id=call.id,
+            tool_name=tool.name,
+            outcome="action-required",
+            error=(
+                f"This call to {tool.name!r} is waiting for a person's approval "
+                f"(approval {approval.approval_id}); it has not run yet."
+            ),
+            pending_approval=approval,
+        )
+
+    async def _run(
+        self, tool: Tool, call: ToolCall, arguments: Any, context: ExecutionContext
+    ) -> ToolResult:
+        tool_context = (
+            ToolContext(
+                call_id=call.id,
+                tool_name=tool.name,
+                run_id=context.run_id,
+                step=context.step,
+                agent_id=context.agent_id,
+                request_context=context.request_context,
+                execution=context,
+            )
+            if tool._wants_context
+            else None
+        )
+        timeout = tool.timeout
+        try:
+            if self._limiter is None and tool._limiter is None:
+                if timeout is None:
+                    value = await tool._invoke(arguments, tool_context)
+                else:
+                    with trio.move_on_after(timeout) as scope:
+                        value = await tool._invoke(arguments, tool_context)
+                    if scope.cancelled_caught:
+                        return _timed_out(tool, call)
+            else:
+                async with _Limits(self._limiter, tool._limiter):
+                    with trio.move_on_after(
+                        timeout if timeout is not None else float("inf")
+                    ) as scope:
+                        value = await tool._invoke(arguments, tool_context)
+                if scope.cancelled_caught:
+                    return _timed_out(tool, call)
+        except Exception as exc:
+            return ToolResult(
+                call_id=call.id,
+                tool_name=tool.name,
+                outcome="error",
+                error=f"Tool {tool.name!r} failed: {type(exc).__name__}: {exc}",
+                detail=_describe(exc),
+            )
+        try:
+            encoded = tool.encode_result(value)
+        except (TypeError, ValueError, msgspec.ValidationError) as exc:
+            return ToolResult(
+                call_id=call.id,
+                tool_name=tool.name,
+                outcome="error",
+                error=(
+                    f"Tool {tool.name!r} returned a value that cannot be sent to the model "
+                    f"({type(value).__name__}: {exc})."
+                ),
+                detail=_describe(exc),
+            )
+        return ToolResult(call_id=call.id, tool_name=tool.name, outcome="success", value=encoded)
+
+    async def resume_approval(
+        self,
+        approval: PendingApproval,
+        *,
+        request_context: RequestContext | None = None,
+        context: ExecutionContext | None = None,
+    ) -> ToolResult:
+        """Run a parked call a person approved, exactly once.
+
+        ``request_context`` is the resuming request's own (fresh deadline, same identity
+        as bound into the approval). Returns the call's result, which replaces the
+        ``action-required`` result in the transcript
+        (:func:`operative.conversation.resolve_tool_result`).
+
+        Raises:
+            ApprovalError: the approval was altered, expired, already used, is resumed
+                for another identity, or its tool is gone or changed version. A rejected
+                approval is not consumed.
+        """
+        checked = self._approvals.verify(approval, request_context)
+        tool = self.tools.get(checked.tool_name)
+        if tool is None:
+            raise ApprovalError(
+                f"approval {checked.approval_id} is for tool {checked.tool_name!r}, which "
+                f"this toolbox does not have. {self._unknown_hint}",
+                reason="unknown-tool",
+            )
+        if tool.version != checked.tool_version:
+            raise ApprovalError(
+                f"approval {checked.approval_id} was given for version "
+                f"{checked.tool_version!r} of tool {tool.name!r}, which is now "
+                f"{tool.version!r}; the model has to ask again",
+                reason="version-changed",
+            )
+        call = ToolCall(id=checked.call_id, name=tool.name, arguments=checked.arguments)
+        refusal = self._refusals.get(tool.name)
+        if refusal is not None:
+            await trio.lowlevel.checkpoint()
+            return ToolResult(call_id=call.id, tool_name=tool.name, outcome="denied", error=refusal)
+        await self._approvals.consume(checked, "approved")
+        if context is None:
+            context = ExecutionContext(
+                run_id=checked.run_id, agent_id=checked.agent_id, request_context=request_context
+            )
+        else:
+            context = attrs.evolve(context, request_context=request_context)
+        try:
+            arguments = tool.parse_arguments(call.arguments)
+        except ArgumentError as exc:
+            return ToolResult(call_id=call.id, tool_name=tool.name, outcome="error", error=str(exc))
+        return await self._run(tool, call, arguments, context)
+
+    async def deny_approval(
+        self,
+        approval: PendingApproval,
+        *,
+        reason: str = "",
+        request_context: RequestContext | None = None,
+    ) -> ToolResult:
+        """Refuse a parked call: it never runs, and the result says a person denied it.
+
+        Raises:
+            ApprovalError: as :meth:`resume_approval` (except for tool changes, which do
+                not matter to a refusal).
+        """
+        checked = self._approvals.verify(approval, request_context)
+        await self._approvals.consume(checked, "denied")
+        why = f": {reason}" if reason else "."
+        return ToolResult(
+            call_id=checked.call_id,
+            tool_name=checked.tool_name,
+            outcome="denied",
+            error=f"A person denied this call to {checked.tool_name!r}{why}",
+        )
+
+
+class _Limits:
+    """Hold the toolbox's and the tool's capacity limiters (either may be absent)."""
+
+    __slots__ = ("_first", "_second")
+
+    def __init__(
+        self, first: trio.CapacityLimiter | None, second: trio.CapacityLimiter | None
+    ) -> None:
+        self._first = first
+        self._second = second
+
+    async def __aenter__(self) -> None:
+        if self._first is not None:
+            await self._first.acquire()
+        if self._second is not None:
+            try:
+                await self._second.acquire()
+            except BaseException:
+                if self._first is not None:
+                    self._first.release()
+                raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._second is not None:
+            self._second.release()
+        if self._first is not None:
+            self._first.release()
+
+
+def _timed_out(tool: Tool, call: ToolCall) -> ToolResult:
+    return ToolResult(
+        call_id=call.id,
+        tool_name=tool.name,
+        outcome="error",
+        error=f"Tool {tool.name!r} timed out after {tool.timeout:g} s and was stopped.",
+    )
+
+
+def _describe(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(exc))
