@@ -1,0 +1,128 @@
+"""operative: a Trio-first, structured-concurrency runtime for LLM agents.
+
+Every name here is re-exported from a private module; see the docs for the guide.
+"""
+
+from . import conditions as stop_when
+from ._agent import Agent as Agent
+from ._agent import AgentInput as AgentInput
+from ._agent import AgentRunContext as AgentRunContext
+from ._agent import RunnableAgent as RunnableAgent
+from ._agent import create_agent as create_agent
+from ._errors import ApprovalError as ApprovalError
+from ._errors import ConflictError as ConflictError
+from ._errors import ConversationError as ConversationError
+from ._errors import CorruptRecordError as CorruptRecordError
+from ._errors import ElicitationError as ElicitationError
+from ._errors import HookError as HookError
+from ._errors import InvalidArgument as InvalidArgument
+from ._errors import InvalidResponseError as InvalidResponseError
+from ._errors import OperativeError as OperativeError
+from ._errors import OutputValidationError as OutputValidationError
+from ._errors import ProviderError as ProviderError
+from ._errors import ToolDefinitionError as ToolDefinitionError
+from ._events import Event as Event
+from ._events import EventStream as EventStream
+from ._events import RunEvent as RunEvent
+from ._model import GenerateFunction as GenerateFunction
+from ._model import GenerateRequest as GenerateRequest
+from ._model import GenerateResponse as GenerateResponse
+from ._options import RunOptions as RunOptions
+from ._results import RunResult as RunResult
+from ._results import SchemaValidation as SchemaValidation
+from ._results import StepResult as StepResult
+from ._run import ActiveRun as ActiveRun
+from ._run import open_run as open_run
+from ._types import Authority as Authority
+from ._types import FinishReason as FinishReason
+from ._types import PendingApproval as PendingApproval
+from ._types import RequestContext as RequestContext
+from ._types import ToolCall as ToolCall
+from ._types import ToolOutcome as ToolOutcome
+from ._types import ToolResult as ToolResult
+from ._types import ToolSpec as ToolSpec
+from ._types import Usage as Usage
+from .conversation import Conversation as Conversation
+from .conversation import ConversationHistory as ConversationHistory
+from .conversation import FilePart as FilePart
+from .conversation import ImagePart as ImagePart
+from .conversation import Message as Message
+from .conversation import TextPart as TextPart
+from .conversation import resolve_tool_result as resolve_tool_result
+from .hooks import HookContext as HookContext
+from .hooks import HookRegistry as HookRegistry
+from .liveness import LivenessSnapshot as LivenessSnapshot
+from .storage import ConditionalTextValueStore as ConditionalTextValueStore
+from .storage import MemoryStore as MemoryStore
+from .tools import ApprovalPolicy as ApprovalPolicy
+from .tools import ElicitationRequest as ElicitationRequest
+from .tools import ElicitationResponse as ElicitationResponse
+from .tools import ExecutionContext as ExecutionContext
+from .tools import PermissionPolicy as PermissionPolicy
+from .tools import Tool as Tool
+from .tools import ToolContext as ToolContext
+from .tools import Toolbox as Toolbox
+from .tools import tool as tool
+
+__all__ = [
+    "ActiveRun",
+    "Agent",
+    "AgentInput",
+    "AgentRunContext",
+    "ApprovalError",
+    "ApprovalPolicy",
+    "Authority",
+    "ConditionalTextValueStore",
+    "ConflictError",
+    "Conversation",
+    "ConversationError",
+    "ConversationHistory",
+    "CorruptRecordError",
+    "ElicitationError",
+    "ElicitationRequest",
+    "ElicitationResponse",
+    "Event",
+    "EventStream",
+    "ExecutionContext",
+    "FilePart",
+    "FinishReason",
+    "GenerateFunction",
+    "GenerateRequest",
+    "GenerateResponse",
+    "HookContext",
+    "HookError",
+    "HookRegistry",
+    "ImagePart",
+    "InvalidArgument",
+    "InvalidResponseError",
+    "LivenessSnapshot",
+    "MemoryStore",
+    "Message",
+    "OperativeError",
+    "OutputValidationError",
+    "PendingApproval",
+    "PermissionPolicy",
+    "ProviderError",
+    "RequestContext",
+    "RunEvent",
+    "RunOptions",
+    "RunResult",
+    "RunnableAgent",
+    "SchemaValidation",
+    "StepResult",
+    "TextPart",
+    "Tool",
+    "ToolCall",
+    "ToolContext",
+    "ToolDefinitionError",
+    "ToolOutcome",
+    "ToolResult",
+    "ToolSpec",
+    "Toolbox",
+    "Usage",
+    "create_agent",
+    "open_run",
+    "resolve_tool_result",
+    "stop_when",
+    "tool",
+]

@@ -1,0 +1,173 @@
+"""``create_agent``: a reusable definition whose runs are ``open_run`` with its options."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol, Unpack, runtime_checkable
+
+import attrs
+
+from ._errors import InvalidArgument
+from ._model import GenerateFunction
+from ._options import DEFAULT_MAXIMUM_STEPS, RunOptions, configure_run, make_toolbox
+from ._results import RunResult
+from ._run import ActiveRun, open_run
+from .conditions import StopCondition, no_tool_calls
+from .conversation import ContentPart, Conversation, ConversationHistory
+from .tools import Toolbox
+
+__all__ = ["Agent", "AgentInput", "AgentRunContext", "RunnableAgent", "create_agent"]
+
+AgentInput = str | Sequence[ContentPart] | ConversationHistory
+"""A fresh user message (text or multi-modal parts), or a history to continue."""
+
+
+@attrs.frozen(kw_only=True)
+class AgentRunContext:
+    """Per-run context a caller (a host, a parent agent) passes to ``agent.run``."""
+
+    agent_name: str | None = None
+    """Overrides the name stamped on the run's events."""
+    trace_context: Any = None
+    """The parent trace context, for nested tracing."""
+    principal: Any = None
+    """Who the run acts for; forwarded unchanged to the run (and its hooks)."""
+
+
+@runtime_checkable
+class RunnableAgent(Protocol):
+    """What lazy agents and multi-agent patterns need from an agent."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def has_output(self) -> bool: ...
+
+    async def run(
+        self, input: AgentInput, *, context: AgentRunContext | None = None
+    ) -> RunResult: ...
+
+    def open_run(
+        self, input: AgentInput, *, context: AgentRunContext | None = None
+    ) -> AbstractAsyncContextManager[ActiveRun]: ...
+
+
+@attrs.frozen(kw_only=True)
+class Agent:
+    """An agent definition. Reusable and immutable: every run gets its own state."""
+
+    generate: GenerateFunction
+    toolbox: Toolbox
+    name: str = "(agent)"
+    instructions: str | None = None
+    stop_when: tuple[StopCondition, ...] = ()
+    maximum_steps: int = DEFAULT_MAXIMUM_STEPS
+    options: Mapping[str, Any] = attrs.Factory(dict)
+
+    @property
+    def has_output(self) -> bool:
+        """True when runs validate a structured ``output``."""
+        return self.options.get("output") is not None
+
+    def _conversation(self, input: AgentInput) -> Conversation:
+        if isinstance(input, ConversationHistory):
+            # Snapshot: the caller's history object is never touched, and instructions
+            # are not re-appended (the history carries its own system context).
+            return Conversation.from_history(input)
+        if isinstance(input, str) or (
+            isinstance(input, Sequence) and not isinstance(input, bytes | bytearray)
+        ):
+            conversation = Conversation()
+            if self.instructions:
+                conversation.append_system_message(self.instructions)
+            conversation.append_user_message(input)
+            return conversation
+        raise InvalidArgument(
+            "agent input takes a str, a list of content parts or a ConversationHistory, "
+            f"got {type(input).__name__} (to share a live Conversation, use open_run)"
+        )
+
+    def open_run(
+        self, input: AgentInput, *, context: AgentRunContext | None = None
+    ) -> AbstractAsyncContextManager[ActiveRun]:
+        """Start a run of this agent; use as ``async with agent.open_run(...) as run:``."""
+        conversation = self._conversation(input)
+        options = dict(self.options)
+        options.setdefault("agent_name", self.name)
+        if context is not None:
+            if context.agent_name is not None:
+                options["agent_name"] = context.agent_name
+            if context.trace_context is not None:
+                options["trace_context"] = context.trace_context
+            if context.principal is not None:
+                options["principal"] = context.principal
+        return open_run(
+            generate=self.generate,
+            conversation=conversation,
+            toolbox=self.toolbox,
+            stop_when=self.stop_when,
+            maximum_steps=self.maximum_steps,
+            **options,
+        )
+
+    async def run(self, input: AgentInput, *, context: AgentRunContext | None = None) -> RunResult:
+        """Run to the end and return the result."""
+        async with self.open_run(input, context=context) as run:
+            return await run.result()
+
+
+def create_agent(
+    *,
+    generate: GenerateFunction,
+    instructions: str | None = None,
+    tools: Sequence[Any] | Mapping[str, Any] | None = None,
+    toolbox: Toolbox | None = None,
+    permissions: Any = None,
+    stop_when: StopCondition | Sequence[StopCondition] | None = None,
+    maximum_steps: int = DEFAULT_MAXIMUM_STEPS,
+    name: str = "(agent)",
+    **options: Unpack[RunOptions],
+) -> Agent:
+    """Define an agent. ``stop_when`` defaults to ``stop_when.no_tool_calls()``.
+
+    ``tools=`` (a list, or a name-keyed mapping whose keys are canonical) and
+    ``toolbox=`` are mutually exclusive; ``permissions=`` goes with ``tools=``.
+    Any other :func:`open_run` option (hooks, ``output``, ``settings``, ...) applies to
+    every run of the agent.
+    """
+    if instructions is not None and not isinstance(instructions, str):
+        raise InvalidArgument(f"instructions= takes a str, got {type(instructions).__name__}")
+    if not isinstance(name, str) or not name:
+        raise InvalidArgument(f"name= takes a non-empty str, got {name!r}")
+    if "run_id" in options:
+        raise InvalidArgument("run_id= is per run: pass it to open_run, not to an agent")
+    built = make_toolbox(toolbox, tools, permissions)
+    conditions: tuple[StopCondition, ...]
+    if stop_when is None:
+        conditions = (no_tool_calls(),)
+    elif isinstance(stop_when, list | tuple):
+        conditions = tuple(stop_when)
+    else:
+        conditions = (stop_when,)
+    # Validate every option now, once, so a bad agent fails where it is defined.
+    configure_run(
+        generate=generate,
+        conversation=Conversation(),
+        toolbox=built,
+        tools=None,
+        stop_when=conditions,
+        maximum_steps=maximum_steps,
+        **options,
+    )
+    return Agent(
+        generate=generate,
+        toolbox=built,
+        name=name,
+        instructions=instructions,
+        stop_when=conditions,
+        maximum_steps=maximum_steps,
+        options=dict(options),
+    )
+

@@ -1,0 +1,217 @@
+"""Run options: validated once, eagerly, into an immutable ``RunConfig``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypedDict
+
+import attrs
+
+from ._errors import InvalidArgument
+from ._model import GenerateFunction
+from ._output import output_schema
+from ._types import RequestContext
+from .conditions import StopCondition
+from .conversation import Conversation, ConversationHistory
+from .hooks import HOOK_NAMES, AnyHook, HookRegistry
+from .tools import Toolbox
+
+__all__ = ["RunConfig", "RunOptions", "configure_run", "make_toolbox"]
+
+DEFAULT_MAXIMUM_STEPS = 25
+
+
+class RunOptions(TypedDict, total=False):
+    """Options of :func:`open_run` beyond the required ones (each hook: one or a list)."""
+
+    prepare_step: Any
+    select_tools: Any
+    validate_response: Any
+    before_tool_execution: Any
+    validate_tool_result: Any
+    after_tool_execution: Any
+    on_step: Any
+    on_run_start: Any
+    on_run_end: Any
+    on_error: Any
+    on_maximum_steps: Any
+    hooks: HookRegistry | None
+    output: Any
+    schema_retries: int
+    settings: Mapping[str, Any] | None
+    request_context: RequestContext | None
+    run_id: str | None
+    principal: Any
+    tool_concurrency: int | None
+    on_elicitation: Callable[..., Awaitable[Any]] | None
+    agent_name: str
+    trace_context: Any
+    cleanup_timeout: float
+
+
+@attrs.frozen(kw_only=True)
+class Hooks:
+    """Every hook of a run, by kind, in the order they run (resolved once per run)."""
+
+    select_tools: tuple[AnyHook, ...] = ()
+    prepare_step: tuple[AnyHook, ...] = ()
+    validate_response: tuple[AnyHook, ...] = ()
+    before_tool_execution: tuple[AnyHook, ...] = ()
+    validate_tool_result: tuple[AnyHook, ...] = ()
+    after_tool_execution: tuple[AnyHook, ...] = ()
+    on_step: tuple[AnyHook, ...] = ()
+    on_run_start: tuple[AnyHook, ...] = ()
+    on_run_end: tuple[AnyHook, ...] = ()
+    on_error: tuple[AnyHook, ...] = ()
+    on_maximum_steps: tuple[AnyHook, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class RunConfig:
+    """Everything one run needs, validated."""
+
+    generate: GenerateFunction
+    toolbox: Toolbox
+    stop_when: tuple[StopCondition, ...]
+    maximum_steps: int
+    hooks: Hooks
+    output: Any = None
+    output_schema: dict[str, Any] | None = None
+    schema_retries: int = 2
+    settings: dict[str, Any] = attrs.Factory(dict)
+    request_context: RequestContext | None = None
+    run_id: str = ""
+    principal: Any = None
+    tool_concurrency: int | None = None
+    on_elicitation: Callable[..., Awaitable[Any]] | None = None
+    agent_name: str = "(agent)"
+    trace_context: Any = None
+    cleanup_timeout: float = 10.0
+
+
+def _as_tuple(value: Any, what: str) -> tuple[Any, ...]:
+    if value is None:
+        return ()
+    items = tuple(value) if isinstance(value, list | tuple) else (value,)
+    for item in items:
+        if not callable(item):
+            raise InvalidArgument(f"{what} takes a callable or a list of them, got {item!r}")
+    return items
+
+
+def make_toolbox(toolbox: Any, tools: Any, permissions: Any = None) -> Toolbox:
+    """The run's toolbox from ``toolbox=`` or ``tools=`` (never both)."""
+    if toolbox is not None:
+        if tools is not None:
+            raise InvalidArgument(
+                "pass tools= or toolbox=, not both: a pre-built Toolbox already has its tools"
+            )
+        if permissions is not None:
+            raise InvalidArgument(
+                "pass permissions= with tools=, not with toolbox=: configure a pre-built "
+                "Toolbox with Toolbox(..., permissions=...)"
+            )
+        if not isinstance(toolbox, Toolbox):
+            raise InvalidArgument(f"toolbox= takes a Toolbox, got {type(toolbox).__name__}")
+        return toolbox
+    if tools is None:
+        return Toolbox([], permissions=permissions)
+    if not isinstance(tools, Sequence | Mapping) or isinstance(tools, str):
+        raise InvalidArgument(
+            f"tools= takes a list of tools or a name-keyed mapping, got {type(tools).__name__}"
+        )
+    return Toolbox(tools, permissions=permissions)
+
+
+def _hooks(options: Mapping[str, Any]) -> Hooks:
+    registry: HookRegistry | None = options.get("hooks")
+    if registry is not None and not isinstance(registry, HookRegistry):
+        raise InvalidArgument(f"hooks= takes a HookRegistry, got {type(registry).__name__}")
+    merged = registry.copy() if registry is not None else HookRegistry()
+    for name in HOOK_NAMES:
+        for hook in _as_tuple(options.get(name), f"{name}="):
+            merged.add(name, hook)  # type: ignore[call-overload]
+    return Hooks(**{name: merged.get(name) for name in HOOK_NAMES})
+
+
+def configure_run(
+    *,
+    generate: GenerateFunction,
+    conversation: Conversation | ConversationHistory,
+    toolbox: Any,
+    tools: Any,
+    stop_when: StopCondition | Sequence[StopCondition] | None,
+    maximum_steps: int,
+    **options: Any,
+) -> tuple[RunConfig, Conversation]:
+    """Validate every option eagerly; returns the config and the run's conversation."""
+    unknown = set(options) - set(RunOptions.__annotations__)
+    if unknown:
+        raise InvalidArgument(
+            f"unknown run option(s) {sorted(unknown)}; options are: "
+            f"{', '.join(sorted(RunOptions.__annotations__))}"
+        )
+    if not callable(generate):
+        raise InvalidArgument(
+            "generate= takes an async function GenerateRequest -> GenerateResponse, "
+            f"got {generate!r}"
+        )
+    if isinstance(conversation, Conversation):
+        live = conversation
+    elif isinstance(conversation, ConversationHistory):
+        live = Conversation.from_history(conversation)
+    else:
+        raise InvalidArgument(
+            "conversation= takes a Conversation (shared) or a ConversationHistory "
+            f"(snapshotted), got {type(conversation).__name__}"
+        )
+    if isinstance(maximum_steps, bool) or not isinstance(maximum_steps, int) or maximum_steps < 1:
+        raise InvalidArgument(f"maximum_steps must be a positive int, got {maximum_steps!r}")
+    schema_retries = options.get("schema_retries", 2)
+    if not isinstance(schema_retries, int) or schema_retries < 0:
+        raise InvalidArgument(f"schema_retries must be an int >= 0, got {schema_retries!r}")
+    concurrency = options.get("tool_concurrency")
+    if concurrency is not None and (not isinstance(concurrency, int) or concurrency < 1):
+        raise InvalidArgument(
+            f"tool_concurrency must be a positive int or None (no limit), got {concurrency!r}"
+        )
+    cleanup_timeout = options.get("cleanup_timeout", 10.0)
+    if not isinstance(cleanup_timeout, int | float) or not cleanup_timeout > 0:
+        raise InvalidArgument(f"cleanup_timeout must be seconds > 0, got {cleanup_timeout!r}")
+    request_context = options.get("request_context")
+    if request_context is not None and not isinstance(request_context, RequestContext):
+        raise InvalidArgument(
+            f"request_context= takes a RequestContext, got {type(request_context).__name__}"
+        )
+    on_elicitation = options.get("on_elicitation")
+    if on_elicitation is not None and not callable(on_elicitation):
+        raise InvalidArgument(f"on_elicitation= takes an async callable, got {on_elicitation!r}")
+    settings = options.get("settings")
+    if settings is not None and not isinstance(settings, Mapping):
+        raise InvalidArgument(f"settings= takes a mapping, got {type(settings).__name__}")
+    run_id = options.get("run_id") or os.urandom(12).hex()
+    if not isinstance(run_id, str):
+        raise InvalidArgument(f"run_id= takes a str, got {type(run_id).__name__}")
+    output = options.get("output")
+    config = RunConfig(
+        generate=generate,
+        toolbox=make_toolbox(toolbox, tools),
+        stop_when=_as_tuple(stop_when, "stop_when="),
+        maximum_steps=maximum_steps,
+        hooks=_hooks(options),
+        output=output,
+        output_schema=output_schema(output) if output is not None else None,
+        schema_retries=schema_retries,
+        settings=dict(settings) if settings else {},
+        request_context=request_context,
+        run_id=run_id,
+        principal=options.get("principal"),
+        tool_concurrency=concurrency,
+        on_elicitation=on_elicitation,
+        agent_name=options.get("agent_name", "(agent)"),
+        trace_context=options.get("trace_context"),
+        cleanup_timeout=float(cleanup_timeout),
+    )
+    return config, live
+
