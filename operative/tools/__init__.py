@@ -24,8 +24,8 @@ __all__ = [
     "OnElicitation",
     "PermissionPolicy",
     "Tool",
-    "Toolbox",
     "ToolContext",
+    "Toolbox",
     "argument_digest",
     "tool",
 ]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import os
+import types
+import typing
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, TypeAlias, TypeVar, cast
 
@@ -55,9 +57,21 @@ Emit: TypeAlias = Callable[[Any], Awaitable[None]]
 @functools.lru_cache(maxsize=256)
 def elicitation_schema(type_: Any) -> dict[str, Any]:
     """The JSON Schema of ``type_`` (cached: a type's schema never changes)."""
+    from .._errors import ToolDefinitionError
     from ._schema import json_schema  # local: _schema imports the tool context
 
-    return json_schema(type_, what="elicitation type", object_only=False)
+    try:
+        return json_schema(type_, what="elicitation type", object_only=False)
+    except ToolDefinitionError as exc:
+        members = typing.get_args(type_) if _is_union(type_) else ()
+        if not members:
+            raise ElicitationError(str(exc)) from None
+    # msgspec refuses some unions (e.g. of several attrs classes): describe each member.
+    return {"anyOf": [elicitation_schema(member) for member in members]}
+
+
+def _is_union(type_: Any) -> bool:
+    return typing.get_origin(type_) in (typing.Union, types.UnionType)
 
 
 def _validate(data: Any, type_: Any) -> Any:
