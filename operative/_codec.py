@@ -13,7 +13,7 @@ from __future__ import annotations
 import builtins
 import functools
 import re
-from typing import Any, TypeVar, cast
+from typing import Any, TypeAlias, TypeVar, cast, overload
 
 import msgspec
 
@@ -22,6 +22,7 @@ from ._errors import CorruptRecordError, InvalidArgument, SchemaVersionError
 __all__ = ["check_schema_version", "decode", "encode", "supported_schema_version"]
 
 T = TypeVar("T")
+_Data: TypeAlias = bytes | bytearray | memoryview | str
 
 _encoder = msgspec.json.Encoder()
 
@@ -54,7 +55,11 @@ def encode(record: Any) -> bytes:
         ) from exc
 
 
-def decode(data: bytes | bytearray | memoryview | str, type: type[T], *, what: str = "") -> T:
+@overload
+def decode(data: _Data, type: builtins.type[T], *, what: str = "") -> T: ...
+@overload
+def decode(data: _Data, type: Any, *, what: str = "") -> Any: ...
+def decode(data: _Data, type: Any, *, what: str = "") -> Any:
     """Decode and validate ``data`` as a ``type`` in one pass.
 
     Args:

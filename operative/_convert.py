@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any, TypeVar, cast
+from typing import Any, TypeAlias, TypeVar, overload
 
 import cattrs
 import msgspec
@@ -30,6 +30,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+_Data: TypeAlias = bytes | bytearray | memoryview | str
 
 converter = make_converter()
 """The shared converter; register hooks on it for types it cannot structure."""
@@ -38,7 +39,11 @@ _MSGSPEC_PATH = re.compile(r" - at `(?P<path>\$[^`]*)`$")
 _CATTRS_PATH = re.compile(r" @ (?P<path>\$.*)$")
 
 
-def structure(value: Any, type: type[T]) -> T:
+@overload
+def structure(value: Any, type: type[T]) -> T: ...
+@overload
+def structure(value: Any, type: Any) -> Any: ...
+def structure(value: Any, type: Any) -> Any:
     """Build a ``type`` from plain data with the shared converter (cattrs errors as-is)."""
     return converter.structure(value, type)
 
@@ -83,7 +88,11 @@ def msgspec_supports(type: Any) -> bool:
     return _decoder(type) is not None
 
 
-def validate(value: Any, type: type[T], *, what: str = "value", strict: bool = True) -> T:
+@overload
+def validate(value: Any, type: type[T], *, what: str = ..., strict: bool = ...) -> T: ...
+@overload
+def validate(value: Any, type: Any, *, what: str = ..., strict: bool = ...) -> Any: ...
+def validate(value: Any, type: Any, *, what: str = "value", strict: bool = True) -> Any:
     """Validate decoded JSON ``value`` into ``type``, with msgspec when it supports the
     type and with the shared cattrs converter otherwise.
 
@@ -110,9 +119,11 @@ def validate(value: Any, type: type[T], *, what: str = "value", strict: bool = T
         raise _invalid(what, describe_error(exc).split("; ")[0], _CATTRS_PATH) from None
 
 
-def validate_json(
-    data: bytes | bytearray | memoryview | str, type: type[T], *, what: str = "value"
-) -> T:
+@overload
+def validate_json(data: _Data, type: type[T], *, what: str = ...) -> T: ...
+@overload
+def validate_json(data: _Data, type: Any, *, what: str = ...) -> Any: ...
+def validate_json(data: _Data, type: Any, *, what: str = "value") -> Any:
     """Parse JSON ``data`` and validate it into ``type`` (one pass when msgspec can).
 
     Raises:
@@ -122,7 +133,7 @@ def validate_json(
     decoder = _decoder(type)
     if decoder is not None:
         try:
-            return cast(T, decoder.decode(data))
+            return decoder.decode(data)
         except msgspec.ValidationError as exc:
             raise _invalid(what, str(exc), _MSGSPEC_PATH) from None
         except msgspec.DecodeError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, cast
 
 from .._errors import InvalidArgument
@@ -44,8 +45,9 @@ class Conversation:
 
     ``current`` returns an immutable :class:`ConversationHistory` snapshot. It is cached
     until the next change (every mutation goes through a method of this class, metadata
-    included), so reading it every step costs nothing when nothing changed, and a change
-    costs one shallow tuple copy: messages are shared, never copied.
+    included), so reading it every step costs nothing when nothing changed; after a
+    change it costs one shallow copy of the message tuple and of the metadata dict, as
+    messages are immutable and shared, never copied.
     """
 
     __slots__ = ("_messages", "_metadata", "_snapshot")
@@ -66,9 +68,8 @@ class Conversation:
                 f"{type(history).__name__}; to copy a live Conversation use "
                 "Conversation.from_history(conversation.current)"
             )
-        conversation = cls(metadata=history.metadata)
+        conversation = cls(metadata=history.metadata)  # copied: the caller keeps theirs
         conversation._messages = list(history.messages)
-        conversation._snapshot = history  # nothing changed yet: share it
         return conversation
 
     @property
@@ -77,7 +78,7 @@ class Conversation:
         snapshot = self._snapshot
         if snapshot is None:
             snapshot = self._snapshot = ConversationHistory(
-                messages=tuple(self._messages), metadata=self._metadata
+                messages=tuple(self._messages), metadata=dict(self._metadata)
             )
         return snapshot
 
@@ -88,12 +89,12 @@ class Conversation:
 
     @property
     def metadata(self) -> Mapping[str, Any]:
-        """Caller-defined data about the conversation, read-only.
+        """Caller-defined data about the conversation, as a read-only view.
 
         Change it with :meth:`update_metadata`, :meth:`remove_metadata` or by assigning a
-        new mapping, so the cached snapshot stays right.
+        new mapping, so the cached snapshot never goes stale.
         """
-        return self._metadata
+        return MappingProxyType(self._metadata)
 
     @metadata.setter
     def metadata(self, value: Mapping[str, Any]) -> None:
@@ -102,15 +103,15 @@ class Conversation:
 
     def update_metadata(self, values: Mapping[str, Any] = _EMPTY, /, **more: Any) -> None:
         """Set metadata keys (like ``dict.update``)."""
-        metadata = {**self._metadata, **values, **more}  # copy: snapshots share the old one
-        self._metadata = metadata
+        self._metadata.update(values, **more)
         self._snapshot = None
 
     def remove_metadata(self, *keys: str) -> None:
         """Remove metadata keys; keys that are not set are ignored."""
-        if any(key in self._metadata for key in keys):
-            self._metadata = {k: v for k, v in self._metadata.items() if k not in keys}
-            self._snapshot = None
+        for key in keys:
+            if key in self._metadata:
+                del self._metadata[key]
+                self._snapshot = None
 
     def __len__(self) -> int:
         return len(self._messages)
