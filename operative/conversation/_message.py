@@ -83,17 +83,21 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Caller-defined, JSON-encodable data (always a ``dict``; treat it as read-only)."""
 
     def __post_init__(self) -> None:
-        if self.tool_calls and self.role != "assistant":
+        # Runs on every decode too, so the common case is kept to a few comparisons.
+        if self.role == "tool":
+            if self.tool_call_id is None:
+                raise ValueError(
+                    "a tool message needs tool_call_id= (the id of the call it answers)"
+                )
+        elif self.tool_calls and self.role != "assistant":
             raise ValueError(f"only assistant messages carry tool_calls, not {self.role} ones")
-        if self.role == "tool" and self.tool_call_id is None:
-            raise ValueError("a tool message needs tool_call_id= (the id of the call it answers)")
-        content: Any = self.content
-        if type(content) is list:  # built in Python with a list: keep it immutable
-            msgspec.structs.force_setattr(self, "content", tuple(content))
-        if type(self.tool_calls) is not tuple:
-            msgspec.structs.force_setattr(self, "tool_calls", tuple(self.tool_calls))
-        if type(self.metadata) is not dict:
+        if self.metadata.__class__ is not dict:
             msgspec.structs.force_setattr(self, "metadata", dict(self.metadata))
+        content: Any = self.content
+        if content.__class__ is list:  # built in Python with a list: keep it immutable
+            msgspec.structs.force_setattr(self, "content", tuple(content))
+        if self.tool_calls.__class__ is not tuple:
+            msgspec.structs.force_setattr(self, "tool_calls", tuple(self.tool_calls))
 
     @property
     def text(self) -> str:
