@@ -219,7 +219,10 @@ class Approvals:
 
     async def consume(self, approval: PendingApproval, decision: str) -> None:
         """Mark ``approval`` used, once; a second consumer gets ``replayed``."""
-        record = _canonical({"decision": decision, "at": self._now_ms()}).decode()
+        # The expiry lets a sweeper drop markers of approvals that can no longer verify.
+        record = _canonical(
+            {"decision": decision, "at": self._now_ms(), "expires_at": approval.expires_at}
+        ).decode()
         key = APPROVAL_KEY_PREFIX + approval.approval_id
         try:
             await self.state.conditional_batch([Put(key=key, value=record, expected_version=None)])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import traceback
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -88,7 +88,7 @@ class Toolbox:
         approval_ttl: float = 24 * 3600.0,
         permissions: PermissionPolicy | None = None,
         max_concurrency: int | None = None,
-        clock: Any = wall_clock,
+        clock: Callable[[], float] = wall_clock,
     ) -> None:
         collected = _collect(tools)
         if max_concurrency is not None and (
@@ -305,15 +305,17 @@ class Toolbox:
         """Run a parked call a person approved, exactly once.
 
         ``request_context`` is the resuming request's own (fresh deadline, same identity
-        as bound into the approval). Returns the call's result, which replaces the
-        ``action-required`` result in the transcript
-        (:func:`operative.conversation.resolve_tool_result`).
+        as bound into the approval; defaults to ``context.request_context``). Returns
+        the call's result, which replaces the ``action-required`` result in the
+        transcript (:func:`operative.conversation.resolve_tool_result`).
 
         Raises:
             ApprovalError: the approval was altered, expired, already used, is resumed
                 for another identity, or its tool is gone or changed version. A rejected
                 approval is not consumed.
         """
+        if request_context is None and context is not None:
+            request_context = context.request_context
         checked = self._approvals.verify(approval, request_context)
         tool = self.tools.get(checked.tool_name)
         if tool is None:

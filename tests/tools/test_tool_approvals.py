@@ -575,3 +575,29 @@ def test_concurrent_resumes_execute_exactly_once(tasks: int, deny_too: bool) -> 
         assert log == (["/tmp/a"] if settled[0].outcome == "success" else [])
 
     trio.run(main)
+
+
+async def test_consumed_marker_is_stored_under_the_documented_key() -> None:
+    """Consuming writes approval/consumed/<id> with the decision and the expiry."""
+    state = MemoryStore()
+    box = make_box([], state=state)
+    approval = await park(box)
+    await box.deny_approval(approval, request_context=REQUEST)
+    stored = await state.get(f"approval/consumed/{approval.approval_id}")
+    assert stored is not None
+    record = msgspec.json.decode(stored.value)
+    assert record == {
+        "decision": "denied",
+        "at": int(NOW * 1000),
+        "expires_at": approval.expires_at,
+    }
+
+
+async def test_resume_defaults_to_the_contexts_request() -> None:
+    """Without request_context=, the execution context's request is the resuming one."""
+    box = make_box([])
+    approval = await park(box)
+    result = await box.resume_approval(
+        approval, context=ExecutionContext(request_context=fresh_request())
+    )
+    assert result.outcome == "success"
