@@ -1,0 +1,143 @@
+"""Property tests: the loop invariants of DESIGN section 2 over random scripts and faults.
+
+Each example runs in its own ``trio.run`` under a ``MockClock`` that jumps ahead whenever
+every task sleeps, so hour-long hangs and aborts at any virtual time cost nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import operative
+from operative import Conversation, open_run, stop_when
+from operative.testing import check_run_invariants
+from operative.testing.strategies import (
+    Interruption,
+    Step,
+    interruptions,
+    model_scripts,
+    scripted_model,
+    scripted_tools,
+)
+
+
+def _live_tasks() -> list[trio.lowlevel.Task]:
+    """Every task alive except the current one and trio's own system tasks."""
+    me = trio.lowlevel.current_task()
+    found: list[trio.lowlevel.Task] = []
+
+    def walk(task: trio.lowlevel.Task) -> None:
+        for nursery in task.child_nurseries:
+            for child in nursery.child_tasks:
+                if child is not me and not child.name.startswith("<"):
+                    found.append(child)
+                walk(child)
+
+    walk(trio.lowlevel.current_root_task())
+    return [t for t in found if not t.name.startswith("trio.")]
+
+
+def run_example(
+    script: list[Step],
+    interruption: Interruption,
+    *,
+    maximum_steps: int,
+    tool_concurrency: int | None,
+    use_history: bool,
+    slow_hooks: bool,
+) -> None:
+    async def main() -> None:
+        executions: dict[str, int] = {}
+        model = scripted_model(script)
+        events: list[Any] = []
+        seed = Conversation()
+        seed.append_user_message("go")
+        history = seed.current
+        snapshot_of_history = history.messages
+        conversation: Any = history if use_history else seed
+        hooks: dict[str, Any] = {}
+        if slow_hooks:
+
+            async def slow_prepare(request: operative.GenerateRequest) -> None:
+                await trio.sleep(0.25)
+
+            async def slow_on_step(step: operative.StepResult, ctx: Any) -> None:
+                await trio.sleep(0.25)
+
+            hooks = {"prepare_step": slow_prepare, "on_step": slow_on_step}
+        captured: list[operative.ActiveRun] = []
+        with trio.CancelScope() as outer:
+            if interruption.kind == "cancel":
+                outer.deadline = trio.current_time() + interruption.at
+            async with open_run(
+                generate=model,
+                conversation=conversation,
+                tools=scripted_tools(executions),
+                stop_when=stop_when.no_tool_calls(),
+                maximum_steps=maximum_steps,
+                tool_concurrency=tool_concurrency,
+                **hooks,
+            ) as run:
+                captured.append(run)
+                run.add_listener("*", events.append)
+                if interruption.kind == "abort":
+                    await trio.sleep(interruption.at)
+                    run.abort("property abort")
+                elif interruption.kind == "none":
+                    # Scripts may hang; a late abort (virtual time) ends those runs.
+                    with trio.move_on_after(1e6):
+                        await run.result()
+                    run.abort("hung")
+        # Invariant 6: when open_run returns, no task the run started is alive.
+        assert _live_tasks() == [], _live_tasks()
+        result = await captured[0].result()
+        check_run_invariants(
+            result, events, maximum_steps=maximum_steps, executions=executions
+        )
+        # Invariant 5: the caller's history object is never mutated.
+        assert history.messages is snapshot_of_history
+        assert len(history.messages) == 1
+        if interruption.kind == "cancel" and outer.cancelled_caught:
+            assert result.finish_reason == "aborted"
+        if result.finish_reason == "aborted" and interruption.kind == "abort":
+            assert result.abort_reason == "property abort"
+        # Every call that started a tool body was counted, and hanging or cut calls
+        # carry a cancelled result: no result is ever lost.
+        for step in result.steps:
+            for call, outcome in zip(step.tool_calls, step.results, strict=True):
+                assert outcome.call_id == call.id
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    script=model_scripts(),
+    interruption=interruptions(),
+    maximum_steps=st.integers(1, 6),
+    tool_concurrency=st.none() | st.integers(1, 3),
+    use_history=st.booleans(),
+    slow_hooks=st.booleans(),
+)
+def test_loop_invariants_hold_for_any_script(
+    script: list[Step],
+    interruption: Interruption,
+    maximum_steps: int,
+    tool_concurrency: int | None,
+    use_history: bool,
+    slow_hooks: bool,
+) -> None:
+    """Every invariant holds whatever the model says, the tools do and where an abort lands."""
+    run_example(
+        script,
+        interruption,
+        maximum_steps=maximum_steps,
+        tool_concurrency=tool_concurrency,
+        use_history=use_history,
+        slow_hooks=slow_hooks,
+    )
