@@ -48,8 +48,8 @@ __all__ = [
 logger = logging.getLogger("operative.events")
 
 
-class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
-    """Base of every run event."""
+class Event(msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type"):
+    """Base of every run event (untracked by the garbage collector: events hold no cycles)."""
 
     run_id: str
     step: int = 0

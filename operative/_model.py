@@ -13,7 +13,7 @@ from .conversation import ConversationHistory
 __all__ = ["GenerateFunction", "GenerateRequest", "GenerateResponse"]
 
 
-class GenerateRequest(msgspec.Struct, frozen=True, kw_only=True):
+class GenerateRequest(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Everything a model call needs for one step."""
 
     conversation: ConversationHistory
@@ -31,7 +31,7 @@ class GenerateRequest(msgspec.Struct, frozen=True, kw_only=True):
     """1-based attempt number (retries of the same step count up)."""
 
 
-class GenerateResponse(msgspec.Struct, frozen=True, kw_only=True):
+class GenerateResponse(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """What the model said: text, the tool calls it asked for, and what it cost."""
 
     content: str = ""

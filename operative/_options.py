@@ -124,8 +124,13 @@ def make_toolbox(toolbox: Any, tools: Any, permissions: Any = None) -> Toolbox:
     return Toolbox(tools, permissions=permissions)
 
 
+_NO_HOOKS = Hooks()
+
+
 def _hooks(options: Mapping[str, Any]) -> Hooks:
     registry: HookRegistry | None = options.get("hooks")
+    if registry is None and HOOK_NAMES.isdisjoint(options):
+        return _NO_HOOKS
     if registry is not None and not isinstance(registry, HookRegistry):
         raise InvalidArgument(f"hooks= takes a HookRegistry, got {type(registry).__name__}")
     merged = registry.copy() if registry is not None else HookRegistry()

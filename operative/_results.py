@@ -13,7 +13,7 @@ from .conversation import Conversation
 __all__ = ["RunResult", "SchemaValidation", "StepResult"]
 
 
-class StepResult(msgspec.Struct, frozen=True, kw_only=True):
+class StepResult(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One step: what the model said, the calls it made and how each settled."""
 
     step: int

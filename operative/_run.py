@@ -69,6 +69,8 @@ logger = logging.getLogger("operative.run")
 
 _ABORTED = FinishReason.ABORTED
 _ERROR = FinishReason.ERROR
+_NO_USAGE = Usage()
+_ARGUMENT_TYPES = (dict, str)
 
 
 @attrs.frozen
@@ -79,17 +81,19 @@ class _CancelReason:
     message: str
 
 
-@attrs.define(slots=True)
 class _Inflight:
     """The step in progress: what clean-up needs to repair if the step is cut."""
 
-    step: int
-    generated: bool = False
-    completed: bool = False
-    content: str = ""
-    calls: tuple[ToolCall, ...] = ()
-    results: list[ToolResult | None] = attrs.Factory(list)
-    usage: Usage = Usage()
+    __slots__ = ("calls", "completed", "content", "generated", "results", "step", "usage")
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+        self.generated = False
+        self.completed = False
+        self.content = ""
+        self.calls: tuple[ToolCall, ...] = ()
+        self.results: list[ToolResult | None] = []
+        self.usage = _NO_USAGE
 
 
 class ActiveRun:
@@ -108,6 +112,7 @@ class ActiveRun:
         "_hub",
         "_inflight",
         "_last_activity",
+        "_now",
         "_output",
         "_recovered_error",
         "_result",
@@ -143,6 +148,7 @@ class ActiveRun:
         self._revision = 0
         self._started_at: float | None = None
         self._last_activity: float | None = None
+        self._now = trio.current_time
         self._inflight: _Inflight | None = None
         self._seen_call_ids: set[str] = set()
         self._schema_attempts = 0
@@ -252,18 +258,19 @@ class ActiveRun:
 
     # -- the loop --------------------------------------------------------------------
 
-    def _touch(self, status: LivenessStatus | None = None) -> None:
-        self._last_activity = trio.current_time()
-        if status is not None and status != self._status:
-            self._status = status
+    def _touch(self) -> None:
+        """Record progress for liveness (one clock read)."""
+        self._last_activity = self._now()
         self._revision += 1
 
     async def _drive(self) -> None:
         finish: FinishReason | None = None
         error: BaseException | None = None
         escaping: BaseException | None = None
-        self._started_at = trio.current_time()
-        self._touch("running")
+        self._now = trio.lowlevel.current_clock().current_time
+        self._started_at = self._now()
+        self._status = "running"
+        self._touch()
         hub = self._hub
         if hub.wants("run.started"):
             hub.emit_nowait(
@@ -271,6 +278,11 @@ class ActiveRun:
                     run_id=self.run_id, time=self._started_at, agent_name=self._cfg.agent_name
                 )
             )
+        # A call left open by an earlier, cut-short turn is answered before the model
+        # sees the transcript (providers reject open calls); the run never leaves one.
+        repair_dangling_tool_calls(
+            self.conversation, "the turn that made this call ended before it settled"
+        )
         try:
             with self._scope:
                 try:
@@ -290,8 +302,7 @@ class ActiveRun:
             else:
                 assert cancel is not None, "the run scope was cancelled without a reason"
                 finish, reason = cancel.finish_reason, cancel.message
-        with trio.CancelScope(shield=True):
-            await self._finish(finish, error, reason)
+        await self._finish(finish, error, reason)
         if escaping is not None:
             raise escaping
 
@@ -341,7 +352,7 @@ class ActiveRun:
             inflight = self._inflight = _Inflight(step)
             self._touch()
             if hub.wants("step.started"):
-                await hub.emit(StepStarted(run_id=run_id, step=step, time=trio.current_time()))
+                await hub.emit(StepStarted(run_id=run_id, step=step, time=self._now()))
             request = GenerateRequest(
                 conversation=conversation.current,
                 tools=specs,
@@ -369,7 +380,7 @@ class ActiveRun:
                     StepGenerated(
                         run_id=run_id,
                         step=step,
-                        time=trio.current_time(),
+                        time=self._now(),
                         content=response.content,
                         tool_calls=calls,
                     )
@@ -389,13 +400,12 @@ class ActiveRun:
             )
             self._steps.append(step_result)
             inflight.completed = True
-            self._touch()
             if hub.wants("step.completed"):
                 await hub.emit(
                     StepCompleted(
                         run_id=run_id,
                         step=step,
-                        time=trio.current_time(),
+                        time=self._now(),
                         content=step_result.content,
                         tool_calls=calls,
                         results=results,
@@ -410,7 +420,7 @@ class ActiveRun:
 
             for condition in cfg.stop_when:
                 stop = condition(step_result)
-                if inspect.isawaitable(stop):
+                if stop.__class__ is not bool and inspect.isawaitable(stop):
                     stop = await stop
                 if stop:
                     if cfg.output is not None and not self._accept_output(step_result):
@@ -469,7 +479,7 @@ class ActiveRun:
         run_id = self.run_id
         step = request.step
         if hub.wants("generate.started"):
-            await hub.emit(GenerateStarted(run_id=run_id, step=step, time=trio.current_time()))
+            await hub.emit(GenerateStarted(run_id=run_id, step=step, time=self._now()))
         try:
             response = await cfg.generate(request)
             if type(response) is not GenerateResponse and not isinstance(
@@ -485,7 +495,7 @@ class ActiveRun:
                     GenerateError(
                         run_id=run_id,
                         step=step,
-                        time=trio.current_time(),
+                        time=self._now(),
                         error=str(exc),
                         error_type=type(exc).__name__,
                         retryable=bool(getattr(exc, "retryable", False)),
@@ -496,13 +506,13 @@ class ActiveRun:
         if usage is not None:
             inflight.usage = usage
             self._usage = total = self._usage + usage
-        self._touch()
+        self._last_activity = self._now()
         if hub.wants("generate.completed"):
             await hub.emit(
                 GenerateCompleted(
                     run_id=run_id,
                     step=step,
-                    time=trio.current_time(),
+                    time=self._now(),
                     content=response.content,
                     tool_calls=tuple(response.tool_calls),
                     usage=usage or Usage(),
@@ -512,7 +522,7 @@ class ActiveRun:
         if usage is not None and hub.wants("usage.accumulated"):
             await hub.emit(
                 UsageAccumulated(
-                    run_id=run_id, step=step, time=trio.current_time(), usage=usage, total=total
+                    run_id=run_id, step=step, time=self._now(), usage=usage, total=total
                 )
             )
         if cfg.hooks.validate_response:
@@ -527,7 +537,7 @@ class ActiveRun:
                     response = replacement
             if hub.wants("response.validated"):
                 await hub.emit(
-                    ResponseValidated(run_id=run_id, step=step, time=trio.current_time())
+                    ResponseValidated(run_id=run_id, step=step, time=self._now())
                 )
         return response
 
@@ -542,6 +552,16 @@ class ActiveRun:
         seen = self._seen_call_ids
         fixed: list[ToolCall] | None = None
         for index, call in enumerate(calls):
+            if (
+                call.__class__ is ToolCall
+                and call.id
+                and call.id not in seen
+                and call.arguments.__class__ in _ARGUMENT_TYPES
+            ):
+                if fixed is not None:
+                    fixed.append(call)
+                seen.add(call.id)
+                continue
             if not isinstance(call, ToolCall):
                 raise InvalidResponseError(
                     f"tool_calls[{index}] is {type(call).__name__}, not a ToolCall: build "
@@ -595,7 +615,7 @@ class ActiveRun:
         if hub.wants("tools.executing"):
             await hub.emit(
                 ToolsExecuting(
-                    run_id=run_id, step=step, time=trio.current_time(), calls=calls
+                    run_id=run_id, step=step, time=self._now(), calls=calls
                 )
             )
         execution = ExecutionContext(
@@ -639,7 +659,7 @@ class ActiveRun:
             for result in settled:
                 await hub.emit(
                     ToolResultValidated(
-                        run_id=run_id, step=step, time=trio.current_time(), result=result
+                        run_id=run_id, step=step, time=self._now(), result=result
                     )
                 )
         if hooks.after_tool_execution:
@@ -652,7 +672,7 @@ class ActiveRun:
         final = tuple(settled)
         if hub.wants("tools.executed"):
             await hub.emit(
-                ToolsExecuted(run_id=run_id, step=step, time=trio.current_time(), results=final)
+                ToolsExecuted(run_id=run_id, step=step, time=self._now(), results=final)
             )
         return final
 
@@ -712,11 +732,15 @@ class ActiveRun:
     async def _finish(
         self, finish: FinishReason, error: BaseException | None, reason: str | None
     ) -> None:
-        """Repair, record and announce the end of the run (runs shielded)."""
+        """Repair, record and announce the end of the run.
+
+        Everything here is synchronous except the ``on_run_end`` hooks, which run
+        shielded from cancellation and bounded by ``cleanup_timeout``.
+        """
         cfg = self._cfg
         hub = self._hub
         run_id = self.run_id
-        now = trio.current_time()
+        now = self._now()
         inflight = self._inflight
         self._inflight = None
         why = reason or (f"{type(error).__name__}: {error}" if error is not None else "")
@@ -754,7 +778,6 @@ class ActiveRun:
                         )
                     )
                 hub.emit_nowait(StepAborted(run_id=run_id, step=inflight.step, time=now, reason=why))
-        repair_dangling_tool_calls(self.conversation, why)
 
         steps = tuple(self._steps)
         content = self._content_override
@@ -773,7 +796,7 @@ class ActiveRun:
             abort_reason=reason,
         )
         if cfg.hooks.on_run_end:
-            with trio.move_on_after(cfg.cleanup_timeout) as cleanup:
+            with trio.CancelScope(shield=True), trio.move_on_after(cfg.cleanup_timeout) as cleanup:
                 for hook in cfg.hooks.on_run_end:
                     try:
                         await call_hook(hook, result)
@@ -789,7 +812,7 @@ class ActiveRun:
                 )
         self._result = result
         finish = result.finish_reason
-        end = trio.current_time()
+        end = self._now()
         if finish is _ERROR:
             self._status = "failed"
             terminal: Any = RunError(

@@ -38,7 +38,7 @@ ToolOutcome = Literal["success", "error", "denied", "action-required", "cancelle
 """How one tool call settled."""
 
 
-class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
+class ToolCall(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One tool call requested by the model."""
 
     id: str
@@ -135,7 +135,7 @@ class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
     signature: str
 
 
-class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
+class ToolResult(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """How one tool call settled. The loop never sees a tool raise: it sees one of these."""
 
     call_id: str

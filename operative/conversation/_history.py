@@ -16,7 +16,7 @@ HISTORY_SCHEMA_VERSION = 1
 """The version this code writes; it reads every version up to this one."""
 
 
-class ConversationHistory(msgspec.Struct, frozen=True, kw_only=True):
+class ConversationHistory(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """An immutable transcript: safe to share between tasks, store and send.
 
     Histories share their ``Message`` objects (which are immutable) instead of copying

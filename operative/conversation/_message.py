@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Mapping
 from typing import Any, Literal, TypeAlias
@@ -59,7 +60,7 @@ class FilePart(
 ContentPart: TypeAlias = TextPart | ImagePart | FilePart
 
 
-class Message(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class Message(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=True):
     """One message of a transcript; immutable, so transcripts can share it freely.
 
     ``tool_calls`` is set on assistant messages that asked for tools; ``tool_call_id``,
@@ -108,9 +109,33 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         return "".join(part.text for part in content if isinstance(part, TextPart))
 
 
+class _IdSource:
+    """Unique ids without a system call each: 64 random bits per process, then a count.
+
+    The random part is drawn again in a forked child, so parent and child never share a
+    sequence.
+    """
+
+    __slots__ = ("_count", "_prefix")
+
+    def __init__(self) -> None:
+        self.reseed()
+
+    def reseed(self) -> None:
+        self._prefix = os.urandom(8).hex()
+        self._count = itertools.count(1)
+
+    def __call__(self) -> str:
+        return f"{self._prefix}{next(self._count):08x}"
+
+
+_ids = _IdSource()
+os.register_at_fork(after_in_child=_ids.reseed)
+
+
 def new_message_id() -> str:
-    """A fresh, unguessable message id (96 random bits, hex)."""
-    return os.urandom(12).hex()
+    """A fresh message id, unique across processes (64 random bits and a counter)."""
+    return _ids()
 
 
 _encode_json = msgspec.json.Encoder().encode

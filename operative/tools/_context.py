@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-import attrs
+import msgspec
 import trio
 
 from .._events import Event, ToolProgress
@@ -17,8 +17,7 @@ __all__ = ["ExecutionContext", "ToolContext"]
 T = TypeVar("T")
 
 
-@attrs.frozen(kw_only=True)
-class ExecutionContext:
+class ExecutionContext(msgspec.Struct, frozen=True, kw_only=True):
     """Where a tool call runs: the run and step, the request it acts for, and the hooks
     it may use to reach the host (events, elicitation).
 
@@ -40,8 +39,7 @@ class ExecutionContext:
 EMPTY_CONTEXT = ExecutionContext()
 
 
-@attrs.frozen(kw_only=True)
-class ToolContext:
+class ToolContext(msgspec.Struct, frozen=True, kw_only=True):
     """Given to a tool that declares a parameter annotated ``ToolContext``.
 
     That parameter is not part of the tool's input schema: the toolbox fills it in.

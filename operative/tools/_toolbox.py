@@ -342,7 +342,7 @@ class Toolbox:
                 run_id=checked.run_id, agent_id=checked.agent_id, request_context=request_context
             )
         else:
-            context = attrs.evolve(context, request_context=request_context)
+            context = msgspec.structs.replace(context, request_context=request_context)
         try:
             arguments = tool.parse_arguments(call.arguments)
         except ArgumentError as exc:
