@@ -60,8 +60,8 @@ from .tools import ElicitationResponse as ElicitationResponse
 from .tools import ExecutionContext as ExecutionContext
 from .tools import PermissionPolicy as PermissionPolicy
 from .tools import Tool as Tool
-from .tools import ToolContext as ToolContext
 from .tools import Toolbox as Toolbox
+from .tools import ToolContext as ToolContext
 from .tools import tool as tool
 
 __all__ = [

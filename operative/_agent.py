@@ -76,9 +76,7 @@ class Agent:
             # Snapshot: the caller's history object is never touched, and instructions
             # are not re-appended (the history carries its own system context).
             return Conversation.from_history(input)
-        if isinstance(input, str) or (
-            isinstance(input, Sequence) and not isinstance(input, bytes | bytearray)
-        ):
+        if isinstance(input, str | Sequence):
             conversation = Conversation()
             if self.instructions:
                 conversation.append_system_message(self.instructions)
@@ -147,7 +145,7 @@ def create_agent(
     conditions: tuple[StopCondition, ...]
     if stop_when is None:
         conditions = (no_tool_calls(),)
-    elif isinstance(stop_when, list | tuple):
+    elif isinstance(stop_when, Sequence):
         conditions = tuple(stop_when)
     else:
         conditions = (stop_when,)
@@ -170,4 +168,3 @@ def create_agent(
         maximum_steps=maximum_steps,
         options=dict(options),
     )
-

@@ -7,6 +7,7 @@ the specification's string (``"run.started"``, ``"step.completed"``, ...). Each 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -254,8 +255,7 @@ RunEvent: TypeAlias = (
 
 TERMINAL_TYPES = frozenset({"run.completed", "run.error", "run.aborted"})
 EVENT_TYPES = frozenset(
-    cls.__struct_config__.tag  # type: ignore[attr-defined]
-    for cls in RunEvent.__args__  # type: ignore[attr-defined]
+    cls.__struct_config__.tag for cls in RunEvent.__args__
 )
 
 Listener: TypeAlias = Callable[[Any], object]
@@ -341,10 +341,8 @@ class EventStream:
 
     def __del__(self) -> None:
         if self._subscribed and not self._closed:
-            try:
+            with contextlib.suppress(Exception):  # interpreter shutdown
                 self._detach()
-            except Exception:  # pragma: no cover - interpreter shutdown
-                pass
 
     def _finish(self) -> None:
         """The run is over: the consumer drains what is buffered, then iteration ends."""
@@ -353,18 +351,15 @@ class EventStream:
         self._producers.unpark_all()
 
     async def _push(self, event: Any) -> None:
-        if self._closed:
-            return
         buffer = self._buffer
-        if len(buffer) >= self._capacity:
+        while len(buffer) >= self._capacity and not self._closed:
             if self._overflow == "drop-oldest":
                 buffer.popleft()
                 self.dropped += 1
-            else:
-                while len(buffer) >= self._capacity and not self._closed:
-                    await self._producers.park()
-                if self._closed:
-                    return
+                break
+            await self._producers.park()
+        if self._closed:
+            return
         buffer.append(event)
         if self._consumers:
             self._consumers.unpark()
@@ -419,7 +414,8 @@ class EventHub:
                 f"unknown event type {type!r}; known types: {', '.join(sorted(EVENT_TYPES))}"
                 " (or '*' for every event)"
             )
-        if not callable(listener):
+        checked: object = listener  # callers without type checking pass anything
+        if not callable(checked):
             from ._errors import InvalidArgument
 
             raise InvalidArgument(f"listener must be callable, got {listener!r}")

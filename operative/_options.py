@@ -219,4 +219,3 @@ def configure_run(
         cleanup_timeout=float(cleanup_timeout),
     )
     return config, live
-

@@ -191,9 +191,7 @@ class ActiveRun:
         """
         return self._hub.add_listener(type, listener)
 
-    def events(
-        self, *types: str, capacity: int = 256, overflow: Overflow = "block"
-    ) -> EventStream:
+    def events(self, *types: str, capacity: int = 256, overflow: Overflow = "block") -> EventStream:
         """Iterate the run's events (all, or only ``types``) until the terminal one."""
         return self._hub.stream(types, capacity=capacity, overflow=overflow)
 
@@ -536,9 +534,7 @@ class ActiveRun:
                         )
                     response = replacement
             if hub.wants("response.validated"):
-                await hub.emit(
-                    ResponseValidated(run_id=run_id, step=step, time=self._now())
-                )
+                await hub.emit(ResponseValidated(run_id=run_id, step=step, time=self._now()))
         return response
 
     def _normalize_calls(self, calls: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
@@ -613,11 +609,7 @@ class ActiveRun:
             context = self._hook_context()
             to_run = await self._before_tools(to_run, results, context)
         if hub.wants("tools.executing"):
-            await hub.emit(
-                ToolsExecuting(
-                    run_id=run_id, step=step, time=self._now(), calls=calls
-                )
-            )
+            await hub.emit(ToolsExecuting(run_id=run_id, step=step, time=self._now(), calls=calls))
         execution = ExecutionContext(
             run_id=run_id,
             step=step,
@@ -631,9 +623,7 @@ class ActiveRun:
             index, call = to_run[0]
             results[index] = await execute(call, execution)
         elif to_run:
-            limiter = (
-                trio.CapacityLimiter(cfg.tool_concurrency) if cfg.tool_concurrency else None
-            )
+            limiter = trio.CapacityLimiter(cfg.tool_concurrency) if cfg.tool_concurrency else None
 
             async def run_one(index: int, call: ToolCall) -> None:
                 if limiter is None:
@@ -658,9 +648,7 @@ class ActiveRun:
         if hub.wants("tool-result.validated"):
             for result in settled:
                 await hub.emit(
-                    ToolResultValidated(
-                        run_id=run_id, step=step, time=self._now(), result=result
-                    )
+                    ToolResultValidated(run_id=run_id, step=step, time=self._now(), result=result)
                 )
         if hooks.after_tool_execution:
             context = context or self._hook_context()
@@ -671,9 +659,7 @@ class ActiveRun:
                     inflight.results = list(settled)
         final = tuple(settled)
         if hub.wants("tools.executed"):
-            await hub.emit(
-                ToolsExecuted(run_id=run_id, step=step, time=self._now(), results=final)
-            )
+            await hub.emit(ToolsExecuted(run_id=run_id, step=step, time=self._now(), results=final))
         return final
 
     async def _before_tools(
@@ -762,8 +748,11 @@ class ActiveRun:
                 if inflight.generated:
                     results = tuple(
                         r if r is not None else cancelled_result(call, why)
-                        for r, call in zip(inflight.results or [None] * len(inflight.calls),
-                                           inflight.calls, strict=True)
+                        for r, call in zip(
+                            inflight.results or [None] * len(inflight.calls),
+                            inflight.calls,
+                            strict=True,
+                        )
                     )
                     self.conversation.extend([tool_result_message(r) for r in results])
                     self._steps.append(
@@ -777,7 +766,9 @@ class ActiveRun:
                             aborted=True,
                         )
                     )
-                hub.emit_nowait(StepAborted(run_id=run_id, step=inflight.step, time=now, reason=why))
+                hub.emit_nowait(
+                    StepAborted(run_id=run_id, step=inflight.step, time=now, reason=why)
+                )
 
         steps = tuple(self._steps)
         content = self._content_override
@@ -926,4 +917,3 @@ async def open_run(
             body_error = exc
     if body_error is not None:
         raise body_error
-

@@ -149,4 +149,3 @@ class ToolResult(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Set when ``outcome == "action-required"``."""
     detail: str | None = None
     """Host-side detail never shown to the model (e.g. the traceback of a failed tool)."""
-

@@ -6,9 +6,9 @@ value replaces what the next hook (and the loop) sees, ``None`` leaves it as it 
 
 | hook | called with | may return |
 | --- | --- | --- |
-| ``select_tools`` | the offered ``ToolSpec``s, the ``GenerateRequest`` | the specs (or names) to offer |
+| ``select_tools`` | the offered ``ToolSpec``s, the request | the specs (or names) to offer |
 | ``prepare_step`` | the ``GenerateRequest`` about to be sent | a replacement request |
-| ``validate_response`` | the ``GenerateResponse``, the request | a replacement; raise to reject |
+| ``validate_response`` | the response, the request | a replacement; raise to reject |
 | ``before_tool_execution`` | the step's ``ToolCall``s, a ``HookContext`` | the calls to run |
 | ``validate_tool_result`` | one ``ToolResult``, a ``HookContext`` | a replacement result |
 | ``after_tool_execution`` | the step's ``ToolResult``s, a ``HookContext`` | replacement results |
@@ -42,7 +42,6 @@ if TYPE_CHECKING:
 __all__ = ["HOOK_NAMES", "HookContext", "HookName", "HookRegistry", "call_hook"]
 
 T = TypeVar("T")
-_MaybeAwaitable: TypeAlias = "T | Awaitable[T]"
 
 HookName: TypeAlias = Literal[
     "select_tools",
@@ -72,33 +71,29 @@ class HookContext:
     principal: Any = None
 
 
+MaybeAwaitable: TypeAlias = T | Awaitable[T]
+
 SelectToolsHook: TypeAlias = Callable[
-    [tuple[ToolSpec, ...], GenerateRequest],
-    "Sequence[ToolSpec | str] | None | Awaitable[Sequence[ToolSpec | str] | None]",
+    [tuple[ToolSpec, ...], GenerateRequest], MaybeAwaitable[Sequence[ToolSpec | str] | None]
 ]
-PrepareStepHook: TypeAlias = Callable[
-    [GenerateRequest], "GenerateRequest | None | Awaitable[GenerateRequest | None]"
-]
+PrepareStepHook: TypeAlias = Callable[[GenerateRequest], MaybeAwaitable[GenerateRequest | None]]
 ValidateResponseHook: TypeAlias = Callable[
-    [GenerateResponse, GenerateRequest],
-    "GenerateResponse | None | Awaitable[GenerateResponse | None]",
+    [GenerateResponse, GenerateRequest], MaybeAwaitable[GenerateResponse | None]
 ]
 BeforeToolExecutionHook: TypeAlias = Callable[
-    [tuple[ToolCall, ...], HookContext],
-    "Sequence[ToolCall] | None | Awaitable[Sequence[ToolCall] | None]",
+    [tuple[ToolCall, ...], HookContext], MaybeAwaitable[Sequence[ToolCall] | None]
 ]
 ValidateToolResultHook: TypeAlias = Callable[
-    [ToolResult, HookContext], "ToolResult | None | Awaitable[ToolResult | None]"
+    [ToolResult, HookContext], MaybeAwaitable[ToolResult | None]
 ]
 AfterToolExecutionHook: TypeAlias = Callable[
-    [tuple[ToolResult, ...], HookContext],
-    "Sequence[ToolResult] | None | Awaitable[Sequence[ToolResult] | None]",
+    [tuple[ToolResult, ...], HookContext], MaybeAwaitable[Sequence[ToolResult] | None]
 ]
-OnStepHook: TypeAlias = Callable[[StepResult, HookContext], "None | Awaitable[None]"]
-OnRunStartHook: TypeAlias = Callable[[HookContext], "None | Awaitable[None]"]
-OnRunEndHook: TypeAlias = Callable[["RunResult"], "None | Awaitable[None]"]
-OnErrorHook: TypeAlias = Callable[[BaseException, HookContext], "str | None | Awaitable[str | None]"]
-OnMaximumStepsHook: TypeAlias = Callable[[HookContext], "str | None | Awaitable[str | None]"]
+OnStepHook: TypeAlias = Callable[[StepResult, HookContext], MaybeAwaitable[None]]
+OnRunStartHook: TypeAlias = Callable[[HookContext], MaybeAwaitable[None]]
+OnRunEndHook: TypeAlias = Callable[["RunResult"], MaybeAwaitable[None]]
+OnErrorHook: TypeAlias = Callable[[BaseException, HookContext], MaybeAwaitable[str | None]]
+OnMaximumStepsHook: TypeAlias = Callable[[HookContext], MaybeAwaitable[str | None]]
 
 AnyHook: TypeAlias = Callable[..., Any]
 

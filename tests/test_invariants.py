@@ -38,7 +38,9 @@ def _live_tasks() -> list[trio.lowlevel.Task]:
                     found.append(child)
                 walk(child)
 
-    walk(trio.lowlevel.current_root_task())
+    root = trio.lowlevel.current_root_task()
+    assert root is not None
+    walk(root)
     return [t for t in found if not t.name.startswith("trio.")]
 
 
@@ -96,9 +98,7 @@ def run_example(
         # Invariant 6: when open_run returns, no task the run started is alive.
         assert _live_tasks() == [], _live_tasks()
         result = await captured[0].result()
-        check_run_invariants(
-            result, events, maximum_steps=maximum_steps, executions=executions
-        )
+        check_run_invariants(result, events, maximum_steps=maximum_steps, executions=executions)
         # Invariant 5: the caller's history object is never mutated.
         assert history.messages is snapshot_of_history
         assert len(history.messages) == 1

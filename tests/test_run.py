@@ -132,7 +132,11 @@ async def test_tools_run_concurrently_and_results_keep_call_order(
     """Three naps of 30, 20 and 10 s finish in 30 s of virtual time, in call order."""
     model = ScriptedModel(
         [
-            calls(call("nap", "a", seconds=30), call("nap", "b", seconds=20), call("nap", "c", seconds=10)),
+            calls(
+                call("nap", "a", seconds=30),
+                call("nap", "b", seconds=20),
+                call("nap", "c", seconds=10),
+            ),
             "done",
         ]
     )
@@ -242,9 +246,7 @@ async def test_abort_during_generate(autojump_clock: Any) -> None:
 
 async def test_abort_during_tools_records_cancelled_results(autojump_clock: Any) -> None:
     """Abort mid-tools: finished calls keep their results, the others are cancelled."""
-    model = ScriptedModel(
-        [calls(call("add", "fast", a=1, b=1), call("nap", "slow", seconds=3600))]
-    )
+    model = ScriptedModel([calls(call("add", "fast", a=1, b=1), call("nap", "slow", seconds=3600))])
     result, recorder = await run_with(model, abort_after=10)
     assert result.finish_reason == "aborted"
     (step,) = result.steps
@@ -319,8 +321,9 @@ async def test_generate_error_ends_run_with_error() -> None:
     assert isinstance(result.error, ValueError)
     assert recorder.types[-3:] == ["generate.error", "step.aborted", "run.error"]
     with pytest.raises(ValueError, match="provider down"):
-        async with open_run(generate=ScriptedModel([ValueError("provider down")]),
-                            conversation=user("x")) as run:
+        async with open_run(
+            generate=ScriptedModel([ValueError("provider down")]), conversation=user("x")
+        ) as run:
             pass
         await run.unwrap()
 

@@ -128,9 +128,7 @@ def _check_events(result: RunResult, events: Sequence[Any]) -> None:
         _fail("3 (finish reason)", f"{terminal.finish_reason!r} in the event, {reason!r} in result")
 
 
-def _check_accounting(
-    result: RunResult, events: Sequence[Any], maximum_steps: int | None
-) -> None:
+def _check_accounting(result: RunResult, events: Sequence[Any], maximum_steps: int | None) -> None:
     total = Usage()
     for event in events:
         if event.type == "generate.completed":

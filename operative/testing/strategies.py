@@ -9,7 +9,7 @@ twice.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 import attrs
 import trio
@@ -63,9 +63,7 @@ class Interruption:
 
 def usages() -> st.SearchStrategy[Usage]:
     """Usage values with a consistent total."""
-    return st.builds(
-        Usage.of, prompt=st.integers(0, 10_000), completion=st.integers(0, 10_000)
-    )
+    return st.builds(Usage.of, prompt=st.integers(0, 10_000), completion=st.integers(0, 10_000))
 
 
 _calls = st.builds(
@@ -121,9 +119,7 @@ def scripted_model(script: list[Step], *, think: float = 1.0) -> ScriptedModel:
             raise RuntimeError(f"scripted failure at step {request.step}")
         if step.kind == "answer":
             return GenerateResponse(content=step.text, usage=step.usage)
-        calls = tuple(
-            _tool_call(call, f"s{request.step}c{i}") for i, call in enumerate(step.calls)
-        )
+        calls = tuple(_tool_call(call, f"s{request.step}c{i}") for i, call in enumerate(step.calls))
         return GenerateResponse(tool_calls=calls, usage=step.usage)
 
     return ScriptedModel(generate)
