@@ -9,10 +9,13 @@ from ._agent import AgentInput as AgentInput
 from ._agent import AgentRunContext as AgentRunContext
 from ._agent import RunnableAgent as RunnableAgent
 from ._agent import create_agent as create_agent
+from ._codec import decode as decode
+from ._codec import encode as encode
 from ._errors import ApprovalError as ApprovalError
 from ._errors import ConflictError as ConflictError
 from ._errors import ConversationError as ConversationError
 from ._errors import CorruptRecordError as CorruptRecordError
+from ._errors import DataValidationError as DataValidationError
 from ._errors import ElicitationError as ElicitationError
 from ._errors import HookError as HookError
 from ._errors import InvalidArgument as InvalidArgument
@@ -20,6 +23,7 @@ from ._errors import InvalidResponseError as InvalidResponseError
 from ._errors import OperativeError as OperativeError
 from ._errors import OutputValidationError as OutputValidationError
 from ._errors import ProviderError as ProviderError
+from ._errors import SchemaVersionError as SchemaVersionError
 from ._errors import ToolDefinitionError as ToolDefinitionError
 from ._events import Event as Event
 from ._events import EventStream as EventStream
@@ -48,6 +52,8 @@ from .conversation import FilePart as FilePart
 from .conversation import ImagePart as ImagePart
 from .conversation import Message as Message
 from .conversation import TextPart as TextPart
+from .conversation import find_dangling_tool_calls as find_dangling_tool_calls
+from .conversation import repair_dangling_tool_calls as repair_dangling_tool_calls
 from .conversation import resolve_tool_result as resolve_tool_result
 from .hooks import HookContext as HookContext
 from .hooks import HookRegistry as HookRegistry
@@ -58,6 +64,7 @@ from .tools import ApprovalPolicy as ApprovalPolicy
 from .tools import ElicitationRequest as ElicitationRequest
 from .tools import ElicitationResponse as ElicitationResponse
 from .tools import ExecutionContext as ExecutionContext
+from .tools import OnElicitation as OnElicitation
 from .tools import PermissionPolicy as PermissionPolicy
 from .tools import Tool as Tool
 from .tools import Toolbox as Toolbox
@@ -78,6 +85,7 @@ __all__ = [
     "ConversationError",
     "ConversationHistory",
     "CorruptRecordError",
+    "DataValidationError",
     "ElicitationError",
     "ElicitationRequest",
     "ElicitationResponse",
@@ -98,6 +106,7 @@ __all__ = [
     "LivenessSnapshot",
     "MemoryStore",
     "Message",
+    "OnElicitation",
     "OperativeError",
     "OutputValidationError",
     "PendingApproval",
@@ -109,6 +118,7 @@ __all__ = [
     "RunResult",
     "RunnableAgent",
     "SchemaValidation",
+    "SchemaVersionError",
     "StepResult",
     "TextPart",
     "Tool",
@@ -121,7 +131,11 @@ __all__ = [
     "Toolbox",
     "Usage",
     "create_agent",
+    "decode",
+    "encode",
+    "find_dangling_tool_calls",
     "open_run",
+    "repair_dangling_tool_calls",
     "resolve_tool_result",
     "stop_when",
     "tool",

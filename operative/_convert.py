@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any, TypeAlias, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, overload
 
-import cattrs
 import msgspec
-from cattrs.preconf.msgspec import make_converter
 
 from ._errors import DataValidationError, InvalidArgument
 
 __all__ = [
-    "converter",
     "describe_error",
+    "get_converter",
     "msgspec_supports",
     "structure",
     "unstructure",
@@ -32,8 +30,20 @@ __all__ = [
 T = TypeVar("T")
 _Data: TypeAlias = bytes | bytearray | memoryview | str
 
-converter = make_converter()
-"""The shared converter; register hooks on it for types it cannot structure."""
+if TYPE_CHECKING:
+    from cattrs.preconf.msgspec import MsgspecJsonConverter
+
+
+@functools.cache
+def get_converter() -> MsgspecJsonConverter:
+    """The shared converter (built on first use: importing cattrs costs ~35 ms).
+
+    Register hooks on it for types it cannot structure.
+    """
+    from cattrs.preconf.msgspec import make_converter
+
+    return make_converter()
+
 
 _MSGSPEC_PATH = re.compile(r" - at `(?P<path>\$[^`]*)`$")
 _CATTRS_PATH = re.compile(r" @ (?P<path>\$.*)$")
@@ -45,16 +55,18 @@ def structure(value: Any, type: type[T]) -> T: ...
 def structure(value: Any, type: Any) -> Any: ...
 def structure(value: Any, type: Any) -> Any:
     """Build a ``type`` from plain data with the shared converter (cattrs errors as-is)."""
-    return converter.structure(value, type)
+    return get_converter().structure(value, type)
 
 
 def unstructure(value: Any) -> Any:
     """Plain, JSON-encodable data for ``value`` with the shared converter."""
-    return converter.unstructure(value)
+    return get_converter().unstructure(value)
 
 
 def describe_error(exc: BaseException) -> str:
     """A one-line explanation of a structuring failure, naming JSON paths."""
+    import cattrs
+
     if isinstance(exc, cattrs.BaseValidationError):
         messages: list[Any] = cattrs.transform_error(exc)
         return "; ".join(str(m) for m in messages)
@@ -111,8 +123,10 @@ def validate(value: Any, type: Any, *, what: str = "value", strict: bool = True)
             return msgspec.convert(value, type, strict=strict)
         except msgspec.ValidationError as exc:
             raise _invalid(what, str(exc), _MSGSPEC_PATH) from None
+    import cattrs
+
     try:
-        return converter.structure(value, type)
+        return get_converter().structure(value, type)
     except cattrs.errors.StructureHandlerNotFoundError as exc:
         raise InvalidArgument(f"cannot validate values of type {type!r}: {exc}") from exc
     except (cattrs.BaseValidationError, ValueError, TypeError, KeyError, AttributeError) as exc:

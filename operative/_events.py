@@ -254,9 +254,7 @@ RunEvent: TypeAlias = (
 """Every event a run emits, one tagged union (decodes in one pass)."""
 
 TERMINAL_TYPES = frozenset({"run.completed", "run.error", "run.aborted"})
-EVENT_TYPES = frozenset(
-    cls.__struct_config__.tag for cls in RunEvent.__args__
-)
+EVENT_TYPES = frozenset(cls.__struct_config__.tag for cls in RunEvent.__args__)
 
 Listener: TypeAlias = Callable[[Any], object]
 Overflow: TypeAlias = Literal["block", "drop-oldest"]

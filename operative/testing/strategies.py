@@ -21,10 +21,10 @@ from ..tools import Tool, ToolContext, tool
 from ._scripted import ScriptedModel
 
 __all__ = [
-    "ToolBehaviour",
     "Interruption",
     "ScriptedCall",
     "Step",
+    "ToolBehaviour",
     "interruptions",
     "model_scripts",
     "scripted_model",

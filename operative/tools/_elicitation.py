@@ -12,7 +12,7 @@ from typing import Any, TypeAlias, TypeVar, cast
 import msgspec
 import trio
 
-from .._convert import converter, describe_error
+from .._convert import describe_error, get_converter
 from .._errors import ElicitationError
 from .._events import ElicitationRequested, ElicitationResolved
 
@@ -85,7 +85,7 @@ def _validate(data: Any, type_: Any) -> Any:
     except TypeError:
         pass  # a type msgspec cannot validate: the shared cattrs converter can
     try:
-        return converter.structure(data, type_)
+        return get_converter().structure(data, type_)
     except Exception as exc:
         raise ElicitationError(
             f"the elicitation answer does not match the requested type: {describe_error(exc)}"

@@ -12,7 +12,7 @@ import attrs
 import msgspec
 import trio
 
-from .._convert import converter, describe_error
+from .._convert import describe_error, get_converter
 from .._errors import ToolDefinitionError
 from .._types import ToolSpec
 from ._context import ToolContext
@@ -239,7 +239,7 @@ def _validators(
 
     def structure(value: Any) -> Any:
         try:
-            return converter.structure(value, target)
+            return get_converter().structure(value, target)
         except Exception as exc:
             raise _StructureError(describe_error(exc)) from None
 

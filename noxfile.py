@@ -1,0 +1,47 @@
+"""Every check the project runs: ``nox -s tests lint typecheck docs`` (and ``bench``)."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["lint", "typecheck", "tests", "docs"]
+nox.options.reuse_existing_virtualenvs = True
+
+SOURCES = ["operative", "tests", "benchmarks", "examples", "noxfile.py"]
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The full test suite (virtual time; a few seconds)."""
+    session.install("-e", ".[dev]")
+    session.run("python", "-m", "pytest", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff format (check only) and ruff check."""
+    session.install("ruff")
+    session.run("ruff", "format", "--check", *SOURCES)
+    session.run("ruff", "check", *SOURCES)
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict over the package and the tests."""
+    session.install("-e", ".[dev]")
+    session.run("mypy")
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the docs site; any warning fails the build."""
+    session.install("-e", ".[dev]")
+    session.run("mkdocs", "build", "--strict", "--site-dir", str(session.create_tmp() + "/site"))
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """The benchmarks, reported as ratios to a bare Trio loop."""
+    session.install("-e", ".[dev]")
+    session.run("python", "benchmarks/bench_loop.py", *session.posargs)
+    session.run("python", "benchmarks/bench_codec.py")

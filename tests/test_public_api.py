@@ -1,0 +1,58 @@
+"""operative's public namespaces: sorted, complete, and nothing defined in them."""
+
+from __future__ import annotations
+
+import importlib
+import types
+
+import pytest
+
+def _isort_key(name: str) -> tuple[int, str]:
+    """CONSTANTS, then Classes, then functions (ruff's RUF022 order)."""
+    if name.isupper():
+        return (0, name)
+    return (1, name) if name[:1].isupper() else (2, name)
+
+
+PUBLIC = [
+    "operative",
+    "operative.conversation",
+    "operative.tools",
+    "operative.storage",
+    "operative.testing",
+]
+
+
+@pytest.mark.parametrize("name", PUBLIC)
+def test_all_is_sorted_and_complete(name: str) -> None:
+    """__all__ is sorted, names only what exists, and lists every public attribute."""
+    module = importlib.import_module(name)
+    exported = list(module.__all__)
+    assert exported == sorted(exported, key=_isort_key)
+    for attribute in exported:
+        assert hasattr(module, attribute), attribute
+    public = {
+        attribute
+        for attribute, value in vars(module).items()
+        if not attribute.startswith("_") and not isinstance(value, types.ModuleType)
+    }
+    assert public - set(exported) == set(), "public but not in __all__"
+
+
+def test_stop_when_namespace() -> None:
+    """operative.stop_when is the conditions module."""
+    import operative
+    from operative import conditions
+
+    assert operative.stop_when is conditions
+    assert callable(operative.stop_when.no_tool_calls)
+
+
+def test_every_error_derives_from_operative_error() -> None:
+    """Every exported exception class derives from OperativeError."""
+    import operative
+
+    for attribute in operative.__all__:
+        value = getattr(operative, attribute)
+        if isinstance(value, type) and issubclass(value, BaseException):
+            assert issubclass(value, operative.OperativeError), attribute
