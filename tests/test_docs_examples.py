@@ -1,0 +1,56 @@
+"""Every runnable example in examples/ runs offline and prints what its docs promise."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py") if p.name != "quickstart.py")
+
+# A line each example must print (examples not listed only have to exit 0).
+EXPECTED = {
+    "approvals.py": "second resume refused: replayed",
+    "chat_host.py": "final answer: Done: I deleted /reports/q3.txt.",
+    "structured_output.py": "output: Forecast(city='Lisbon', high_c=24, summary='Sunny')",
+}
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_example_runs(example: Path) -> None:
+    """The example exits 0 within seconds and prints its key line."""
+    done = subprocess.run(
+        [sys.executable, str(example)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    expected = EXPECTED.get(example.name)
+    if expected is not None:
+        assert expected in done.stdout.splitlines(), done.stdout
+
+
+def test_the_chat_host_example_round_trips() -> None:
+    """The chat host parks, shows the approval, resumes and prints one result per call."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "chat_host.py")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    lines = done.stdout.splitlines()
+    assert lines[0] == "assistant: I'll delete the Q3 draft."
+    assert lines[1].startswith('pending approval: {"approval_id":')
+    assert lines[-3:] == [
+        '  assistant: I\'ll delete the Q3 draft. -> delete_file({"path": "/reports/q3.txt"})',
+        '  tool [success]: {"deleted":"/reports/q3.txt"}',
+        "  assistant: Done: I deleted /reports/q3.txt.",
+    ]
