@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, TypeAlias
@@ -348,26 +349,50 @@ class EventStream:
         self._consumers.unpark_all()
         self._producers.unpark_all()
 
-    async def _push(self, event: Any) -> None:
-        buffer = self._buffer
-        while len(buffer) >= self._capacity and not self._closed:
-            if self._overflow == "drop-oldest":
-                buffer.popleft()
-                self.dropped += 1
-                break
-            await self._producers.park()
-        if self._closed:
-            return
-        buffer.append(event)
-        if self._consumers:
-            self._consumers.unpark()
-
     def _push_nowait(self, event: Any) -> None:
-        """Push without waiting (terminal events during shielded clean-up)."""
+        """Push without waiting (the terminal event, clean-up): never blocks, never lost.
+
+        A full ``block`` stream grows past its capacity for this one event.
+        """
         if self._closed:
             return
+        if self._overflow == "drop-oldest" and len(self._buffer) >= self._capacity:
+            self._buffer.popleft()
+            self.dropped += 1
         self._buffer.append(event)
         self._consumers.unpark()
+
+
+async def _push(ref: weakref.ref[EventStream], event: Any) -> None:
+    """Deliver ``event`` to the stream behind ``ref``, waiting while it is full.
+
+    While waiting it holds only the weak reference, so a consumer that walks away from
+    a full stream (``break`` out of ``async for``) lets the stream be collected, which
+    wakes this producer instead of leaving the run stuck.
+    """
+    stream = ref()
+    if stream is None or stream._closed:
+        return
+    buffer = stream._buffer
+    if len(buffer) >= stream._capacity:
+        if stream._overflow == "drop-oldest":
+            buffer.popleft()
+            stream.dropped += 1
+        else:
+            lot = stream._producers
+            del stream, buffer
+            while True:
+                await lot.park()
+                stream = ref()
+                if stream is None or stream._closed:
+                    return
+                buffer = stream._buffer
+                if len(buffer) < stream._capacity:
+                    break
+                del stream, buffer
+    buffer.append(event)
+    if stream._consumers:
+        stream._consumers.unpark()
 
 
 class EventHub:
@@ -381,7 +406,8 @@ class EventHub:
 
     def __init__(self) -> None:
         self._listeners: dict[str, list[Listener]] = {}
-        self._streams: list[EventStream] = []
+        self._streams: list[weakref.ref[EventStream]] = []
+        """Weak: a stream its consumer dropped must not be kept alive by the run."""
         self._wanted: frozenset[str] = frozenset()
         self._all = False
         self._closed = False
@@ -396,7 +422,10 @@ class EventHub:
         everything = "*" in self._listeners
         for key in self._listeners:
             wanted.add(key)
-        for stream in self._streams:
+        for ref in self._streams:
+            stream = ref()
+            if stream is None:
+                continue
             if stream.types is None:
                 everything = True
             else:
@@ -456,13 +485,12 @@ class EventHub:
         if self._closed:
             stream._closed = True
             return
-        self._streams.append(stream)
+        self._streams.append(weakref.ref(stream))
         self._recompute()
 
     def _detach(self, stream: EventStream) -> None:
-        if stream in self._streams:
-            self._streams.remove(stream)
-            self._recompute()
+        self._streams = [ref for ref in self._streams if ref() not in (None, stream)]
+        self._recompute()
 
     def _call_listeners(self, event: Any, type: str) -> None:
         for key in (type, "*"):
@@ -480,23 +508,28 @@ class EventHub:
         type = event.__struct_config__.tag
         if self._listeners:
             self._call_listeners(event, type)
-        for stream in tuple(self._streams):
-            if stream.types is None or type in stream.types:
-                await stream._push(event)
+        for ref in tuple(self._streams):
+            stream = ref()
+            if stream is not None and (stream.types is None or type in stream.types):
+                del stream
+                await _push(ref, event)
 
     def emit_nowait(self, event: Any) -> None:
         """Deliver ``event`` without ever waiting (used in shielded clean-up)."""
         type = event.__struct_config__.tag
         if self._listeners:
             self._call_listeners(event, type)
-        for stream in tuple(self._streams):
-            if stream.types is None or type in stream.types:
+        for ref in tuple(self._streams):
+            stream = ref()
+            if stream is not None and (stream.types is None or type in stream.types):
                 stream._push_nowait(event)
 
     def close(self) -> None:
         """End every stream after what it has buffered; later streams end at once."""
         self._closed = True
-        for stream in self._streams:
-            stream._finish()
+        for ref in self._streams:
+            stream = ref()
+            if stream is not None:
+                stream._finish()
         self._streams.clear()
         self._recompute()
