@@ -83,6 +83,7 @@ ApprovalErrorReason = Literal[
     "unknown-tool",
     "unversioned-tool",
     "malformed",
+    "deadline-passed",
 ]
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -107,6 +108,7 @@ class ActiveRun:
         "_cancel_reason",
         "_cfg",
         "_content_override",
+        "_deadline_reason",
         "_done",
         "_failure",
         "_hub",
@@ -138,6 +140,7 @@ class ActiveRun:
         self._hub = EventHub()
         self._scope = trio.CancelScope()
         self._cancel_reason: _CancelReason | None = None
+        self._deadline_reason: _CancelReason | None = None
         self._done = trio.Event()
         self._result: RunResult | None = None
         self._failure: BaseException | None = None
@@ -281,6 +284,19 @@ class ActiveRun:
         repair_dangling_tool_calls(
             self.conversation, "the turn that made this call ended before it settled"
         )
+        # Ids an earlier turn used are taken: a server that says "call_0" every turn
+        # must not produce two calls with one id in the transcript.
+        for message in self.conversation.messages:
+            if message.tool_calls:
+                self._seen_call_ids.update(call.id for call in message.tool_calls)
+        request = self._cfg.request_context
+        if request is not None and request.deadline is not None:
+            # The request's deadline is wall-clock time; the run scope's is trio's.
+            remaining = request.deadline - time.time()
+            self._scope.deadline = min(self._scope.deadline, self._now() + remaining)
+            self._deadline_reason = _CancelReason(
+                _ABORTED, "the request this run acts for passed its deadline"
+            )
         try:
             with self._scope:
                 try:
@@ -298,6 +314,7 @@ class ActiveRun:
                 finish = _ABORTED
                 reason = cancel.message if cancel else "the run's caller was cancelled"
             else:
+                cancel = cancel or self._deadline_reason
                 assert cancel is not None, "the run scope was cancelled without a reason"
                 finish, reason = cancel.finish_reason, cancel.message
         await self._finish(finish, error, reason)

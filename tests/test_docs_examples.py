@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import trio
+import trio.testing
 
+PyCF_TOP_LEVEL_AWAIT = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py") if p.name != "quickstart.py")
 
@@ -54,3 +60,22 @@ def test_the_chat_host_example_round_trips() -> None:
         '  tool [success]: {"deleted":"/reports/q3.txt"}',
         "  assistant: Done: I deleted /reports/q3.txt.",
     ]
+
+
+def _python_blocks(page: Path) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", page.read_text(), flags=re.DOTALL | re.MULTILINE)
+
+
+@pytest.mark.parametrize("page", ["running.md"])
+async def test_guide_samples_run_in_order(
+    page: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Every Python sample of the guide runs, top to bottom, in one namespace."""
+    blocks = _python_blocks(ROOT / "docs" / page)
+    assert blocks
+    namespace: dict[str, Any] = {"__name__": f"docs.{page}"}
+    for index, block in enumerate(blocks):
+        code = compile(block, f"docs/{page} sample {index + 1}", "exec", flags=PyCF_TOP_LEVEL_AWAIT)
+        pending = eval(code, namespace)
+        if pending is not None:
+            await pending

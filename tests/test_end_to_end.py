@@ -401,11 +401,6 @@ async def test_a_replayed_approval_is_refused() -> None:
     assert files.executions == Counter({"call-1": 1})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ActiveRun._seen_call_ids starts empty, so a call id reused from an earlier "
-    "turn of the history is kept and the transcript has two calls with one id",
-)
 async def test_call_ids_reused_across_turns_are_made_unique() -> None:
     """A server that says call_0 every turn still gets one id per call in the transcript."""
     files = Files()
@@ -420,11 +415,6 @@ async def test_call_ids_reused_across_turns_are_made_unique() -> None:
     assert_one_result_per_call(second.conversation.current)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="RequestContext.deadline is carried but never enforced: a resume (or a run) "
-    "under a request whose deadline has passed still executes the tool",
-)
 async def test_a_resume_past_the_requests_deadline_does_not_run() -> None:
     """A resume under an expired request deadline is refused instead of running the call."""
     files = Files()

@@ -7,6 +7,7 @@ import types
 
 import pytest
 
+
 def _isort_key(name: str) -> tuple[int, str]:
     """CONSTANTS, then Classes, then functions (ruff's RUF022 order)."""
     if name.isupper():

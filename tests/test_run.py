@@ -461,3 +461,37 @@ async def test_history_passed_between_runs_round_trips() -> None:
     follow.append_user_message("and again")
     second, _ = await run_with(model, conversation=follow, stop_when=stop_when.no_tool_calls())
     assert [m.text for m in second.conversation.messages] == ["hi", "one", "and again", "two"]
+
+
+async def test_request_deadline_bounds_the_run(autojump_clock: Any) -> None:
+    """A request_context deadline becomes the run scope's deadline, with its reason."""
+    import time
+
+    request = operative.RequestContext(
+        authority=operative.Authority(principal_id="u", tenant_id="t", owner_id="o"),
+        deadline=time.time() + 30,
+    )
+    start = trio.current_time()
+    result, recorder = await run_with(
+        ScriptedModel([calls(call("nap", "n", seconds=3600))]), request_context=request
+    )
+    assert trio.current_time() - start == pytest.approx(30, abs=1)
+    assert result.finish_reason == "aborted"
+    assert result.abort_reason == "the request this run acts for passed its deadline"
+    assert result.steps[0].results[0].outcome == "cancelled"
+
+
+async def test_tools_do_not_run_for_an_expired_request() -> None:
+    """A call made for a request whose deadline passed is denied without running."""
+    import time
+
+    request = operative.RequestContext(
+        authority=operative.Authority(principal_id="u", tenant_id="t", owner_id="o"),
+        deadline=time.time() - 1,
+    )
+    toolbox = operative.Toolbox([add])
+    result = await toolbox.execute(
+        call("add", "x", a=1, b=2), operative.ExecutionContext(request_context=request)
+    )
+    assert result.outcome == "denied"
+    assert "deadline" in (result.error or "")

@@ -180,7 +180,8 @@ class Approvals:
         """``approval`` as a checked :class:`PendingApproval`; does not consume it.
 
         Raises:
-            ApprovalError: malformed, bad-signature, expired or authority-mismatch.
+            ApprovalError: malformed, bad-signature, expired, deadline-passed or
+                authority-mismatch.
         """
         checked = _coerce(approval)
         expected = self._sign(checked)
@@ -197,11 +198,20 @@ class Approvals:
                 "the approval's arguments do not match its signed digest: they were altered",
                 reason="bad-signature",
             )
-        if self._now_ms() >= checked.expires_at:
+        now_ms = self._now_ms()
+        if now_ms >= checked.expires_at:
             raise ApprovalError(
                 f"approval {checked.approval_id} expired; the model has to ask again",
                 reason="expired",
             )
+        if context is not None and context.deadline is not None:
+            if now_ms >= context.deadline * 1000:
+                raise ApprovalError(
+                    "the resuming request's deadline has passed: build its RequestContext "
+                    "with a deadline derived from the new request, not copied from an old "
+                    "one (the approval was not consumed)",
+                    reason="deadline-passed",
+                )
         bound = (
             _authority_fields(checked.authority),
             checked.audience,

@@ -171,10 +171,24 @@ async def test_expired_approvals_are_refused_but_not_consumed() -> None:
     approval = await park(box)
     clock.now += 60
     with pytest.raises(ApprovalError) as info:
-        await box.resume_approval(approval, request_context=REQUEST)
+        await box.resume_approval(approval, request_context=fresh_request())
     assert info.value.reason == "expired"
     clock.now -= 1
-    assert (await box.resume_approval(approval, request_context=REQUEST)).outcome == "success"
+    resumed = await box.resume_approval(approval, request_context=fresh_request())
+    assert resumed.outcome == "success"
+
+
+async def test_a_resuming_request_past_its_deadline_is_refused() -> None:
+    """A resume under a request whose own deadline passed fails and consumes nothing."""
+    clock = Clock()
+    box = make_box([], clock=clock)
+    approval = await park(box)
+    late = msgspec.structs.replace(REQUEST, deadline=NOW - 1)
+    with pytest.raises(ApprovalError) as info:
+        await box.resume_approval(approval, request_context=late)
+    assert info.value.reason == "deadline-passed"
+    resumed = await box.resume_approval(approval, request_context=fresh_request())
+    assert resumed.outcome == "success"
 
 
 @pytest.mark.parametrize(
