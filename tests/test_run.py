@@ -472,7 +472,7 @@ async def test_request_deadline_bounds_the_run(autojump_clock: Any) -> None:
         deadline=time.time() + 30,
     )
     start = trio.current_time()
-    result, recorder = await run_with(
+    result, _ = await run_with(
         ScriptedModel([calls(call("nap", "n", seconds=3600))]), request_context=request
     )
     assert trio.current_time() - start == pytest.approx(30, abs=1)

@@ -204,14 +204,17 @@ class Approvals:
                 f"approval {checked.approval_id} expired; the model has to ask again",
                 reason="expired",
             )
-        if context is not None and context.deadline is not None:
-            if now_ms >= context.deadline * 1000:
-                raise ApprovalError(
-                    "the resuming request's deadline has passed: build its RequestContext "
-                    "with a deadline derived from the new request, not copied from an old "
-                    "one (the approval was not consumed)",
-                    reason="deadline-passed",
-                )
+        if (
+            context is not None
+            and context.deadline is not None
+            and now_ms >= context.deadline * 1000
+        ):
+            raise ApprovalError(
+                "the resuming request's deadline has passed: build its RequestContext "
+                "with a deadline derived from the new request, not copied from an old "
+                "one (the approval was not consumed)",
+                reason="deadline-passed",
+            )
         bound = (
             _authority_fields(checked.authority),
             checked.audience,

@@ -196,16 +196,16 @@ class Toolbox:
         if context is None:
             context = EMPTY_CONTEXT
         request = context.request_context
-        if request is not None and request.deadline is not None:
-            if self._approvals.clock() >= request.deadline:
-                await trio.lowlevel.checkpoint()
-                return ToolResult(
-                    call_id=call.id,
-                    tool_name=tool.name,
-                    outcome="denied",
-                    error=f"The request this call to {tool.name!r} acts for passed its "
-                    "deadline; the call did not run.",
-                )
+        deadline = request.deadline if request is not None else None
+        if deadline is not None and self._approvals.clock() >= deadline:
+            await trio.lowlevel.checkpoint()
+            return ToolResult(
+                call_id=call.id,
+                tool_name=tool.name,
+                outcome="denied",
+                error=f"The request this call to {tool.name!r} acts for passed its "
+                "deadline; the call did not run.",
+            )
         if self._parked or self._decide is not None:
             parked = await self._park_if_needed(tool, call, context)
             if parked is not None:
