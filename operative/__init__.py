@@ -58,6 +58,7 @@ from .conversation import resolve_tool_result as resolve_tool_result
 from .hooks import HookContext as HookContext
 from .hooks import HookRegistry as HookRegistry
 from .liveness import LivenessSnapshot as LivenessSnapshot
+from .retry import RetryOptions as RetryOptions
 from .storage import ConditionalTextValueStore as ConditionalTextValueStore
 from .storage import MemoryStore as MemoryStore
 from .tools import ApprovalPolicy as ApprovalPolicy
@@ -113,6 +114,7 @@ __all__ = [
     "PermissionPolicy",
     "ProviderError",
     "RequestContext",
+    "RetryOptions",
     "RunEvent",
     "RunOptions",
     "RunResult",

@@ -147,6 +147,9 @@ class GenerateError(Event, frozen=True, kw_only=True, tag="generate.error"):
     error: str = ""
     error_type: str = ""
     retryable: bool = False
+    """True when the run will retry this attempt."""
+    usage: Usage = Usage()
+    """What the failed attempt reported spending (counted in the run's usage)."""
 
 
 class GenerateRetry(Event, frozen=True, kw_only=True, tag="generate.retry"):

@@ -15,6 +15,7 @@ from ._types import RequestContext
 from .conditions import StopCondition
 from .conversation import Conversation, ConversationHistory
 from .hooks import HOOK_NAMES, AnyHook, HookRegistry
+from .retry import RetryOptions
 from .tools import Toolbox
 
 __all__ = ["RunConfig", "RunOptions", "configure_run", "make_toolbox"]
@@ -48,6 +49,7 @@ class RunOptions(TypedDict, total=False):
     agent_name: str
     trace_context: Any
     cleanup_timeout: float
+    retry: RetryOptions | None
 
 
 @attrs.frozen(kw_only=True)
@@ -88,6 +90,7 @@ class RunConfig:
     agent_name: str = "(agent)"
     trace_context: Any = None
     cleanup_timeout: float = 10.0
+    retry: RetryOptions | None = None
 
 
 def _as_tuple(value: Any, what: str) -> tuple[Any, ...]:
@@ -199,6 +202,9 @@ def configure_run(
     if not isinstance(run_id, str):
         raise InvalidArgument(f"run_id= takes a str, got {type(run_id).__name__}")
     output = options.get("output")
+    retry = options.get("retry")
+    if retry is not None and not isinstance(retry, RetryOptions):
+        raise InvalidArgument(f"retry= takes RetryOptions, got {type(retry).__name__}")
     config = RunConfig(
         generate=generate,
         toolbox=make_toolbox(toolbox, tools),
@@ -217,5 +223,6 @@ def configure_run(
         agent_name=options.get("agent_name", "(agent)"),
         trace_context=options.get("trace_context"),
         cleanup_timeout=float(cleanup_timeout),
+        retry=retry,
     )
     return config, live

@@ -32,6 +32,7 @@ from ._events import (
     EventStream,
     GenerateCompleted,
     GenerateError,
+    GenerateRetry,
     GenerateStarted,
     Listener,
     Overflow,
@@ -493,33 +494,69 @@ class ActiveRun:
         hub = self._hub
         run_id = self.run_id
         step = request.step
-        if hub.wants("generate.started"):
-            await hub.emit(GenerateStarted(run_id=run_id, step=step, time=self._now()))
-        try:
-            response = await cfg.generate(request)
-            if type(response) is not GenerateResponse and not isinstance(
-                response, GenerateResponse
-            ):
-                raise InvalidResponseError(
-                    f"the generate function returned {type(response).__name__}, not a "
-                    "GenerateResponse: return GenerateResponse(content=..., tool_calls=...)"
-                )
-        except Exception as exc:
-            if hub.wants("generate.error"):
+        retry = cfg.retry
+        attempt = 1
+        while True:
+            if hub.wants("generate.started"):
                 await hub.emit(
-                    GenerateError(
-                        run_id=run_id,
-                        step=step,
-                        time=self._now(),
-                        error=str(exc),
-                        error_type=type(exc).__name__,
-                        retryable=bool(getattr(exc, "retryable", False)),
-                    )
+                    GenerateStarted(run_id=run_id, step=step, time=self._now(), attempt=attempt)
                 )
-            raise
+            try:
+                if retry is not None and retry.attempt_timeout is not None:
+                    with trio.fail_after(retry.attempt_timeout):
+                        response = await cfg.generate(request)
+                else:
+                    response = await cfg.generate(request)
+                if response.__class__ is not GenerateResponse and not isinstance(
+                    response, GenerateResponse
+                ):
+                    raise InvalidResponseError(
+                        f"the generate function returned {type(response).__name__}, not a "
+                        "GenerateResponse: return GenerateResponse(content=..., tool_calls=...)"
+                    )
+                break
+            except Exception as exc:
+                # A failed attempt that reported usage was still paid for.
+                spent = getattr(exc, "usage", None)
+                if isinstance(spent, Usage):
+                    inflight.usage = inflight.usage + spent
+                    self._usage = self._usage + spent
+                retrying = retry is not None and retry.should_retry(exc, attempt)
+                if hub.wants("generate.error"):
+                    await hub.emit(
+                        GenerateError(
+                            run_id=run_id,
+                            step=step,
+                            time=self._now(),
+                            attempt=attempt,
+                            error=str(exc),
+                            error_type=type(exc).__name__,
+                            retryable=retrying,
+                            usage=spent if isinstance(spent, Usage) else _NO_USAGE,
+                        )
+                    )
+                if not retrying:
+                    raise
+                assert retry is not None
+                delay = retry.delay(attempt, exc)
+                attempt += 1
+                if hub.wants("generate.retry"):
+                    await hub.emit(
+                        GenerateRetry(
+                            run_id=run_id,
+                            step=step,
+                            time=self._now(),
+                            attempt=attempt,
+                            delay=delay,
+                            error=str(exc),
+                            error_type=type(exc).__name__,
+                        )
+                    )
+                await trio.sleep(delay)
+                request = retry.next_request(request, exc, attempt)
         usage = response.usage
         if usage is not None:
-            inflight.usage = usage
+            inflight.usage = inflight.usage + usage if attempt > 1 else usage
             self._usage = total = self._usage + usage
         self._last_activity = self._now()
         if hub.wants("generate.completed"):
@@ -528,6 +565,7 @@ class ActiveRun:
                     run_id=run_id,
                     step=step,
                     time=self._now(),
+                    attempt=attempt,
                     content=response.content,
                     tool_calls=tuple(response.tool_calls),
                     usage=usage or Usage(),
