@@ -495,3 +495,32 @@ async def test_tools_do_not_run_for_an_expired_request() -> None:
     )
     assert result.outcome == "denied"
     assert "deadline" in (result.error or "")
+
+
+async def test_on_run_end_finishes_under_external_cancellation(autojump_clock: Any) -> None:
+    """Clean-up hooks run shielded (bounded) even when the caller is cancelled."""
+    finished: list[str] = []
+
+    async def slow_commit(result: operative.RunResult) -> None:
+        await trio.sleep(2)
+        finished.append(result.finish_reason)
+
+    captured: list[operative.ActiveRun] = []
+    with trio.move_on_after(5):
+        async with open_run(
+            generate=ScriptedModel([HANG]), conversation=user("go"), on_run_end=slow_commit
+        ) as run:
+            captured.append(run)
+    assert finished == ["aborted"]
+    assert (await captured[0].result()).abort_reason == "the run's caller was cancelled"
+
+
+async def test_leaving_the_block_waits_for_the_run(autojump_clock: Any) -> None:
+    """The block does not exit before the run has ended (it is a nursery)."""
+    model = ScriptedModel([calls(call("nap", "n", seconds=100)), "done"])
+    async with open_run(
+        generate=model, conversation=user("go"), tools=[nap], stop_when=stop_when.no_tool_calls()
+    ) as run:
+        start = trio.current_time()
+    assert trio.current_time() - start == pytest.approx(100)
+    assert run.snapshot().terminal
