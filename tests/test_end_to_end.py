@@ -413,23 +413,41 @@ async def test_call_ids_reused_across_turns_are_made_unique() -> None:
     agent = create_agent(generate=ScriptedModel([calls(read), "still final"]), tools=files.tools())
     second, _ = await run_agent(agent, conversation.current)
     assert_one_result_per_call(second.conversation.current)
+    (renamed,) = second.steps[0].tool_calls
+    assert renamed.id != "call_0"
+    assert second.steps[0].results[0].call_id == renamed.id
 
 
 async def test_a_resume_past_the_requests_deadline_does_not_run() -> None:
-    """A resume under an expired request deadline is refused instead of running the call."""
+    """A resume under an expired request deadline is refused and leaves the approval usable."""
     files = Files()
     state = MemoryStore()
     result, _, _ = await park_turn(files, state)
+    approval = pending_of(result)
     expired = request_context(deadline=time.time() - 1)
-    try:
-        resumed = await files.toolbox(state).resume_approval(
-            pending_of(result), request_context=expired
-        )
-    except ApprovalError:
-        pass
-    else:
-        assert resumed.outcome != "success"
+    with pytest.raises(ApprovalError) as info:
+        await files.toolbox(state).resume_approval(approval, request_context=expired)
+    assert info.value.reason == "deadline-passed"
     assert files.executions == Counter()
+    fresh = request_context(deadline=time.time() + 60)
+    resumed = await files.toolbox(state).resume_approval(approval, request_context=fresh)
+    assert resumed.outcome == "success"
+    assert files.executions == Counter({"call-1": 1})
+
+
+async def test_a_run_past_the_requests_deadline_is_aborted() -> None:
+    """A run whose request deadline has passed ends aborted, before the model is called."""
+    model = ScriptedModel(["too late"])
+    agent = create_agent(
+        generate=model,
+        toolbox=Files().toolbox(MemoryStore()),
+        request_context=request_context(deadline=time.time() - 1),
+    )
+    result, recorder = await run_agent(agent, client_history())
+    assert result.finish_reason == FinishReason.ABORTED
+    assert result.abort_reason == "the request this run acts for passed its deadline"
+    assert recorder.types[-1] == "run.aborted"
+    assert model.calls == 0
 
 
 # -- headless permissions ----------------------------------------------------------------
