@@ -111,7 +111,6 @@ class ActiveRun:
         "_content_override",
         "_deadline_reason",
         "_done",
-        "_failure",
         "_hub",
         "_inflight",
         "_last_activity",
@@ -144,7 +143,6 @@ class ActiveRun:
         self._deadline_reason: _CancelReason | None = None
         self._done = trio.Event()
         self._result: RunResult | None = None
-        self._failure: BaseException | None = None
         self._steps: list[StepResult] = []
         self._usage = Usage()
         self._step = 0
@@ -224,11 +222,10 @@ class ActiveRun:
         """Wait for the run to end and return its result (cached).
 
         Completed, errored and aborted runs all return a result; ``finish_reason`` says
-        which. Raises only when the run's terminal state could not be recorded.
+        which (a failing ``on_run_end`` hook, the place where hosts commit the outcome,
+        turns it into ``"error"``, so an uncommitted run never reads as a success).
         """
         await self._done.wait()
-        if self._failure is not None:
-            raise self._failure
         assert self._result is not None
         return self._result
 
