@@ -14,7 +14,9 @@
     ├── OutputValidationError(OperativeError, ValueError)  structured output failed validation
     ├── ElicitationError(OperativeError)               a tool asked for input nobody can give
     ├── ProviderError(OperativeError)                  a model provider failed (``.retryable``)
-    └── ConflictError(OperativeError)                  a conditional store write lost a race
+    ├── ConflictError(OperativeError)                  a conditional store write lost a race
+    ├── DataValidationError(OperativeError, ValueError)  decoded data does not fit its type
+    └── BudgetExceededError(OperativeError)            a run's budget ran out (``.limit``)
 
 Messages say what went wrong and what to do about it.
 """
@@ -24,8 +26,11 @@ from __future__ import annotations
 from typing import Literal
 
 __all__ = [
+    "AgentContractError",
     "ApprovalError",
     "ApprovalErrorReason",
+    "AsyncDefinitionLoadError",
+    "BudgetExceededError",
     "ConflictError",
     "ConversationError",
     "CorruptRecordError",
@@ -38,6 +43,7 @@ __all__ = [
     "OutputValidationError",
     "ProviderError",
     "SchemaVersionError",
+    "SelectionRevalidationError",
     "ToolDefinitionError",
 ]
 
@@ -197,3 +203,59 @@ class DataValidationError(OperativeError, ValueError):
         self.what = what
         self.path = path
         self.detail = detail
+
+
+class BudgetExceededError(OperativeError):
+    """A run's budget ran out; ``limit`` says which one.
+
+    ``limit`` is ``"tokens"``, ``"cost_usd"``, ``"requests"``, ``"tool_calls"`` or
+    ``"duration"``; ``maximum`` is the budget's limit and ``spent`` the amount that
+    crossed it (in tokens, USD, requests, tool calls or seconds). A run that runs out of
+    budget ends with ``finish_reason == "budget-exceeded"`` rather than raising this;
+    raise it from a hook or a tool to end the run the same way.
+    """
+
+    def __init__(self, message: str, *, limit: str, maximum: float, spent: float) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.maximum = maximum
+        self.spent = spent
+
+
+class SelectionRevalidationError(OperativeError):
+    """The plan a run was selected for no longer reaches ``"selected"`` on revalidation.
+
+    Raised at a step's entry (after any steering pause), so the step never calls the
+    model. ``outcome`` is what ``revalidate`` answered (``None`` when it raised or
+    answered something unusable), ``plan`` what ``get_plan`` returned.
+    """
+
+    def __init__(
+        self, message: str, *, outcome: str | None = None, plan: object = None, step: int = 0
+    ) -> None:
+        super().__init__(message)
+        self.outcome = outcome
+        self.plan = plan
+        self.step = step
+
+
+class AsyncDefinitionLoadError(OperativeError):
+    """A lazy definition's loader raised; the loader's error is ``__cause__``.
+
+    A failed load is not cached: the next run (or generate call) calls the loader again.
+    """
+
+    kind: Literal["load"] = "load"
+
+
+class AgentContractError(OperativeError, TypeError):
+    """A lazy loader produced something that is not what it promised.
+
+    A lazy agent's loader must produce a :class:`operative.RunnableAgent` (or a module
+    whose ``default`` is one), whose ``open_run`` yields a run handle; a lazy generate's
+    loader must produce a ``GenerateFunction``. The load itself succeeded, so it is not
+    retried: fix the loader.
+    """
+
+    kind: Literal["contract"] = "contract"
+    code: str = "INVALID_AGENT_HANDLE"
