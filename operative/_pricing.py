@@ -31,7 +31,7 @@ from ._types import Usage
 
 __all__ = ["DEFAULT_PRICES", "ModelPrice", "PriceTable", "cost_of"]
 
-_PER_TOKEN = 1e-6
+_MILLION = 1_000_000
 
 
 class ModelPrice(msgspec.Struct, frozen=True, kw_only=True):
@@ -64,7 +64,7 @@ class ModelPrice(msgspec.Struct, frozen=True, kw_only=True):
             + usage.completion * self.output_per_mtok
             + usage.cache_read * read
             + usage.cache_write * write
-        ) * _PER_TOKEN
+        ) / _MILLION
 
 
 # What may follow a table key for the key to still apply: dated or numbered snapshots

@@ -97,13 +97,16 @@ class Budget(msgspec.Struct, frozen=True, kw_only=True):
                 raise InvalidArgument(f"Budget.{name} must be finite and >= 0, not {value!r}")
             if limit in ("tokens", "requests", "tool_calls") and not isinstance(value, int):
                 raise InvalidArgument(f"Budget.{name} must be an int, not {value!r}")
-        thresholds = tuple(sorted(set(self.thresholds)))
-        for fraction in thresholds:
-            if not 0 < fraction <= 1:
+        for fraction in self.thresholds:
+            if (
+                isinstance(fraction, bool)
+                or not isinstance(fraction, int | float)
+                or not 0 < fraction <= 1
+            ):
                 raise InvalidArgument(
                     f"Budget.thresholds must be fractions in (0, 1], not {fraction!r}"
                 )
-        msgspec.structs.force_setattr(self, "thresholds", thresholds)
+        msgspec.structs.force_setattr(self, "thresholds", tuple(sorted(set(self.thresholds))))
 
     def limit(self, limit: BudgetLimit) -> float | None:
         """The maximum for ``limit``, or ``None`` when it is unlimited."""

@@ -157,6 +157,7 @@ def test_budget_validates_eagerly() -> None:
         {"max_duration": -0.1},
         {"thresholds": (0.0,)},
         {"thresholds": (1.5,)},
+        {"thresholds": ("half",)},
     ):
         with pytest.raises(InvalidArgument):
             Budget(**bad)
@@ -452,3 +453,17 @@ def test_monitor_arguments_are_checked() -> None:
         create_cost_budget_monitor(1.0, prices={})  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument):
         create_cost_budget_monitor(-1.0)
+
+
+def test_the_standalone_samples_of_the_guide_run() -> None:
+    """docs/budgets.md's samples that need no model run as written."""
+    import re
+    from pathlib import Path
+
+    page = Path(__file__).resolve().parents[1] / "docs" / "budgets.md"
+    blocks = re.findall(r"^```python\n(.*?)^```", page.read_text(), flags=re.DOTALL | re.M)
+    standalone = [b for b in blocks if "generate" not in b and "open_run" not in b]
+    assert len(standalone) >= 3
+    namespace: dict[str, object] = {}
+    for index, block in enumerate(standalone):
+        exec(compile(block, f"docs/budgets.md sample {index + 1}", "exec"), namespace)
