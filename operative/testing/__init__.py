@@ -1,8 +1,36 @@
-"""Test kit for agents built on operative (not imported by ``import operative``)."""
+"""Test kit for agents built on operative (not imported by ``import operative``).
 
+Hypothesis strategies live in :mod:`operative.testing.strategies`, the only module here
+that imports hypothesis. The pytest plugin (fixtures ``scripted_model``,
+``run_recorder``, ``operative_clock``) loads automatically through its entry point.
+"""
+
+from ._faults import Fault as Fault
+from ._faults import FaultHit as FaultHit
+from ._faults import FaultPlan as FaultPlan
+from ._faults import InjectedError as InjectedError
+from ._faults import faulty_generate as faulty_generate
+from ._faults import faulty_tool as faulty_tool
 from ._invariants import check_run_invariants as check_run_invariants
+from ._recorder import RunRecorder as RunRecorder
+from ._schema_values import SchemaValues as SchemaValues
 from ._scripted import HANG as HANG
 from ._scripted import ScriptedModel as ScriptedModel
 from ._scripted import ScriptExhausted as ScriptExhausted
+from ._tool_calling import ToolCallingModel as ToolCallingModel
 
-__all__ = ["HANG", "ScriptExhausted", "ScriptedModel", "check_run_invariants"]
+__all__ = [
+    "HANG",
+    "Fault",
+    "FaultHit",
+    "FaultPlan",
+    "InjectedError",
+    "RunRecorder",
+    "SchemaValues",
+    "ScriptExhausted",
+    "ScriptedModel",
+    "ToolCallingModel",
+    "check_run_invariants",
+    "faulty_generate",
+    "faulty_tool",
+]

@@ -26,7 +26,8 @@ HANG: Final = _Hang()
 
 ScriptItem: TypeAlias = GenerateResponse | str | BaseException | _Hang
 ScriptFunction: TypeAlias = Callable[
-    [GenerateRequest], "GenerateResponse | str | Awaitable[GenerateResponse | str]"
+    [GenerateRequest],
+    "GenerateResponse | str | _Hang | Awaitable[GenerateResponse | str | _Hang]",
 ]
 
 
@@ -38,12 +39,28 @@ class ScriptedModel:
     """Answers from a list, in order, or from a function of the request.
 
     A list item may be a ``GenerateResponse``, a ``str`` (a plain answer), an exception
-    (raised for that call) or :data:`HANG`. Every request is recorded in ``requests``.
+    (raised for that call) or :data:`HANG`. A function receives the request and returns
+    a ``GenerateResponse`` or a ``str`` (or an awaitable of one), raises, or returns
+    ``HANG``. Every request is recorded in ``requests``.
+
+    Args:
+        script: the responses, in order, or a function of the request.
+        delay: seconds each call "thinks" before answering, on trio's clock (so virtual
+            time under ``MockClock``: aborts and timeouts can land mid-call for free).
+
+    Raises:
+        ScriptExhausted: (from a call) the model was called more often than the script
+            has responses.
     """
 
     __test__ = False
 
-    def __init__(self, script: Iterable[ScriptItem] | ScriptFunction) -> None:
+    def __init__(
+        self, script: Iterable[ScriptItem] | ScriptFunction, *, delay: float = 0.0
+    ) -> None:
+        if isinstance(delay, bool) or not isinstance(delay, int | float) or not delay >= 0:
+            raise InvalidArgument(f"delay must be seconds >= 0, not {delay!r}")
+        self.delay = float(delay)
         self.requests: list[GenerateRequest] = []
         """Every request the model saw, in order."""
         self._function: ScriptFunction | None = None
@@ -64,9 +81,15 @@ class ScriptedModel:
         """How many times the model was called."""
         return len(self.requests)
 
+    def __repr__(self) -> str:
+        what = "a function" if self._function is not None else f"{len(self._items)} responses"
+        return f"<ScriptedModel {what}, {self.calls} calls>"
+
     async def __call__(self, request: GenerateRequest) -> GenerateResponse:
         index = len(self.requests)
         self.requests.append(request)
+        if self.delay:
+            await trio.sleep(self.delay)
         if self._function is not None:
             answer: Any = self._function(request)
             if inspect.isawaitable(answer):
