@@ -22,6 +22,10 @@ from ._types import FinishReason, ToolCall, ToolResult, Usage
 __all__ = [
     "BackpressureApplied",
     "BackpressureReleased",
+    "BudgetLimitExceeded",
+    "BudgetThresholdCrossed",
+    "ContextBudgetWarning",
+    "ContextCompacted",
     "ElicitationRequested",
     "ElicitationResolved",
     "Event",
@@ -231,6 +235,46 @@ class BackpressureReleased(Event, frozen=True, kw_only=True, tag="backpressure.r
     waited: float = 0.0
 
 
+class BudgetThresholdCrossed(Event, frozen=True, kw_only=True, tag="budget.threshold"):
+    """The run spent ``fraction`` of one of its budget's limits (reported once each)."""
+
+    limit: str
+    fraction: float
+    maximum: float
+    spent: float
+
+
+class BudgetLimitExceeded(Event, frozen=True, kw_only=True, tag="budget.exceeded"):
+    """A budget limit was crossed; the run ends with ``finish_reason "budget-exceeded"``."""
+
+    limit: str
+    maximum: float
+    spent: float
+    message: str = ""
+
+
+class ContextBudgetWarning(Event, frozen=True, kw_only=True, tag="context.budget-warning"):
+    """The transcript sent this step is close to the context budget."""
+
+    tokens: int
+    budget: int
+    warn_at: float
+
+
+class ContextCompacted(Event, frozen=True, kw_only=True, tag="context.compacted"):
+    """Older messages were left out of (or summarized in) what this step sends.
+
+    The run's stored transcript is unchanged: compaction only shapes the request.
+    """
+
+    removed: int
+    tokens_before: int
+    tokens_after: int
+    summarized: bool = False
+    usage: Usage = Usage()
+    """What a summarizing generate call cost (counted in the run's usage)."""
+
+
 RunEvent: TypeAlias = (
     RunStarted
     | RunCompleted
@@ -254,6 +298,10 @@ RunEvent: TypeAlias = (
     | UsageAccumulated
     | BackpressureApplied
     | BackpressureReleased
+    | BudgetThresholdCrossed
+    | BudgetLimitExceeded
+    | ContextBudgetWarning
+    | ContextCompacted
 )
 """Every event a run emits, one tagged union (decodes in one pass)."""
 
@@ -507,15 +555,28 @@ class EventHub:
                         logger.exception("listener %r for %r raised", listener, type)
 
     async def emit(self, event: Any) -> None:
-        """Deliver ``event``; waits only for a full ``block`` stream (backpressure)."""
+        """Deliver ``event``; waits only for a full ``block`` stream (backpressure).
+
+        Delivery is all or nothing: if the run is cancelled while a slow consumer holds
+        it back, the event is still handed to every stream (past capacity), so no
+        event is ever seen by some observers and not by others.
+        """
         type = event.__struct_config__.tag
         if self._listeners:
             self._call_listeners(event, type)
-        for ref in tuple(self._streams):
+        refs = tuple(self._streams)
+        for index, ref in enumerate(refs):
             stream = ref()
             if stream is not None and (stream.types is None or type in stream.types):
                 del stream
-                await _push(ref, event)
+                try:
+                    await _push(ref, event)
+                except BaseException:
+                    for rest in refs[index:]:
+                        late = rest()
+                        if late is not None and (late.types is None or type in late.types):
+                            late._push_nowait(event)
+                    raise
 
     def emit_nowait(self, event: Any) -> None:
         """Deliver ``event`` without ever waiting (used in shielded clean-up)."""

@@ -12,7 +12,10 @@ from ._errors import InvalidArgument
 from ._model import GenerateFunction
 from ._output import output_schema
 from ._types import RequestContext
+from .backpressure import BackpressureStrategy
+from .budgets import Budget, CostBudgetMonitor
 from .conditions import StopCondition
+from .context import ContextManagement
 from .conversation import Conversation, ConversationHistory
 from .hooks import HOOK_NAMES, AnyHook, HookRegistry
 from .retry import RetryOptions
@@ -50,6 +53,9 @@ class RunOptions(TypedDict, total=False):
     trace_context: Any
     cleanup_timeout: float
     retry: RetryOptions | None
+    budget: Budget | CostBudgetMonitor | None
+    backpressure: BackpressureStrategy | None
+    context_management: ContextManagement | None
 
 
 @attrs.frozen(kw_only=True)
@@ -91,6 +97,9 @@ class RunConfig:
     trace_context: Any = None
     cleanup_timeout: float = 10.0
     retry: RetryOptions | None = None
+    budget: Budget | CostBudgetMonitor | None = None
+    backpressure: BackpressureStrategy | None = None
+    context_management: ContextManagement | None = None
 
 
 def _as_tuple(value: Any, what: str) -> tuple[Any, ...]:
@@ -205,6 +214,23 @@ def configure_run(
     retry = options.get("retry")
     if retry is not None and not isinstance(retry, RetryOptions):
         raise InvalidArgument(f"retry= takes RetryOptions, got {type(retry).__name__}")
+    budget = options.get("budget")
+    if budget is not None and not isinstance(budget, Budget | CostBudgetMonitor):
+        raise InvalidArgument(
+            f"budget= takes a Budget or a CostBudgetMonitor, got {type(budget).__name__}"
+        )
+    backpressure = options.get("backpressure")
+    if backpressure is not None and not callable(getattr(backpressure, "slot", None)):
+        raise InvalidArgument(
+            "backpressure= takes a strategy with a slot(request, notify) method (FixedDelay, "
+            f"GenerateLimiter), got {type(backpressure).__name__}"
+        )
+    context_management = options.get("context_management")
+    if context_management is not None and not isinstance(context_management, ContextManagement):
+        raise InvalidArgument(
+            "context_management= takes a ContextManagement, got "
+            f"{type(context_management).__name__}"
+        )
     config = RunConfig(
         generate=generate,
         toolbox=make_toolbox(toolbox, tools),
@@ -224,5 +250,8 @@ def configure_run(
         trace_context=options.get("trace_context"),
         cleanup_timeout=float(cleanup_timeout),
         retry=retry,
+        budget=budget,
+        backpressure=backpressure,
+        context_management=context_management,
     )
     return config, live

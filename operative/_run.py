@@ -14,56 +14,40 @@ event) runs shielded; what may block in it is bounded by ``cleanup_timeout``.
 
 from __future__ import annotations
 
-import inspect
 import logging
-import os
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import attrs
-import msgspec
 import trio
 
-from ._errors import HookError, InvalidArgument, InvalidResponseError, OutputValidationError
+from ._errors import HookError, InvalidArgument, OutputValidationError
 from ._events import (
-    EventHub,
     EventStream,
-    GenerateCompleted,
-    GenerateError,
-    GenerateRetry,
-    GenerateStarted,
     Listener,
     Overflow,
-    ResponseValidated,
     RunAborted,
     RunCompleted,
     RunError,
     RunStarted,
     StepAborted,
-    StepCompleted,
-    StepGenerated,
-    StepStarted,
-    ToolResultValidated,
-    ToolsExecuted,
-    ToolsExecuting,
-    UsageAccumulated,
 )
-from ._model import GenerateFunction, GenerateRequest, GenerateResponse
-from ._options import RunConfig, configure_run
-from ._output import validate_output
-from ._results import RunResult, SchemaValidation, StepResult
-from ._types import FinishReason, ToolCall, ToolResult, Usage
+from ._model import GenerateFunction
+from ._options import configure_run
+from ._results import RunResult, StepResult
+from ._run_state import CancelReason
+from ._step import StepLoop
+from ._types import FinishReason
+from .budgets import BudgetStatus
 from .conversation import (
-    Conversation,
     cancelled_result,
     repair_dangling_tool_calls,
     tool_result_message,
 )
-from .hooks import HookContext, call_hook
-from .liveness import LivenessSnapshot, LivenessStatus
-from .tools import ExecutionContext
+from .hooks import call_hook
+from .liveness import LivenessSnapshot
 
 __all__ = ["ActiveRun", "open_run"]
 
@@ -71,93 +55,17 @@ logger = logging.getLogger("operative.run")
 
 _ABORTED = FinishReason.ABORTED
 _ERROR = FinishReason.ERROR
-_NO_USAGE = Usage()
-_ARGUMENT_TYPES = (dict, str)
+_BUDGET_EXCEEDED = FinishReason.BUDGET_EXCEEDED
 
 
-@attrs.frozen
-class _CancelReason:
-    """Why the run scope was cancelled; the first reason recorded wins."""
-
-    finish_reason: FinishReason
-    message: str
-
-
-class _Inflight:
-    """The step in progress: what clean-up needs to repair if the step is cut."""
-
-    __slots__ = ("calls", "completed", "content", "generated", "results", "step", "usage")
-
-    def __init__(self, step: int) -> None:
-        self.step = step
-        self.generated = False
-        self.completed = False
-        self.content = ""
-        self.calls: tuple[ToolCall, ...] = ()
-        self.results: list[ToolResult | None] = []
-        self.usage = _NO_USAGE
-
-
-class ActiveRun:
+class ActiveRun(StepLoop):
     """A run in progress, yielded by :func:`open_run` (and ``agent.open_run``).
 
     Attach listeners or start iterating events right after entering the block: the loop
     starts only once the block first yields control, so nothing is missed.
     """
 
-    __slots__ = (
-        "_cancel_reason",
-        "_cfg",
-        "_content_override",
-        "_deadline_reason",
-        "_done",
-        "_hub",
-        "_inflight",
-        "_last_activity",
-        "_now",
-        "_output",
-        "_recovered_error",
-        "_result",
-        "_revision",
-        "_schema_attempts",
-        "_schema_validation",
-        "_scope",
-        "_seen_call_ids",
-        "_started_at",
-        "_status",
-        "_step",
-        "_steps",
-        "_usage",
-        "conversation",
-        "run_id",
-    )
-
-    def __init__(self, config: RunConfig, conversation: Conversation) -> None:
-        self._cfg = config
-        self.run_id: str = config.run_id
-        self.conversation: Conversation = conversation
-        """The run's live conversation (shared with the caller when one was passed)."""
-        self._hub = EventHub()
-        self._scope = trio.CancelScope()
-        self._cancel_reason: _CancelReason | None = None
-        self._deadline_reason: _CancelReason | None = None
-        self._done = trio.Event()
-        self._result: RunResult | None = None
-        self._steps: list[StepResult] = []
-        self._usage = Usage()
-        self._step = 0
-        self._status: LivenessStatus = "starting"
-        self._revision = 0
-        self._started_at: float | None = None
-        self._last_activity: float | None = None
-        self._now = trio.current_time
-        self._inflight: _Inflight | None = None
-        self._seen_call_ids: set[str] = set()
-        self._schema_attempts = 0
-        self._schema_validation: SchemaValidation | None = None
-        self._output: Any = None
-        self._content_override: str | None = None
-        self._recovered_error: str | None = None
+    __slots__ = ()
 
     def __repr__(self) -> str:
         return f"<ActiveRun {self.run_id} {self._status} step={self._step}>"
@@ -170,14 +78,7 @@ class ActiveRun:
         Synchronous: it takes effect at the run's next checkpoint. Unfinished tool calls
         get ``cancelled`` results. Calling it again, or after the run ended, does nothing.
         """
-        self._cancel(_CancelReason(_ABORTED, reason or "aborted"))
-
-    def _cancel(self, reason: _CancelReason) -> None:
-        if self._done.is_set():
-            return
-        if self._cancel_reason is None:
-            self._cancel_reason = reason
-        self._scope.cancel()
+        self._cancel(CancelReason(_ABORTED, reason or "aborted"))
 
     def complete(self) -> None:
         """End every event stream now, without stopping the run (listeners stay)."""
@@ -257,11 +158,6 @@ class ActiveRun:
 
     # -- the loop --------------------------------------------------------------------
 
-    def _touch(self) -> None:
-        """Record progress for liveness (one clock read)."""
-        self._last_activity = self._now()
-        self._revision += 1
-
     async def _drive(self) -> None:
         finish: FinishReason | None = None
         error: BaseException | None = None
@@ -290,11 +186,18 @@ class ActiveRun:
         request = self._cfg.request_context
         if request is not None and request.deadline is not None:
             # The request's deadline is wall-clock time; the run scope's is trio's.
-            remaining = request.deadline - time.time()
-            self._scope.deadline = min(self._scope.deadline, self._now() + remaining)
-            self._deadline_reason = _CancelReason(
-                _ABORTED, "the request this run acts for passed its deadline"
+            self._add_deadline(
+                self._now() + (request.deadline - time.time()),
+                CancelReason(_ABORTED, "the request this run acts for passed its deadline"),
             )
+        budget = self._budget
+        if budget is not None:
+            budget.start(self._started_at)
+            if budget.deadline is not None:
+                self._add_deadline(
+                    budget.deadline, CancelReason(_BUDGET_EXCEEDED, "budget exceeded: duration")
+                )
+        budget_status: BudgetStatus | None = None
         try:
             with self._scope:
                 try:
@@ -312,10 +215,16 @@ class ActiveRun:
                 finish = _ABORTED
                 reason = cancel.message if cancel else "the run's caller was cancelled"
             else:
-                cancel = cancel or self._deadline_reason
+                if cancel is None:
+                    cancel = self._deadline_reason()
+                    if cancel is not None and cancel.finish_reason is _BUDGET_EXCEEDED:
+                        assert budget is not None
+                        budget_status = budget.check_time(self._now())
+                        if budget_status.exceeded is not None:
+                            cancel = CancelReason(_BUDGET_EXCEEDED, budget_status.exceeded.message)
                 assert cancel is not None, "the run scope was cancelled without a reason"
                 finish, reason = cancel.finish_reason, cancel.message
-        await self._finish(finish, error, reason)
+        await self._finish(finish, error, reason, budget_status)
         if escaping is not None:
             raise escaping
 
@@ -341,439 +250,18 @@ class ActiveRun:
                 return FinishReason.STOP_CONDITION, None
         return _ERROR, exc
 
-    def _hook_context(self) -> HookContext:
-        cfg = self._cfg
-        return HookContext(
-            run_id=self.run_id,
-            agent_name=cfg.agent_name,
-            step=self._step,
-            conversation=self.conversation.current,
-            request_context=cfg.request_context,
-            principal=cfg.principal,
-        )
-
-    async def _loop(self) -> FinishReason:
-        cfg = self._cfg
-        hub = self._hub
-        conversation = self.conversation
-        run_id = self.run_id
-        hooks = cfg.hooks
-        specs = cfg.toolbox.specs()
-        for step in range(1, cfg.maximum_steps + 1):
-            await trio.lowlevel.checkpoint()
-            self._step = step
-            inflight = self._inflight = _Inflight(step)
-            self._touch()
-            if hub.wants("step.started"):
-                await hub.emit(StepStarted(run_id=run_id, step=step, time=self._now()))
-            request = GenerateRequest(
-                conversation=conversation.current,
-                tools=specs,
-                step=step,
-                run_id=run_id,
-                settings=cfg.settings,
-                output_schema=cfg.output_schema,
-            )
-            offered: frozenset[str] | None = None
-            if hooks.select_tools or hooks.prepare_step:
-                request, offered = await self._prepare(request)
-            response = await self._generate(request, inflight)
-
-            calls = response.tool_calls
-            if calls:
-                calls = self._normalize_calls(calls)
-            inflight.calls = calls
-            inflight.content = response.content
-            conversation.append_assistant_message(
-                response.content, calls, metadata=response.metadata
-            )
-            inflight.generated = True
-            if hub.wants("step.generated"):
-                await hub.emit(
-                    StepGenerated(
-                        run_id=run_id,
-                        step=step,
-                        time=self._now(),
-                        content=response.content,
-                        tool_calls=calls,
-                    )
-                )
-
-            results: tuple[ToolResult, ...] = ()
-            if calls:
-                results = await self._run_tools(inflight, offered)
-                conversation.extend([tool_result_message(r) for r in results])
-            step_result = StepResult(
-                step=step,
-                content=response.content,
-                tool_calls=calls,
-                results=results,
-                usage=inflight.usage,
-                run_usage=self._usage,
-            )
-            self._steps.append(step_result)
-            inflight.completed = True
-            if hub.wants("step.completed"):
-                await hub.emit(
-                    StepCompleted(
-                        run_id=run_id,
-                        step=step,
-                        time=self._now(),
-                        content=step_result.content,
-                        tool_calls=calls,
-                        results=results,
-                        usage=step_result.usage,
-                    )
-                )
-            self._inflight = None
-            if hooks.on_step:
-                context = self._hook_context()
-                for hook in hooks.on_step:
-                    await call_hook(hook, step_result, context)
-
-            for condition in cfg.stop_when:
-                stop = condition(step_result)
-                if stop.__class__ is not bool and inspect.isawaitable(stop):
-                    stop = await stop
-                if stop:
-                    if cfg.output is not None and not self._accept_output(step_result):
-                        break  # the model gets another attempt at the output
-                    return FinishReason.STOP_CONDITION
-
-        if hooks.on_maximum_steps:
-            context = self._hook_context()
-            for hook in hooks.on_maximum_steps:
-                replacement = await call_hook(hook, context)
-                if replacement is not None:
-                    if not isinstance(replacement, str):
-                        raise HookError(
-                            f"on_maximum_steps hook {hook!r} returned "
-                            f"{type(replacement).__name__}; return a str or None"
-                        )
-                    self._content_override = replacement
-        if cfg.output is not None and self._schema_validation is None and self._steps:
-            self._validate_final(self._content_override or self._steps[-1].content)
-        return FinishReason.MAXIMUM_STEPS
-
-    async def _prepare(
-        self, request: GenerateRequest
-    ) -> tuple[GenerateRequest, frozenset[str] | None]:
-        hooks = self._cfg.hooks
-        offered: frozenset[str] | None = None
-        if hooks.select_tools:
-            specs = request.tools
-            for hook in hooks.select_tools:
-                chosen = await call_hook(hook, specs, request)
-                if chosen is not None:
-                    specs = _select(specs, chosen, hook)
-            offered = frozenset(spec.name for spec in specs)
-            request = msgspec.structs.replace(request, tools=specs)
-        for hook in hooks.prepare_step:
-            replacement = await call_hook(hook, request)
-            if replacement is not None:
-                if not isinstance(replacement, GenerateRequest):
-                    raise HookError(
-                        f"prepare_step hook {hook!r} returned {type(replacement).__name__}; "
-                        "return a GenerateRequest (msgspec.structs.replace(request, ...)) "
-                        "or None"
-                    )
-                request = replacement
-        if offered is not None:
-            offered = frozenset(spec.name for spec in request.tools)
-        elif hooks.prepare_step:
-            names = frozenset(spec.name for spec in request.tools)
-            if len(names) != len(self._cfg.toolbox.specs()):
-                offered = names
-        return request, offered
-
-    async def _generate(self, request: GenerateRequest, inflight: _Inflight) -> GenerateResponse:
-        cfg = self._cfg
-        hub = self._hub
-        run_id = self.run_id
-        step = request.step
-        retry = cfg.retry
-        attempt = 1
-        while True:
-            if hub.wants("generate.started"):
-                await hub.emit(
-                    GenerateStarted(run_id=run_id, step=step, time=self._now(), attempt=attempt)
-                )
-            try:
-                if retry is not None and retry.attempt_timeout is not None:
-                    with trio.fail_after(retry.attempt_timeout):
-                        response = await cfg.generate(request)
-                else:
-                    response = await cfg.generate(request)
-                if response.__class__ is not GenerateResponse and not isinstance(
-                    response, GenerateResponse
-                ):
-                    raise InvalidResponseError(
-                        f"the generate function returned {type(response).__name__}, not a "
-                        "GenerateResponse: return GenerateResponse(content=..., tool_calls=...)"
-                    )
-                break
-            except Exception as exc:
-                # A failed attempt that reported usage was still paid for.
-                spent = getattr(exc, "usage", None)
-                if isinstance(spent, Usage):
-                    inflight.usage = inflight.usage + spent
-                    self._usage = self._usage + spent
-                retrying = retry is not None and retry.should_retry(exc, attempt)
-                if hub.wants("generate.error"):
-                    await hub.emit(
-                        GenerateError(
-                            run_id=run_id,
-                            step=step,
-                            time=self._now(),
-                            attempt=attempt,
-                            error=str(exc),
-                            error_type=type(exc).__name__,
-                            retryable=retrying,
-                            usage=spent if isinstance(spent, Usage) else _NO_USAGE,
-                        )
-                    )
-                if not retrying:
-                    raise
-                assert retry is not None
-                delay = retry.delay(attempt, exc)
-                attempt += 1
-                if hub.wants("generate.retry"):
-                    await hub.emit(
-                        GenerateRetry(
-                            run_id=run_id,
-                            step=step,
-                            time=self._now(),
-                            attempt=attempt,
-                            delay=delay,
-                            error=str(exc),
-                            error_type=type(exc).__name__,
-                        )
-                    )
-                await trio.sleep(delay)
-                request = retry.next_request(request, exc, attempt)
-        usage = response.usage
-        if usage is not None:
-            inflight.usage = inflight.usage + usage if attempt > 1 else usage
-            self._usage = total = self._usage + usage
-        self._last_activity = self._now()
-        if hub.wants("generate.completed"):
-            await hub.emit(
-                GenerateCompleted(
-                    run_id=run_id,
-                    step=step,
-                    time=self._now(),
-                    attempt=attempt,
-                    content=response.content,
-                    tool_calls=tuple(response.tool_calls),
-                    usage=usage or Usage(),
-                    model=response.model,
-                )
-            )
-        if usage is not None and hub.wants("usage.accumulated"):
-            await hub.emit(
-                UsageAccumulated(
-                    run_id=run_id, step=step, time=self._now(), usage=usage, total=total
-                )
-            )
-        if cfg.hooks.validate_response:
-            for hook in cfg.hooks.validate_response:
-                replacement = await call_hook(hook, response, request)
-                if replacement is not None:
-                    if not isinstance(replacement, GenerateResponse):
-                        raise HookError(
-                            f"validate_response hook {hook!r} returned "
-                            f"{type(replacement).__name__}; return a GenerateResponse or None"
-                        )
-                    response = replacement
-            if hub.wants("response.validated"):
-                await hub.emit(ResponseValidated(run_id=run_id, step=step, time=self._now()))
-        return response
-
-    def _normalize_calls(self, calls: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
-        """Check the calls' shape and give every call a run-unique id.
-
-        Some servers reuse ids (``call_0`` every turn) or send none; a call id must name
-        exactly one call in the transcript, so repeats and blanks get fresh ids.
-        """
-        if type(calls) is not tuple:
-            calls = tuple(calls)
-        seen = self._seen_call_ids
-        fixed: list[ToolCall] | None = None
-        for index, call in enumerate(calls):
-            if (
-                call.__class__ is ToolCall
-                and call.id
-                and call.id not in seen
-                and call.arguments.__class__ in _ARGUMENT_TYPES
-            ):
-                if fixed is not None:
-                    fixed.append(call)
-                seen.add(call.id)
-                continue
-            if not isinstance(call, ToolCall):
-                raise InvalidResponseError(
-                    f"tool_calls[{index}] is {type(call).__name__}, not a ToolCall: build "
-                    "ToolCall(id=..., name=..., arguments=...)"
-                )
-            if not isinstance(call.name, str) or not isinstance(call.arguments, dict | str):
-                raise InvalidResponseError(
-                    f"tool_calls[{index}] has name {call.name!r} and arguments of type "
-                    f"{type(call.arguments).__name__}: a name is a str, arguments a "
-                    "mapping or a JSON string"
-                )
-            call_id = call.id
-            if not call_id or not isinstance(call_id, str) or call_id in seen:
-                new_id = f"{call_id or 'call'}~{os.urandom(4).hex()}"
-                call = msgspec.structs.replace(call, id=new_id)
-                if fixed is None:
-                    fixed = list(calls[:index])
-                call_id = new_id
-            if fixed is not None:
-                fixed.append(call)
-            seen.add(call_id)
-        return tuple(fixed) if fixed is not None else calls
-
-    async def _run_tools(
-        self, inflight: _Inflight, offered: frozenset[str] | None
-    ) -> tuple[ToolResult, ...]:
-        cfg = self._cfg
-        hub = self._hub
-        hooks = cfg.hooks
-        run_id = self.run_id
-        step = inflight.step
-        calls = inflight.calls
-        results: list[ToolResult | None] = [None] * len(calls)
-        inflight.results = results
-        context: HookContext | None = None
-        to_run: list[tuple[int, ToolCall]] = list(enumerate(calls))
-        if offered is not None:
-            for index, call in enumerate(calls):
-                if call.name not in offered:
-                    results[index] = ToolResult(
-                        call_id=call.id,
-                        tool_name=call.name,
-                        outcome="error",
-                        error=f"The tool {call.name!r} is not available at this step. "
-                        f"Available: {', '.join(sorted(offered)) or '(none)'}.",
-                    )
-            to_run = [(i, c) for i, c in to_run if results[i] is None]
-        if hooks.before_tool_execution:
-            context = self._hook_context()
-            to_run = await self._before_tools(to_run, results, context)
-        if hub.wants("tools.executing"):
-            await hub.emit(ToolsExecuting(run_id=run_id, step=step, time=self._now(), calls=calls))
-        execution = ExecutionContext(
-            run_id=run_id,
-            step=step,
-            agent_id=cfg.agent_name,
-            request_context=cfg.request_context,
-            on_elicitation=cfg.on_elicitation,
-            emit=hub.emit,
-        )
-        execute = cfg.toolbox.execute
-        if len(to_run) == 1:
-            index, call = to_run[0]
-            results[index] = await execute(call, execution)
-        elif to_run:
-            limiter = trio.CapacityLimiter(cfg.tool_concurrency) if cfg.tool_concurrency else None
-
-            async def run_one(index: int, call: ToolCall) -> None:
-                if limiter is None:
-                    results[index] = await execute(call, execution)
-                else:
-                    async with limiter:
-                        results[index] = await execute(call, execution)
-
-            async with trio.open_nursery() as nursery:
-                for index, call in to_run:
-                    nursery.start_soon(run_one, index, call, name=f"tool {call.name} {call.id}")
-        self._touch()
-        settled: list[ToolResult] = results  # type: ignore[assignment]
-        if hooks.validate_tool_result:
-            context = context or self._hook_context()
-            for index, result in enumerate(settled):
-                for hook in hooks.validate_tool_result:
-                    replacement = await call_hook(hook, result, context)
-                    if replacement is not None:
-                        result = _checked_result(replacement, result, hook)
-                settled[index] = result
-        if hub.wants("tool-result.validated"):
-            for result in settled:
-                await hub.emit(
-                    ToolResultValidated(run_id=run_id, step=step, time=self._now(), result=result)
-                )
-        if hooks.after_tool_execution:
-            context = context or self._hook_context()
-            for hook in hooks.after_tool_execution:
-                replacement = await call_hook(hook, tuple(settled), context)
-                if replacement is not None:
-                    settled = _checked_results(replacement, settled, hook)
-                    inflight.results = list(settled)
-        final = tuple(settled)
-        if hub.wants("tools.executed"):
-            await hub.emit(ToolsExecuted(run_id=run_id, step=step, time=self._now(), results=final))
-        return final
-
-    async def _before_tools(
-        self,
-        to_run: list[tuple[int, ToolCall]],
-        results: list[ToolResult | None],
-        context: HookContext,
-    ) -> list[tuple[int, ToolCall]]:
-        by_id = {call.id: index for index, call in to_run}
-        current = tuple(call for _, call in to_run)
-        for hook in self._cfg.hooks.before_tool_execution:
-            replacement = await call_hook(hook, current, context)
-            if replacement is None:
-                continue
-            chosen = tuple(replacement)
-            for call in chosen:
-                if not isinstance(call, ToolCall) or call.id not in by_id:
-                    raise HookError(
-                        f"before_tool_execution hook {hook!r} returned {call!r}, which is "
-                        "not one of the step's calls: return a subset of the calls "
-                        "(arguments may change, ids may not)"
-                    )
-            current = chosen
-        kept = {call.id for call in current}
-        for index, call in to_run:
-            if call.id not in kept:
-                results[index] = ToolResult(
-                    call_id=call.id,
-                    tool_name=call.name,
-                    outcome="denied",
-                    error=f"The call to {call.name!r} was skipped by the host before it ran.",
-                )
-        return [(by_id[call.id], call) for call in current]
-
-    def _accept_output(self, step: StepResult) -> bool:
-        """Validate a final answer; False means the model gets another attempt."""
-        ok, error = self._validate_final(step.content)
-        if ok or self._schema_attempts > self._cfg.schema_retries:
-            return True
-        self.conversation.append_user_message(
-            "Your answer did not match the required output format: "
-            f"{error}. Reply again with only the corrected JSON."
-        )
-        return False
-
-    def _validate_final(self, content: str) -> tuple[bool, str | None]:
-        self._schema_attempts += 1
-        ok, value, error = validate_output(content, self._cfg.output)
-        if ok:
-            self._output = value
-        self._schema_validation = SchemaValidation(
-            success=ok, error=error, attempts=self._schema_attempts
-        )
-        return ok, error
-
     async def _finish(
-        self, finish: FinishReason, error: BaseException | None, reason: str | None
+        self,
+        finish: FinishReason,
+        error: BaseException | None,
+        reason: str | None,
+        budget_status: BudgetStatus | None = None,
     ) -> None:
         """Repair, record and announce the end of the run.
 
-        Everything here is synchronous except the ``on_run_end`` hooks, which run
-        shielded from cancellation and bounded by ``cleanup_timeout``.
+        Everything here is synchronous except the budget monitor's callbacks for a run
+        that ran out of time and the ``on_run_end`` hooks, which run shielded from
+        cancellation and bounded by ``cleanup_timeout``.
         """
         cfg = self._cfg
         hub = self._hub
@@ -782,45 +270,31 @@ class ActiveRun:
         inflight = self._inflight
         self._inflight = None
         why = reason or (f"{type(error).__name__}: {error}" if error is not None else "")
-        if inflight is not None:
-            if inflight.completed:
-                step = self._steps[-1]
-                hub.emit_nowait(
-                    StepCompleted(
-                        run_id=run_id,
-                        step=step.step,
-                        time=now,
-                        content=step.content,
-                        tool_calls=step.tool_calls,
-                        results=step.results,
-                        usage=step.usage,
+        # A completed step announced itself (emission is all or nothing); only a step cut
+        # short is settled here.
+        if inflight is not None and not inflight.completed:
+            if inflight.generated:
+                results = tuple(
+                    r if r is not None else cancelled_result(call, why)
+                    for r, call in zip(
+                        inflight.results or [None] * len(inflight.calls),
+                        inflight.calls,
+                        strict=True,
                     )
                 )
-            else:
-                if inflight.generated:
-                    results = tuple(
-                        r if r is not None else cancelled_result(call, why)
-                        for r, call in zip(
-                            inflight.results or [None] * len(inflight.calls),
-                            inflight.calls,
-                            strict=True,
-                        )
+                self.conversation.extend([tool_result_message(r) for r in results])
+                self._steps.append(
+                    StepResult(
+                        step=inflight.step,
+                        content=inflight.content,
+                        tool_calls=inflight.calls,
+                        results=results,
+                        usage=inflight.usage,
+                        run_usage=self._usage,
+                        aborted=True,
                     )
-                    self.conversation.extend([tool_result_message(r) for r in results])
-                    self._steps.append(
-                        StepResult(
-                            step=inflight.step,
-                            content=inflight.content,
-                            tool_calls=inflight.calls,
-                            results=results,
-                            usage=inflight.usage,
-                            run_usage=self._usage,
-                            aborted=True,
-                        )
-                    )
-                hub.emit_nowait(
-                    StepAborted(run_id=run_id, step=inflight.step, time=now, reason=why)
                 )
+            hub.emit_nowait(StepAborted(run_id=run_id, step=inflight.step, time=now, reason=why))
 
         steps = tuple(self._steps)
         content = self._content_override
@@ -838,8 +312,17 @@ class ActiveRun:
             run_id=run_id,
             abort_reason=reason,
         )
-        if cfg.hooks.on_run_end:
+        if budget_status is not None:
+            for event in self._budget_events(budget_status):
+                hub.emit_nowait(event)
+        if cfg.hooks.on_run_end or (budget_status is not None and self._budget is not None):
             with trio.CancelScope(shield=True), trio.move_on_after(cfg.cleanup_timeout) as cleanup:
+                if budget_status is not None and self._budget is not None:
+                    try:
+                        await self._budget.notify(budget_status)
+                    except Exception as exc:
+                        logger.exception("budget callback of run %s raised", run_id)
+                        result = attrs.evolve(result, finish_reason=_ERROR, error=exc)
                 for hook in cfg.hooks.on_run_end:
                     try:
                         await call_hook(hook, result)
@@ -849,7 +332,7 @@ class ActiveRun:
                             result = attrs.evolve(result, finish_reason=_ERROR, error=exc)
             if cleanup.cancelled_caught:
                 logger.error(
-                    "on_run_end hooks of run %s did not finish within cleanup_timeout=%ss",
+                    "clean-up of run %s did not finish within cleanup_timeout=%ss",
                     run_id,
                     cfg.cleanup_timeout,
                 )
@@ -894,42 +377,6 @@ class ActiveRun:
         hub.emit_nowait(terminal)
         self._done.set()
         hub.close()
-
-
-def _select(specs: tuple[Any, ...], chosen: Any, hook: Any) -> tuple[Any, ...]:
-    by_name = {spec.name: spec for spec in specs}
-    selected = []
-    for item in chosen:
-        name = item if isinstance(item, str) else getattr(item, "name", None)
-        if name not in by_name:
-            raise HookError(
-                f"select_tools hook {hook!r} chose {item!r}, which is not an offered tool; "
-                f"offered: {', '.join(sorted(by_name)) or '(none)'}"
-            )
-        selected.append(by_name[name])
-    return tuple(selected)
-
-
-def _checked_result(replacement: Any, original: ToolResult, hook: Any) -> ToolResult:
-    if not isinstance(replacement, ToolResult) or replacement.call_id != original.call_id:
-        raise HookError(
-            f"validate_tool_result hook {hook!r} returned {replacement!r}; return a "
-            f"ToolResult for call {original.call_id!r} (msgspec.structs.replace) or None"
-        )
-    return replacement
-
-
-def _checked_results(replacement: Any, original: list[ToolResult], hook: Any) -> list[ToolResult]:
-    replaced = list(replacement)
-    if len(replaced) != len(original) or any(
-        not isinstance(new, ToolResult) or new.call_id != old.call_id
-        for new, old in zip(replaced, original, strict=False)
-    ):
-        raise HookError(
-            f"after_tool_execution hook {hook!r} must return one ToolResult per call, in "
-            "call order, with the same call ids (or None)"
-        )
-    return replaced
 
 
 @asynccontextmanager

@@ -1,0 +1,195 @@
+"""The generate phase of a step: attempts, retries, backpressure and what they cost.
+
+::
+
+    step k
+    └── generate attempt(s)   each in its own scope (attempt_timeout); back-off between
+        └── backpressure slot held around the call (FixedDelay, a shared GenerateLimiter)
+
+Before each attempt the budget is charged a request; after it, the usage. A failed
+attempt that reported usage was still paid for, so it counts too.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from ._errors import HookError, InvalidResponseError
+from ._events import (
+    BackpressureApplied,
+    BackpressureReleased,
+    GenerateCompleted,
+    GenerateError,
+    GenerateRetry,
+    GenerateStarted,
+    ResponseValidated,
+    UsageAccumulated,
+)
+from ._model import GenerateRequest, GenerateResponse
+from ._run_state import NO_USAGE, Inflight, RunState
+from ._types import Usage
+from .hooks import call_hook
+
+__all__ = ["GeneratePhase"]
+
+
+class _BackpressureEvents:
+    """What a backpressure strategy calls when it makes the run wait."""
+
+    __slots__ = ("_run",)
+
+    def __init__(self, run: RunState) -> None:
+        self._run = run
+
+    async def applied(self, delay: float | None, reason: str) -> None:
+        run = self._run
+        if run._hub.wants("backpressure.applied"):
+            await run._hub.emit(
+                BackpressureApplied(
+                    run_id=run.run_id, step=run._step, time=run._now(), delay=delay, reason=reason
+                )
+            )
+
+    async def released(self, waited: float) -> None:
+        run = self._run
+        if run._hub.wants("backpressure.released"):
+            await run._hub.emit(
+                BackpressureReleased(
+                    run_id=run.run_id, step=run._step, time=run._now(), waited=waited
+                )
+            )
+
+
+class GeneratePhase(RunState):
+    """Calling the model for one step."""
+
+    __slots__ = ()
+
+    async def _call_model(self, request: GenerateRequest) -> GenerateResponse:
+        """One attempt: the backpressure slot, the attempt's timeout, the type check."""
+        cfg = self._cfg
+        strategy = cfg.backpressure
+        retry = cfg.retry
+        timeout = retry.attempt_timeout if retry is not None else None
+        if strategy is not None:
+            async with strategy.slot(request, _BackpressureEvents(self)) as slot:
+                if timeout is not None:
+                    with trio.fail_after(timeout):
+                        response = await cfg.generate(request)
+                else:
+                    response = await cfg.generate(request)
+                slot.record(getattr(response, "usage", None))
+        elif timeout is not None:
+            with trio.fail_after(timeout):
+                response = await cfg.generate(request)
+        else:
+            response = await cfg.generate(request)
+        if response.__class__ is not GenerateResponse and not isinstance(
+            response, GenerateResponse
+        ):
+            raise InvalidResponseError(
+                f"the generate function returned {type(response).__name__}, not a "
+                "GenerateResponse: return GenerateResponse(content=..., tool_calls=...)"
+            )
+        return response
+
+    async def _generate(self, request: GenerateRequest, inflight: Inflight) -> GenerateResponse:
+        cfg = self._cfg
+        hub = self._hub
+        run_id = self.run_id
+        step = request.step
+        retry = cfg.retry
+        budget = self._budget
+        attempt = 1
+        while True:
+            if budget is not None:
+                await self._settle_pending_budget()
+                await self._enforce_budget(budget.charge_request())
+            if hub.wants("generate.started"):
+                await hub.emit(
+                    GenerateStarted(run_id=run_id, step=step, time=self._now(), attempt=attempt)
+                )
+            try:
+                response = await self._call_model(request)
+                break
+            except Exception as exc:
+                # A failed attempt that reported usage was still paid for.
+                spent = getattr(exc, "usage", None)
+                if isinstance(spent, Usage):
+                    inflight.usage = inflight.usage + spent
+                    self._usage = self._usage + spent
+                    if budget is not None:
+                        self._budget_pending = budget.charge_usage(spent)
+                retrying = retry is not None and retry.should_retry(exc, attempt)
+                if hub.wants("generate.error"):
+                    await hub.emit(
+                        GenerateError(
+                            run_id=run_id,
+                            step=step,
+                            time=self._now(),
+                            attempt=attempt,
+                            error=str(exc),
+                            error_type=type(exc).__name__,
+                            retryable=retrying,
+                            usage=spent if isinstance(spent, Usage) else NO_USAGE,
+                        )
+                    )
+                if not retrying:
+                    raise
+                assert retry is not None
+                delay = retry.delay(attempt, exc)
+                attempt += 1
+                if hub.wants("generate.retry"):
+                    await hub.emit(
+                        GenerateRetry(
+                            run_id=run_id,
+                            step=step,
+                            time=self._now(),
+                            attempt=attempt,
+                            delay=delay,
+                            error=str(exc),
+                            error_type=type(exc).__name__,
+                        )
+                    )
+                await trio.sleep(delay)
+                request = retry.next_request(request, exc, attempt)
+        usage = response.usage
+        if usage is not None:
+            inflight.usage = inflight.usage + usage if attempt > 1 else usage
+            self._usage = total = self._usage + usage
+            if budget is not None:
+                # Enforced once the answer is in the transcript: it was paid for.
+                self._budget_pending = budget.charge_usage(usage, response.model)
+        self._last_activity = self._now()
+        if hub.wants("generate.completed"):
+            await hub.emit(
+                GenerateCompleted(
+                    run_id=run_id,
+                    step=step,
+                    time=self._now(),
+                    attempt=attempt,
+                    content=response.content,
+                    tool_calls=tuple(response.tool_calls),
+                    usage=usage or NO_USAGE,
+                    model=response.model,
+                )
+            )
+        if usage is not None and hub.wants("usage.accumulated"):
+            await hub.emit(
+                UsageAccumulated(
+                    run_id=run_id, step=step, time=self._now(), usage=usage, total=total
+                )
+            )
+        if cfg.hooks.validate_response:
+            for hook in cfg.hooks.validate_response:
+                replacement = await call_hook(hook, response, request)
+                if replacement is not None:
+                    if not isinstance(replacement, GenerateResponse):
+                        raise HookError(
+                            f"validate_response hook {hook!r} returned "
+                            f"{type(replacement).__name__}; return a GenerateResponse or None"
+                        )
+                    response = replacement
+            if hub.wants("response.validated"):
+                await hub.emit(ResponseValidated(run_id=run_id, step=step, time=self._now()))
+        return response

@@ -1,0 +1,227 @@
+"""The state one run carries, shared by the phases of its loop.
+
+``ActiveRun`` is assembled from phases (``_generate_phase``, ``_tool_phase``, ``_step``)
+that all read and write this state; keeping it in one slotted base class makes each
+phase a module of its own without a per-step indirection.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import attrs
+import trio
+
+from ._events import BudgetLimitExceeded, BudgetThresholdCrossed, Event, EventHub
+from ._options import RunConfig
+from ._results import RunResult, SchemaValidation, StepResult
+from ._types import FinishReason, ToolCall, ToolResult, Usage
+from .budgets import BudgetStatus, BudgetTracker
+from .context import ContextManager
+from .conversation import Conversation
+from .hooks import HookContext
+from .liveness import LivenessStatus
+
+__all__ = ["NO_USAGE", "CancelReason", "Inflight", "RunState"]
+
+logger = logging.getLogger("operative.run")
+
+NO_USAGE = Usage()
+
+
+@attrs.frozen
+class CancelReason:
+    """Why the run scope was cancelled; the first reason recorded wins."""
+
+    finish_reason: FinishReason
+    message: str
+
+
+class Inflight:
+    """The step in progress: what clean-up needs to repair if the step is cut."""
+
+    __slots__ = ("calls", "completed", "content", "generated", "results", "step", "usage")
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+        self.generated = False
+        self.completed = False
+        self.content = ""
+        self.calls: tuple[ToolCall, ...] = ()
+        self.results: list[ToolResult | None] = []
+        self.usage = NO_USAGE
+
+
+class RunState:
+    """Everything a run knows about itself; methods here are shared by every phase."""
+
+    __slots__ = (
+        "_budget",
+        "_budget_pending",
+        "_cancel_reason",
+        "_cfg",
+        "_content_override",
+        "_context",
+        "_deadlines",
+        "_done",
+        "_hub",
+        "_inflight",
+        "_last_activity",
+        "_now",
+        "_output",
+        "_recovered_error",
+        "_result",
+        "_revision",
+        "_schema_attempts",
+        "_schema_validation",
+        "_scope",
+        "_seen_call_ids",
+        "_started_at",
+        "_status",
+        "_step",
+        "_steps",
+        "_usage",
+        "conversation",
+        "run_id",
+    )
+
+    def __init__(self, config: RunConfig, conversation: Conversation) -> None:
+        self._cfg = config
+        self.run_id: str = config.run_id
+        self.conversation: Conversation = conversation
+        """The run's live conversation (shared with the caller when one was passed)."""
+        self._hub = EventHub()
+        self._scope = trio.CancelScope()
+        self._cancel_reason: CancelReason | None = None
+        self._deadlines: list[tuple[float, CancelReason]] = []
+        self._done = trio.Event()
+        self._result: RunResult | None = None
+        self._steps: list[StepResult] = []
+        self._usage = Usage()
+        self._step = 0
+        self._status: LivenessStatus = "starting"
+        self._revision = 0
+        self._started_at: float | None = None
+        self._last_activity: float | None = None
+        self._now = trio.current_time
+        self._inflight: Inflight | None = None
+        self._seen_call_ids: set[str] = set()
+        self._schema_attempts = 0
+        self._schema_validation: SchemaValidation | None = None
+        self._output: Any = None
+        self._content_override: str | None = None
+        self._recovered_error: str | None = None
+        self._budget: BudgetTracker | None = (
+            BudgetTracker(config.budget, run_id=self.run_id) if config.budget is not None else None
+        )
+        self._budget_pending: BudgetStatus | None = None
+        self._context: ContextManager | None = (
+            ContextManager(config.context_management)
+            if config.context_management is not None
+            else None
+        )
+
+    def _cancel(self, reason: CancelReason) -> None:
+        if self._done.is_set():
+            return
+        if self._cancel_reason is None:
+            self._cancel_reason = reason
+        self._scope.cancel()
+
+    def _add_deadline(self, when: float, reason: CancelReason) -> None:
+        """Bound the run scope by ``when`` (trio time); ``reason`` says why if it fires."""
+        self._deadlines.append((when, reason))
+        self._scope.deadline = min(self._scope.deadline, when)
+
+    def _deadline_reason(self) -> CancelReason | None:
+        """The reason of the deadline that fired (the earliest one), if any did."""
+        if not self._deadlines:
+            return None
+        return min(self._deadlines, key=lambda item: item[0])[1]
+
+    def _touch(self) -> None:
+        """Record progress for liveness (one clock read)."""
+        self._last_activity = self._now()
+        self._revision += 1
+
+    def _hook_context(self) -> HookContext:
+        cfg = self._cfg
+        return HookContext(
+            run_id=self.run_id,
+            agent_name=cfg.agent_name,
+            step=self._step,
+            conversation=self.conversation.current,
+            request_context=cfg.request_context,
+            principal=cfg.principal,
+        )
+
+    # -- budgets ---------------------------------------------------------------------
+
+    def _budget_events(self, status: BudgetStatus) -> list[Event]:
+        """The ``budget.threshold`` / ``budget.exceeded`` events ``status`` calls for."""
+        if status.unpriced_model is not None:
+            logger.warning(
+                "run %s: usage of model %r has no price; it counts toward max_tokens but "
+                "not toward max_cost_usd (add it to the price table)",
+                self.run_id,
+                status.unpriced_model,
+            )
+        hub = self._hub
+        events: list[Event] = []
+        if hub.wants("budget.threshold"):
+            events.extend(
+                BudgetThresholdCrossed(
+                    run_id=self.run_id,
+                    step=self._step,
+                    time=self._now(),
+                    limit=threshold.limit,
+                    fraction=threshold.fraction,
+                    maximum=threshold.maximum,
+                    spent=threshold.spent,
+                )
+                for threshold in status.thresholds
+            )
+        exceeded = status.exceeded
+        if exceeded is not None and hub.wants("budget.exceeded"):
+            events.append(
+                BudgetLimitExceeded(
+                    run_id=self.run_id,
+                    step=self._step,
+                    time=self._now(),
+                    limit=exceeded.limit,
+                    maximum=exceeded.maximum,
+                    spent=exceeded.spent,
+                    message=exceeded.message,
+                )
+            )
+        return events
+
+    async def _report_budget(self, status: BudgetStatus) -> None:
+        """Emit threshold / exceeded events and call the monitor's callbacks."""
+        for event in self._budget_events(status):
+            await self._hub.emit(event)
+        assert self._budget is not None
+        await self._budget.notify(status)
+
+    async def _enforce_budget(self, status: BudgetStatus) -> None:
+        """Report ``status``; when a limit is crossed, end the run here.
+
+        The run scope is cancelled with the budget's reason and the checkpoint that
+        follows raises ``Cancelled``: whatever was in flight is repaired like an abort,
+        and the run ends with ``finish_reason == "budget-exceeded"``.
+        """
+        if not status.reportable and status.unpriced_model is None:
+            return
+        await self._report_budget(status)
+        exceeded = status.exceeded
+        if exceeded is not None:
+            self._cancel(CancelReason(FinishReason.BUDGET_EXCEEDED, exceeded.message))
+            await trio.lowlevel.checkpoint()
+
+    async def _settle_pending_budget(self) -> None:
+        """Enforce the budget status the last generate call left behind, if any."""
+        pending = self._budget_pending
+        if pending is not None:
+            self._budget_pending = None
+            await self._enforce_budget(pending)

@@ -1,0 +1,247 @@
+"""The step loop: prepare the request → generate → assistant message → tools → stop?
+
+Each step, in order: ``step.started``; context assembly (compaction of what is sent,
+never of the stored transcript); ``select_tools`` and ``prepare_step`` hooks; the
+generate phase (``_generate_phase``); the assistant message; the tool phase
+(``_tool_phase``); one tool-result message per call, in call order; ``step.completed``;
+``on_step`` hooks; stop conditions (and structured-output validation at a stop).
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import msgspec
+import trio
+
+from ._errors import HookError
+from ._events import (
+    ContextBudgetWarning,
+    ContextCompacted,
+    StepCompleted,
+    StepGenerated,
+    StepStarted,
+)
+from ._generate_phase import GeneratePhase
+from ._model import GenerateRequest
+from ._output import validate_output
+from ._results import SchemaValidation, StepResult
+from ._run_state import NO_USAGE, Inflight
+from ._tool_phase import ToolPhase, select_specs
+from ._types import FinishReason, ToolResult
+from .conversation import ConversationHistory, tool_result_message
+from .hooks import call_hook
+
+__all__ = ["StepLoop"]
+
+
+class StepLoop(GeneratePhase, ToolPhase):
+    """The loop over steps, built from the generate and tool phases."""
+
+    __slots__ = ()
+
+    async def _loop(self) -> FinishReason:
+        cfg = self._cfg
+        hub = self._hub
+        conversation = self.conversation
+        run_id = self.run_id
+        hooks = cfg.hooks
+        specs = cfg.toolbox.specs()
+        budget = self._budget
+        for step in range(1, cfg.maximum_steps + 1):
+            await trio.lowlevel.checkpoint()
+            self._step = step
+            inflight = self._inflight = Inflight(step)
+            self._touch()
+            if hub.wants("step.started"):
+                await hub.emit(StepStarted(run_id=run_id, step=step, time=self._now()))
+            if budget is not None and budget.budget.max_duration is not None:
+                await self._enforce_budget(budget.check_time(self._now()))
+            history = conversation.current
+            if self._context is not None:
+                history = await self._assemble_context(history, inflight)
+            request = GenerateRequest(
+                conversation=history,
+                tools=specs,
+                step=step,
+                run_id=run_id,
+                settings=cfg.settings,
+                output_schema=cfg.output_schema,
+            )
+            offered: frozenset[str] | None = None
+            if hooks.select_tools or hooks.prepare_step:
+                request, offered = await self._prepare(request)
+            response = await self._generate(request, inflight)
+
+            calls = response.tool_calls
+            if calls:
+                calls = self._normalize_calls(calls)
+            inflight.calls = calls
+            inflight.content = response.content
+            conversation.append_assistant_message(
+                response.content, calls, metadata=response.metadata
+            )
+            inflight.generated = True
+            if hub.wants("step.generated"):
+                await hub.emit(
+                    StepGenerated(
+                        run_id=run_id,
+                        step=step,
+                        time=self._now(),
+                        content=response.content,
+                        tool_calls=calls,
+                    )
+                )
+            if self._budget_pending is not None:
+                # The answer is recorded; if it spent past a limit, its calls do not run.
+                await self._settle_pending_budget()
+
+            results: tuple[ToolResult, ...] = ()
+            if calls:
+                results = await self._run_tools(inflight, offered)
+                conversation.extend([tool_result_message(r) for r in results])
+            step_result = StepResult(
+                step=step,
+                content=response.content,
+                tool_calls=calls,
+                results=results,
+                usage=inflight.usage,
+                run_usage=self._usage,
+            )
+            self._steps.append(step_result)
+            inflight.completed = True
+            if hub.wants("step.completed"):
+                await hub.emit(
+                    StepCompleted(
+                        run_id=run_id,
+                        step=step,
+                        time=self._now(),
+                        content=step_result.content,
+                        tool_calls=calls,
+                        results=results,
+                        usage=step_result.usage,
+                    )
+                )
+            self._inflight = None
+            if hooks.on_step:
+                context = self._hook_context()
+                for hook in hooks.on_step:
+                    await call_hook(hook, step_result, context)
+
+            for condition in cfg.stop_when:
+                stop = condition(step_result)
+                if stop.__class__ is not bool and inspect.isawaitable(stop):
+                    stop = await stop
+                if stop:
+                    if cfg.output is not None and not self._accept_output(step_result):
+                        break  # the model gets another attempt at the output
+                    return FinishReason.STOP_CONDITION
+
+        if hooks.on_maximum_steps:
+            context = self._hook_context()
+            for hook in hooks.on_maximum_steps:
+                replacement = await call_hook(hook, context)
+                if replacement is not None:
+                    if not isinstance(replacement, str):
+                        raise HookError(
+                            f"on_maximum_steps hook {hook!r} returned "
+                            f"{type(replacement).__name__}; return a str or None"
+                        )
+                    self._content_override = replacement
+        if cfg.output is not None and self._schema_validation is None and self._steps:
+            self._validate_final(self._content_override or self._steps[-1].content)
+        return FinishReason.MAXIMUM_STEPS
+
+    async def _assemble_context(
+        self, history: ConversationHistory, inflight: Inflight
+    ) -> ConversationHistory:
+        """What this step sends: the transcript, compacted when over the context budget."""
+        assert self._context is not None
+        hub = self._hub
+        prepared = await self._context.prepare(history, step=inflight.step)
+        if prepared.warned and hub.wants("context.budget-warning"):
+            await hub.emit(
+                ContextBudgetWarning(
+                    run_id=self.run_id,
+                    step=inflight.step,
+                    time=self._now(),
+                    tokens=prepared.tokens,
+                    budget=prepared.budget,
+                    warn_at=self._context.options.warn_at,
+                )
+            )
+        compaction = prepared.compaction
+        if compaction is not None:
+            usage = compaction.usage
+            if usage is not None:
+                # A summarizing call is a generate call too: the run pays for it.
+                inflight.usage = inflight.usage + usage
+                self._usage = self._usage + usage
+                if self._budget is not None:
+                    await self._enforce_budget(self._budget.charge_usage(usage))
+            if hub.wants("context.compacted"):
+                await hub.emit(
+                    ContextCompacted(
+                        run_id=self.run_id,
+                        step=inflight.step,
+                        time=self._now(),
+                        removed=compaction.removed,
+                        tokens_before=compaction.tokens_before,
+                        tokens_after=compaction.tokens_after,
+                        summarized=compaction.summary is not None,
+                        usage=usage or NO_USAGE,
+                    )
+                )
+        return prepared.history
+
+    async def _prepare(
+        self, request: GenerateRequest
+    ) -> tuple[GenerateRequest, frozenset[str] | None]:
+        hooks = self._cfg.hooks
+        offered: frozenset[str] | None = None
+        if hooks.select_tools:
+            specs = request.tools
+            for hook in hooks.select_tools:
+                chosen = await call_hook(hook, specs, request)
+                if chosen is not None:
+                    specs = select_specs(specs, chosen, hook)
+            offered = frozenset(spec.name for spec in specs)
+            request = msgspec.structs.replace(request, tools=specs)
+        for hook in hooks.prepare_step:
+            replacement = await call_hook(hook, request)
+            if replacement is not None:
+                if not isinstance(replacement, GenerateRequest):
+                    raise HookError(
+                        f"prepare_step hook {hook!r} returned {type(replacement).__name__}; "
+                        "return a GenerateRequest (msgspec.structs.replace(request, ...)) "
+                        "or None"
+                    )
+                request = replacement
+        if offered is not None:
+            offered = frozenset(spec.name for spec in request.tools)
+        elif hooks.prepare_step:
+            names = frozenset(spec.name for spec in request.tools)
+            if len(names) != len(self._cfg.toolbox.specs()):
+                offered = names
+        return request, offered
+
+    def _accept_output(self, step: StepResult) -> bool:
+        """Validate a final answer; False means the model gets another attempt."""
+        ok, error = self._validate_final(step.content)
+        if ok or self._schema_attempts > self._cfg.schema_retries:
+            return True
+        self.conversation.append_user_message(
+            "Your answer did not match the required output format: "
+            f"{error}. Reply again with only the corrected JSON."
+        )
+        return False
+
+    def _validate_final(self, content: str) -> tuple[bool, str | None]:
+        self._schema_attempts += 1
+        ok, value, error = validate_output(content, self._cfg.output)
+        if ok:
+            self._output = value
+        self._schema_validation = SchemaValidation(
+            success=ok, error=error, attempts=self._schema_attempts
+        )
+        return ok, error

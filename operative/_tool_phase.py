@@ -1,0 +1,234 @@
+"""The tool phase of a step: the calls the model asked for, run as child tasks.
+
+::
+
+    step k
+    └── tool nursery   one child task per call (a single call runs in the step's task),
+        └── tool task  bounded by tool_concurrency; the toolbox applies each tool's limits
+
+Results reach the transcript in the order the model asked for them, whatever order they
+finish in; every call gets exactly one result, including calls filtered by a hook, not
+offered at this step, or cut short (those are settled by clean-up as ``cancelled``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+import trio
+
+from ._errors import HookError, InvalidResponseError
+from ._events import ToolResultValidated, ToolsExecuted, ToolsExecuting
+from ._run_state import Inflight, RunState
+from ._types import ToolCall, ToolResult
+from .hooks import HookContext, call_hook
+from .tools import ExecutionContext
+
+__all__ = ["ToolPhase", "select_specs"]
+
+_ARGUMENT_TYPES = (dict, str)
+
+
+class ToolPhase(RunState):
+    """Running a step's tool calls."""
+
+    __slots__ = ()
+
+    def _normalize_calls(self, calls: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
+        """Check the calls' shape and give every call a run-unique id.
+
+        Some servers reuse ids (``call_0`` every turn) or send none; a call id must name
+        exactly one call in the transcript, so repeats and blanks get fresh ids.
+        """
+        if type(calls) is not tuple:
+            calls = tuple(calls)
+        seen = self._seen_call_ids
+        fixed: list[ToolCall] | None = None
+        for index, call in enumerate(calls):
+            if (
+                call.__class__ is ToolCall
+                and call.id
+                and call.id not in seen
+                and call.arguments.__class__ in _ARGUMENT_TYPES
+            ):
+                if fixed is not None:
+                    fixed.append(call)
+                seen.add(call.id)
+                continue
+            if not isinstance(call, ToolCall):
+                raise InvalidResponseError(
+                    f"tool_calls[{index}] is {type(call).__name__}, not a ToolCall: build "
+                    "ToolCall(id=..., name=..., arguments=...)"
+                )
+            if not isinstance(call.name, str) or not isinstance(call.arguments, dict | str):
+                raise InvalidResponseError(
+                    f"tool_calls[{index}] has name {call.name!r} and arguments of type "
+                    f"{type(call.arguments).__name__}: a name is a str, arguments a "
+                    "mapping or a JSON string"
+                )
+            call_id = call.id
+            if not call_id or not isinstance(call_id, str) or call_id in seen:
+                new_id = f"{call_id or 'call'}~{os.urandom(4).hex()}"
+                call = msgspec.structs.replace(call, id=new_id)
+                if fixed is None:
+                    fixed = list(calls[:index])
+                call_id = new_id
+            if fixed is not None:
+                fixed.append(call)
+            seen.add(call_id)
+        return tuple(fixed) if fixed is not None else calls
+
+    async def _run_tools(
+        self, inflight: Inflight, offered: frozenset[str] | None
+    ) -> tuple[ToolResult, ...]:
+        cfg = self._cfg
+        hub = self._hub
+        hooks = cfg.hooks
+        run_id = self.run_id
+        step = inflight.step
+        calls = inflight.calls
+        results: list[ToolResult | None] = [None] * len(calls)
+        inflight.results = results
+        context: HookContext | None = None
+        to_run: list[tuple[int, ToolCall]] = list(enumerate(calls))
+        if offered is not None:
+            for index, call in enumerate(calls):
+                if call.name not in offered:
+                    results[index] = ToolResult(
+                        call_id=call.id,
+                        tool_name=call.name,
+                        outcome="error",
+                        error=f"The tool {call.name!r} is not available at this step. "
+                        f"Available: {', '.join(sorted(offered)) or '(none)'}.",
+                    )
+            to_run = [(i, c) for i, c in to_run if results[i] is None]
+        if hooks.before_tool_execution:
+            context = self._hook_context()
+            to_run = await self._before_tools(to_run, results, context)
+        if self._budget is not None and to_run:
+            # All or nothing: when the step's calls would pass max_tool_calls, none runs.
+            await self._enforce_budget(self._budget.charge_tool_calls(len(to_run)))
+        if hub.wants("tools.executing"):
+            await hub.emit(ToolsExecuting(run_id=run_id, step=step, time=self._now(), calls=calls))
+        execution = ExecutionContext(
+            run_id=run_id,
+            step=step,
+            agent_id=cfg.agent_name,
+            request_context=cfg.request_context,
+            on_elicitation=cfg.on_elicitation,
+            emit=hub.emit,
+        )
+        execute = cfg.toolbox.execute
+        if len(to_run) == 1:
+            index, call = to_run[0]
+            results[index] = await execute(call, execution)
+        elif to_run:
+            limiter = trio.CapacityLimiter(cfg.tool_concurrency) if cfg.tool_concurrency else None
+
+            async def run_one(index: int, call: ToolCall) -> None:
+                if limiter is None:
+                    results[index] = await execute(call, execution)
+                else:
+                    async with limiter:
+                        results[index] = await execute(call, execution)
+
+            async with trio.open_nursery() as nursery:
+                for index, call in to_run:
+                    nursery.start_soon(run_one, index, call, name=f"tool {call.name} {call.id}")
+        self._touch()
+        settled: list[ToolResult] = results  # type: ignore[assignment]
+        if hooks.validate_tool_result:
+            context = context or self._hook_context()
+            for index, result in enumerate(settled):
+                for hook in hooks.validate_tool_result:
+                    replacement = await call_hook(hook, result, context)
+                    if replacement is not None:
+                        result = _checked_result(replacement, result, hook)
+                settled[index] = result
+        if hub.wants("tool-result.validated"):
+            for result in settled:
+                await hub.emit(
+                    ToolResultValidated(run_id=run_id, step=step, time=self._now(), result=result)
+                )
+        if hooks.after_tool_execution:
+            context = context or self._hook_context()
+            for hook in hooks.after_tool_execution:
+                replacement = await call_hook(hook, tuple(settled), context)
+                if replacement is not None:
+                    settled = _checked_results(replacement, settled, hook)
+                    inflight.results = list(settled)
+        final = tuple(settled)
+        if hub.wants("tools.executed"):
+            await hub.emit(ToolsExecuted(run_id=run_id, step=step, time=self._now(), results=final))
+        return final
+
+    async def _before_tools(
+        self,
+        to_run: list[tuple[int, ToolCall]],
+        results: list[ToolResult | None],
+        context: HookContext,
+    ) -> list[tuple[int, ToolCall]]:
+        by_id = {call.id: index for index, call in to_run}
+        current = tuple(call for _, call in to_run)
+        for hook in self._cfg.hooks.before_tool_execution:
+            replacement = await call_hook(hook, current, context)
+            if replacement is None:
+                continue
+            chosen = tuple(replacement)
+            for call in chosen:
+                if not isinstance(call, ToolCall) or call.id not in by_id:
+                    raise HookError(
+                        f"before_tool_execution hook {hook!r} returned {call!r}, which is "
+                        "not one of the step's calls: return a subset of the calls "
+                        "(arguments may change, ids may not)"
+                    )
+            current = chosen
+        kept = {call.id for call in current}
+        for index, call in to_run:
+            if call.id not in kept:
+                results[index] = ToolResult(
+                    call_id=call.id,
+                    tool_name=call.name,
+                    outcome="denied",
+                    error=f"The call to {call.name!r} was skipped by the host before it ran.",
+                )
+        return [(by_id[call.id], call) for call in current]
+
+
+def select_specs(specs: tuple[Any, ...], chosen: Any, hook: Any) -> tuple[Any, ...]:
+    by_name = {spec.name: spec for spec in specs}
+    selected = []
+    for item in chosen:
+        name = item if isinstance(item, str) else getattr(item, "name", None)
+        if name not in by_name:
+            raise HookError(
+                f"select_tools hook {hook!r} chose {item!r}, which is not an offered tool; "
+                f"offered: {', '.join(sorted(by_name)) or '(none)'}"
+            )
+        selected.append(by_name[name])
+    return tuple(selected)
+
+
+def _checked_result(replacement: Any, original: ToolResult, hook: Any) -> ToolResult:
+    if not isinstance(replacement, ToolResult) or replacement.call_id != original.call_id:
+        raise HookError(
+            f"validate_tool_result hook {hook!r} returned {replacement!r}; return a "
+            f"ToolResult for call {original.call_id!r} (msgspec.structs.replace) or None"
+        )
+    return replacement
+
+
+def _checked_results(replacement: Any, original: list[ToolResult], hook: Any) -> list[ToolResult]:
+    replaced = list(replacement)
+    if len(replaced) != len(original) or any(
+        not isinstance(new, ToolResult) or new.call_id != old.call_id
+        for new, old in zip(replaced, original, strict=False)
+    ):
+        raise HookError(
+            f"after_tool_execution hook {hook!r} must return one ToolResult per call, in "
+            "call order, with the same call ids (or None)"
+        )
+    return replaced
