@@ -12,6 +12,7 @@ from ._agent import create_agent as create_agent
 from ._codec import decode as decode
 from ._codec import encode as encode
 from ._errors import ApprovalError as ApprovalError
+from ._errors import BudgetExceededError as BudgetExceededError
 from ._errors import ConflictError as ConflictError
 from ._errors import ConversationError as ConversationError
 from ._errors import CorruptRecordError as CorruptRecordError
@@ -46,6 +47,8 @@ from ._types import ToolOutcome as ToolOutcome
 from ._types import ToolResult as ToolResult
 from ._types import ToolSpec as ToolSpec
 from ._types import Usage as Usage
+from .budgets import Budget as Budget
+from .context import ContextManagement as ContextManagement
 from .conversation import Conversation as Conversation
 from .conversation import ConversationHistory as ConversationHistory
 from .conversation import FilePart as FilePart
@@ -80,8 +83,11 @@ __all__ = [
     "ApprovalError",
     "ApprovalPolicy",
     "Authority",
+    "Budget",
+    "BudgetExceededError",
     "ConditionalTextValueStore",
     "ConflictError",
+    "ContextManagement",
     "Conversation",
     "ConversationError",
     "ConversationHistory",
