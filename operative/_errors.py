@@ -16,7 +16,10 @@
     ├── ProviderError(OperativeError)                  a model provider failed (``.retryable``)
     ├── ConflictError(OperativeError)                  a conditional store write lost a race
     ├── DataValidationError(OperativeError, ValueError)  decoded data does not fit its type
-    └── BudgetExceededError(OperativeError)            a run's budget ran out (``.limit``)
+    ├── BudgetExceededError(OperativeError)            a run's budget ran out (``.limit``)
+    ├── SelectionRevalidationError(OperativeError)     a step's selected plan no longer holds
+    ├── AsyncDefinitionLoadError(OperativeError)       a lazy agent's loader failed (retried)
+    └── AgentContractError(OperativeError, TypeError)  a loaded agent is not a RunnableAgent
 
 Messages say what went wrong and what to do about it.
 """

@@ -1,19 +1,69 @@
 """Liveness: a synchronous, side-effect-free view of how a run is doing.
 
 ``ActiveRun.snapshot()`` returns a :class:`LivenessSnapshot`: reading it never starts
-work, never blocks and never changes the run. ``revision`` grows whenever the status or
-the step changes, so an observer can tell two snapshots apart cheaply.
+work, never blocks and never changes the run. ``revision`` grows whenever the status,
+the step, the declared wait, the missed-pulse count or the reachability changes (and on
+every progress pulse), so an observer can tell two snapshots apart cheaply.
+
+A :class:`LivenessTracker` owns one run's (or one session's) liveness state. The code
+doing the work feeds it *pulses*; a stall watchdog (:func:`create_stall_watchdog`)
+reads them on trio's clock and moves the status to ``stalled`` and then ``unreachable``
+when they stop. Observers subscribe with :meth:`LivenessTracker.subscribe_snapshot` (a
+plain callback) or iterate :meth:`LivenessTracker.snapshots`.
+
+Three kinds of pulse, because "alive" and "getting somewhere" are different claims:
+
+``"progress"``
+    The work moved forward (a step began, a model answered, tools settled). Resets the
+    stall clock and the missed-pulse count.
+``"heartbeat"``
+    The worker is alive but did not necessarily move forward (a long tool reporting in).
+    Keeps the run *reachable*; it does not reset the stall clock.
+``"host-reachability"``
+    The host reached the work (a session monitor's poll tick). As in the
+    specification it stamps activity, heartbeat and progress together.
+
+A *declared wait* (an approval, an elicitation, a steering pause, a review, a signal)
+says "silence is expected here": while one is active the status is ``waiting`` and the
+watchdog is paused, so waiting never counts as stalling. A wait with a ``deadline``
+excuses silence only until that deadline.
 """
 
 from __future__ import annotations
 
+import logging
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Literal, TypeAlias
 
 import msgspec
+import trio
 
+from ._errors import InvalidArgument
 from ._types import FinishReason, Usage
 
-__all__ = ["LivenessSnapshot", "LivenessStatus"]
+__all__ = [
+    "PULSE_KINDS",
+    "TERMINAL_STATUSES",
+    "WAIT_REASONS",
+    "DeclaredWait",
+    "LivenessSnapshot",
+    "LivenessStatus",
+    "LivenessTracker",
+    "PulseKind",
+    "Reachability",
+    "SnapshotObserver",
+    "SnapshotStream",
+    "SnapshotSubscription",
+    "StallPolicy",
+    "StallWatchdog",
+    "WaitReason",
+    "create_stall_watchdog",
+    "terminal_status",
+]
+
+logger = logging.getLogger("operative.liveness")
 
 LivenessStatus: TypeAlias = Literal[
     "starting",
@@ -27,6 +77,30 @@ LivenessStatus: TypeAlias = Literal[
 ]
 
 TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "aborted"})
+
+PulseKind: TypeAlias = Literal["progress", "heartbeat", "host-reachability"]
+PULSE_KINDS: frozenset[str] = frozenset({"progress", "heartbeat", "host-reachability"})
+
+WaitReason: TypeAlias = Literal["approval", "elicitation", "steering", "review", "signal"]
+WAIT_REASONS: frozenset[str] = frozenset(
+    {"approval", "elicitation", "steering", "review", "signal"}
+)
+
+Reachability: TypeAlias = Literal["reachable", "unreachable"]
+
+
+class DeclaredWait(msgspec.Struct, frozen=True, kw_only=True):
+    """A wait the work announced: silence until it ends is expected, not a stall."""
+
+    reason: WaitReason
+    """What the work waits for: ``approval``, ``elicitation``, ``steering`` (a pause),
+    ``review`` or ``signal``."""
+    since: float
+    """When the wait began (trio's clock)."""
+    deadline: float | None = None
+    """When the wait stops excusing silence (trio's clock); ``None``: an unbounded wait."""
+    detail: str = ""
+    """What exactly is awaited (a tool call id, an approval id, a prompt)."""
 
 
 class LivenessSnapshot(msgspec.Struct, frozen=True, kw_only=True):
@@ -45,8 +119,547 @@ class LivenessSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     """When the run last made progress (a step began, a model answered, tools settled)."""
     finish_reason: FinishReason | None = None
     durability: Literal["process-local", "durable"] = "process-local"
+    last_heartbeat_at: float | None = None
+    """When the work last proved it is alive (any pulse)."""
+    last_progress_at: float | None = None
+    """When the work last moved forward (a progress or host-reachability pulse)."""
+    missed_pulse_count: int = 0
+    """How many whole ``stall_after`` intervals passed without progress (0 when fine)."""
+    declared_wait: DeclaredWait | None = None
+    """The oldest wait in force, when the work declared one."""
+    reachability: Reachability = "reachable"
+    """``unreachable`` once no pulse of any kind arrived within ``unreachable_after``."""
 
     @property
     def terminal(self) -> bool:
         """True once the run is over; a terminal snapshot never changes again."""
         return self.status in TERMINAL_STATUSES
+
+
+SnapshotObserver: TypeAlias = Callable[[LivenessSnapshot], object]
+
+
+def terminal_status(finish_reason: FinishReason | str) -> LivenessStatus:
+    """The terminal liveness status a run ending with ``finish_reason`` reports."""
+    if finish_reason == FinishReason.ERROR:
+        return "failed"
+    if finish_reason == FinishReason.ABORTED:
+        return "aborted"
+    return "completed"
+
+
+class SnapshotSubscription:
+    """A live subscription made by :meth:`LivenessTracker.subscribe_snapshot`.
+
+    ``unsubscribe()`` (or leaving a ``with`` block) stops delivery; it is also over once
+    the terminal snapshot was delivered.
+    """
+
+    __slots__ = ("_active", "_last_revision", "_observer", "_tracker", "delivered")
+
+    def __init__(self, tracker: LivenessTracker, observer: SnapshotObserver) -> None:
+        self._tracker = tracker
+        self._observer = observer
+        self._active = True
+        self._last_revision = -1
+        self.delivered = 0
+        """How many snapshots the observer received."""
+
+    @property
+    def active(self) -> bool:
+        """False once unsubscribed or after the terminal snapshot."""
+        return self._active
+
+    def unsubscribe(self) -> None:
+        """Stop delivery now. Calling it again does nothing."""
+        if self._active:
+            self._active = False
+            self._tracker._drop(self)
+
+    def __enter__(self) -> SnapshotSubscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.unsubscribe()
+
+    def _deliver(self, snapshot: LivenessSnapshot) -> None:
+        # Revisions only move forward for one observer, even when an observer's own
+        # callback changes the tracker (a nested delivery comes first, the stale outer
+        # one is skipped); the terminal snapshot is delivered exactly once.
+        if not self._active or snapshot.revision <= self._last_revision:
+            return
+        self._last_revision = snapshot.revision
+        if snapshot.terminal:
+            self._active = False
+        self.delivered += 1
+        try:
+            self._observer(snapshot)
+        except Exception:
+            self._tracker.observer_errors += 1
+            logger.exception("liveness observer %r raised", self._observer)
+
+
+class SnapshotStream:
+    """Async iteration over snapshots through a bounded buffer; ends after the terminal.
+
+    Snapshots are state, not history: when the consumer falls ``capacity`` behind, the
+    oldest buffered snapshot is dropped (``dropped`` counts them) and the tracker never
+    waits. The terminal snapshot is never dropped. It subscribes when iteration starts;
+    leave early with ``aclose()`` or ``async with``.
+    """
+
+    __slots__ = ("_buffer", "_capacity", "_closed", "_lot", "_subscription", "_tracker", "dropped")
+
+    def __init__(self, tracker: LivenessTracker, capacity: int) -> None:
+        self._tracker = tracker
+        self._capacity = capacity
+        self._buffer: deque[LivenessSnapshot] = deque()
+        self._lot = trio.lowlevel.ParkingLot()
+        self._closed = False
+        self._subscription: SnapshotSubscription | None = None
+        self.dropped = 0
+        """How many snapshots the consumer missed because it fell behind."""
+
+    def __aiter__(self) -> SnapshotStream:
+        self._subscribe()
+        return self
+
+    async def __aenter__(self) -> SnapshotStream:
+        self._subscribe()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def _subscribe(self) -> None:
+        if self._subscription is None and not self._closed:
+            self._subscription = self._tracker.subscribe_snapshot(self._push)
+
+    def _push(self, snapshot: LivenessSnapshot) -> None:
+        if self._closed:
+            return
+        if len(self._buffer) >= self._capacity:
+            self._buffer.popleft()
+            self.dropped += 1
+        self._buffer.append(snapshot)
+        self._lot.unpark_all()
+
+    async def __anext__(self) -> LivenessSnapshot:
+        self._subscribe()
+        parked = False
+        while not self._buffer:
+            subscription = self._subscription
+            if self._closed or subscription is None or not subscription.active:
+                await trio.lowlevel.checkpoint()
+                raise StopAsyncIteration
+            parked = True
+            await self._lot.park()
+        if not parked:
+            await trio.lowlevel.checkpoint()
+        return self._buffer.popleft()
+
+    async def aclose(self) -> None:
+        """Stop receiving snapshots."""
+        self._closed = True
+        self._buffer.clear()
+        if self._subscription is not None:
+            self._subscription.unsubscribe()
+        self._lot.unpark_all()
+        await trio.lowlevel.checkpoint()
+
+
+class LivenessTracker:
+    """The liveness state of one run (or session): status, revision, pulses, waits.
+
+    Plain and synchronous: the loop calls :meth:`start`, :meth:`pulse`,
+    :meth:`declare_wait` / :meth:`clear_wait` and :meth:`finish`; every call is a few
+    attribute writes plus one clock read, and observers are called only when there are
+    some. Nothing here blocks or spawns a task; the stall watchdog is a separate task
+    that reads this state.
+
+    Times are read from ``clock`` (default: ``trio.current_time``), only when something
+    happens, so a tracker can be built outside Trio and used inside it.
+    """
+
+    __slots__ = (
+        "_changed",
+        "_clock",
+        "_finish_reason",
+        "_heard_since",
+        "_last_activity",
+        "_last_heartbeat",
+        "_last_progress",
+        "_missed",
+        "_quiet_since",
+        "_reachability",
+        "_revision",
+        "_started",
+        "_started_at",
+        "_status",
+        "_step",
+        "_subscriptions",
+        "_usage",
+        "_waits",
+        "durability",
+        "id",
+        "kind",
+        "observer_errors",
+    )
+
+    def __init__(
+        self,
+        id: str,
+        *,
+        kind: Literal["run", "session"] = "run",
+        durability: Literal["process-local", "durable"] = "process-local",
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        if not isinstance(id, str) or not id:
+            raise InvalidArgument(f"a liveness tracker needs a non-empty str id, got {id!r}")
+        if kind not in ("run", "session"):
+            raise InvalidArgument(f"kind= takes 'run' or 'session', got {kind!r}")
+        if durability not in ("process-local", "durable"):
+            raise InvalidArgument(
+                f"durability= takes 'process-local' or 'durable', got {durability!r}"
+            )
+        if clock is not None and not callable(clock):
+            raise InvalidArgument(f"clock= takes a callable returning seconds, got {clock!r}")
+        self.id = id
+        self.kind: Literal["run", "session"] = kind
+        self.durability: Literal["process-local", "durable"] = durability
+        self._clock: Callable[[], float] = clock if clock is not None else trio.current_time
+        self._status: LivenessStatus = "starting"
+        self._revision = 0
+        self._started = False
+        self._started_at: float | None = None
+        self._step = 0
+        self._usage = Usage()
+        self._last_activity: float | None = None
+        self._last_heartbeat: float | None = None
+        self._last_progress: float | None = None
+        self._missed = 0
+        self._reachability: Reachability = "reachable"
+        self._waits: list[DeclaredWait] = []
+        self._finish_reason: FinishReason | None = None
+        # The watchdog's two clocks: silence counts from these (None: since it started).
+        self._quiet_since: float | None = None
+        """Last progress, or the last time a declared wait began or ended."""
+        self._heard_since: float | None = None
+        """Last pulse of any kind, or the last time a declared wait began or ended."""
+        self._subscriptions: list[SnapshotSubscription] = []
+        self._changed = trio.lowlevel.ParkingLot()
+        """Watchdogs park here; woken when a wait begins or ends and when work finishes."""
+        self.observer_errors = 0
+        """Observer calls that raised (each is logged to ``operative.liveness``)."""
+
+    def __repr__(self) -> str:
+        return f"<LivenessTracker {self.kind} {self.id} {self._status} r{self._revision}>"
+
+    # -- reading ---------------------------------------------------------------------
+
+    @property
+    def status(self) -> LivenessStatus:
+        return self._status
+
+    @property
+    def revision(self) -> int:
+        return self._revision
+
+    @property
+    def terminal(self) -> bool:
+        """True once :meth:`finish` was called; nothing changes after that."""
+        return self._status in TERMINAL_STATUSES
+
+    @property
+    def declared_waits(self) -> tuple[DeclaredWait, ...]:
+        """Every wait in force, oldest first."""
+        return tuple(self._waits)
+
+    def snapshot(self) -> LivenessSnapshot:
+        """The state now; never blocks, never changes anything."""
+        return LivenessSnapshot(
+            kind=self.kind,
+            id=self.id,
+            status=self._status,
+            revision=self._revision,
+            step=self._step,
+            usage=self._usage,
+            started_at=self._started_at,
+            observed_at=self._clock(),
+            last_activity_at=self._last_activity,
+            finish_reason=self._finish_reason,
+            durability=self.durability,
+            last_heartbeat_at=self._last_heartbeat,
+            last_progress_at=self._last_progress,
+            missed_pulse_count=self._missed,
+            declared_wait=self._waits[0] if self._waits else None,
+            reachability=self._reachability,
+        )
+
+    def statistics(self) -> dict[str, int]:
+        """Counters for debugging: revision, subscriptions, waits, observer failures."""
+        return {
+            "revision": self._revision,
+            "subscriptions": len(self._subscriptions),
+            "declared_waits": len(self._waits),
+            "missed_pulses": self._missed,
+            "observer_errors": self.observer_errors,
+        }
+
+    # -- observing -------------------------------------------------------------------
+
+    def subscribe_snapshot(self, observer: SnapshotObserver) -> SnapshotSubscription:
+        """Call ``observer(snapshot)`` now, then once per revision change.
+
+        The terminal snapshot is delivered exactly once, after which the subscription
+        ends by itself; subscribing to finished work delivers its terminal snapshot once.
+        Observers are plain callables, called synchronously in the task that changed
+        the state; one that raises is logged and counted, never allowed to break the
+        work. Heartbeats that change nothing but ``last_heartbeat_at`` are not
+        delivered (they do not change the revision).
+        """
+        checked: object = observer
+        if not callable(checked):
+            raise InvalidArgument(f"observer must be callable, got {observer!r}")
+        subscription = SnapshotSubscription(self, observer)
+        if not self.terminal:
+            self._subscriptions.append(subscription)
+        subscription._deliver(self.snapshot())
+        return subscription
+
+    def snapshots(self, *, capacity: int = 16) -> SnapshotStream:
+        """Iterate snapshots (the current one first) until the terminal one.
+
+        ``capacity`` bounds the buffer; a consumer that falls behind misses the oldest
+        snapshots, never the newest or the terminal one.
+        """
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+            raise InvalidArgument(f"capacity must be an int of at least 1, got {capacity!r}")
+        return SnapshotStream(self, capacity)
+
+    def _drop(self, subscription: SnapshotSubscription) -> None:
+        if subscription in self._subscriptions:
+            self._subscriptions.remove(subscription)
+
+    # -- feeding ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """The work started: ``starting`` → ``running``; starts the stall clock."""
+        if self._started or self.terminal:
+            return
+        now = self._clock()
+        self._started = True
+        self._started_at = now
+        self._last_activity = self._last_heartbeat = self._last_progress = now
+        self._quiet_since = self._heard_since = now
+        self._bump()
+
+    def pulse(
+        self,
+        kind: PulseKind = "progress",
+        *,
+        step: int | None = None,
+        usage: Usage | None = None,
+    ) -> None:
+        """Record a pulse (see the module docstring for the three kinds).
+
+        ``step`` and ``usage``, when given, update the snapshot's step and usage. A
+        progress pulse moves a ``stalled`` or ``unreachable`` run back to ``running``;
+        a heartbeat moves an ``unreachable`` one back to ``stalled``. Does nothing once
+        the work finished.
+        """
+        if kind not in PULSE_KINDS:
+            raise InvalidArgument(f"pulse kind must be one of {sorted(PULSE_KINDS)}, got {kind!r}")
+        if self._status in TERMINAL_STATUSES:
+            return
+        now = self._clock()
+        changed = False
+        if step is not None and step != self._step:
+            self._step = step
+            changed = True
+        if usage is not None and usage != self._usage:
+            self._usage = usage
+            changed = True
+        if self._reachability == "unreachable":
+            self._reachability = "reachable"
+            changed = True
+        self._last_heartbeat = now
+        self._heard_since = now
+        if kind != "heartbeat":
+            if not self._started:
+                self._started = True
+                self._started_at = now
+            self._last_activity = self._last_progress = now
+            self._quiet_since = now
+            self._missed = 0
+            changed = True
+        if changed:
+            self._bump()
+
+    def declare_wait(
+        self,
+        wait: DeclaredWait | WaitReason,
+        *,
+        deadline: float | None = None,
+        detail: str = "",
+    ) -> DeclaredWait:
+        """Declare a wait (status ``waiting``; the watchdog pauses). Returns the wait.
+
+        Pass a reason (``"approval"``, ``"elicitation"``, ``"steering"``, ``"review"``
+        or ``"signal"``) with an optional absolute ``deadline`` on trio's clock, or a
+        ready :class:`DeclaredWait`. Waits nest (two tools can wait for approval at
+        once); end each with :meth:`clear_wait`, or use :meth:`waiting`. Beginning or
+        ending a wait counts as activity: it restarts the stall clock.
+        """
+        if isinstance(wait, DeclaredWait):
+            declared = wait
+        else:
+            if wait not in WAIT_REASONS:
+                raise InvalidArgument(
+                    f"a declared wait's reason is one of {sorted(WAIT_REASONS)}, got {wait!r}"
+                )
+            if deadline is not None and (
+                isinstance(deadline, bool) or not isinstance(deadline, int | float)
+            ):
+                raise InvalidArgument(
+                    f"deadline= is a time on trio's clock (a float), got {deadline!r}"
+                )
+            declared = DeclaredWait(
+                reason=wait,
+                since=self._clock(),
+                deadline=None if deadline is None else float(deadline),
+                detail=detail,
+            )
+        if self.terminal:
+            return declared
+        self._waits.append(declared)
+        self._restart_clocks()
+        self._bump()
+        self._changed.unpark_all()
+        return declared
+
+    def clear_wait(self, wait: DeclaredWait | None = None) -> None:
+        """End ``wait`` (the object :meth:`declare_wait` returned), or every wait.
+
+        Ending a wait that is not in force does nothing.
+        """
+        if wait is None:
+            if not self._waits:
+                return
+            self._waits.clear()
+        else:
+            for index, candidate in enumerate(self._waits):
+                if candidate is wait:
+                    del self._waits[index]
+                    break
+            else:
+                return
+        if self.terminal:
+            return
+        self._restart_clocks()
+        self._bump()
+        self._changed.unpark_all()
+
+    @contextmanager
+    def waiting(
+        self, reason: WaitReason, *, deadline: float | None = None, detail: str = ""
+    ) -> Iterator[DeclaredWait]:
+        """``with tracker.waiting("approval"):`` declares a wait for the block."""
+        declared = self.declare_wait(reason, deadline=deadline, detail=detail)
+        try:
+            yield declared
+        finally:
+            self.clear_wait(declared)
+
+    def finish(
+        self,
+        status: LivenessStatus,
+        finish_reason: FinishReason | None = None,
+        *,
+        step: int | None = None,
+        usage: Usage | None = None,
+    ) -> LivenessSnapshot:
+        """The work is over: record the terminal status and deliver it (once).
+
+        ``status`` is ``completed``, ``failed`` or ``aborted`` (see
+        :func:`terminal_status`). Waits end, subscriptions end after the terminal
+        snapshot, watchdogs return. Only the first call counts; later ones return the
+        terminal snapshot unchanged.
+        """
+        if status not in TERMINAL_STATUSES:
+            raise InvalidArgument(
+                f"finish() takes a terminal status {sorted(TERMINAL_STATUSES)}, got {status!r}"
+            )
+        if self.terminal:
+            return self.snapshot()
+        now = self._clock()
+        if step is not None:
+            self._step = step
+        if usage is not None:
+            self._usage = usage
+        self._waits.clear()
+        self._last_activity = now
+        self._finish_reason = finish_reason
+        self._status = status
+        self._revision += 1
+        snapshot = self.snapshot()
+        subscriptions, self._subscriptions = self._subscriptions, []
+        for subscription in subscriptions:
+            subscription._deliver(snapshot)
+        self._changed.unpark_all()
+        return snapshot
+
+    # -- the watchdog's side ---------------------------------------------------------
+
+    def _excused_until(self) -> float | None:
+        """Until when declared waits excuse silence: None (no wait), inf, or a deadline."""
+        if not self._waits:
+            return None
+        latest = float("-inf")
+        for wait in self._waits:
+            if wait.deadline is None:
+                return float("inf")
+            latest = max(latest, wait.deadline)
+        return latest
+
+    def _mark_missed(self, count: int) -> None:
+        if self.terminal or count == self._missed:
+            return
+        self._missed = count
+        self._bump()
+
+    def _mark_unreachable(self) -> None:
+        if self.terminal or self._reachability == "unreachable":
+            return
+        self._reachability = "unreachable"
+        self._bump()
+
+    # -- internals -------------------------------------------------------------------
+
+    def _restart_clocks(self) -> None:
+        now = self._clock()
+        self._last_activity = now
+        self._quiet_since = self._heard_since = now
+        self._missed = 0
+        self._reachability = "reachable"
+
+    def _bump(self) -> None:
+        if self._reachability == "unreachable":
+            status: LivenessStatus = "unreachable"
+        elif self._missed:
+            status = "stalled"
+        elif self._waits:
+            status = "waiting"
+        elif self._started:
+            status = "running"
+        else:
+            status = "starting"
+        self._status = status
+        self._revision += 1
+        if self._subscriptions:
+            snapshot = self.snapshot()
+            for subscription in tuple(self._subscriptions):
+                subscription._deliver(snapshot)
+
+
+from ._watchdog import StallPolicy, StallWatchdog, create_stall_watchdog  # noqa: E402

@@ -10,8 +10,8 @@ import trio
 import operative
 from operative import (
     Budget,
-    Conversation,
     ContextManagement,
+    Conversation,
     GenerateRequest,
     GenerateResponse,
     ToolCall,
@@ -216,12 +216,14 @@ async def test_context_management_compacts_what_is_sent_not_what_is_stored() -> 
 async def test_open_run_refuses_bad_economics_options() -> None:
     """budget=, backpressure= and context_management= are checked eagerly."""
     model = ScriptedModel(["x"])
-    for option, value in (
+    bad: list[tuple[str, object]] = [
         ("budget", {"max_tokens": 5}),
         ("backpressure", 1.5),
         ("context_management", 8000),
         ("retry", 3),
-    ):
+    ]
+    for option, value in bad:
+        options: dict[str, Any] = {option: value}
         with pytest.raises(operative.InvalidArgument, match=option):
-            async with open_run(generate=model, conversation=_user(), **{option: value}):
+            async with open_run(generate=model, conversation=_user(), **options):
                 pass

@@ -109,14 +109,16 @@ class _Capture:
 
 
 _capturing: list[RunRecorder] = []
-_original_init: list[Callable[..., None]] = []
+_patched: list[tuple[bool, Any]] = []
+"""While capturing: (ActiveRun defined __init__ itself, that __init__)."""
 
 
 def _install() -> None:
-    if _original_init:
+    if _patched:
         return
+    own = "__init__" in vars(ActiveRun)
     original = ActiveRun.__init__
-    _original_init.append(original)
+    _patched.append((own, vars(ActiveRun).get("__init__")))
 
     def recording_init(run: ActiveRun, *args: Any, **kwargs: Any) -> None:
         original(run, *args, **kwargs)
@@ -127,5 +129,9 @@ def _install() -> None:
 
 
 def _uninstall() -> None:
-    if _original_init:
-        ActiveRun.__init__ = _original_init.pop()  # type: ignore[method-assign]
+    if _patched:
+        own, original = _patched.pop()
+        if own:
+            ActiveRun.__init__ = original  # type: ignore[method-assign]
+        else:
+            del ActiveRun.__init__
