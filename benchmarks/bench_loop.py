@@ -118,11 +118,24 @@ def _noop(event: object) -> None:
     pass
 
 
-async def operative_run(generate: Any, *, listen: bool = False) -> str:
+# An inactive budget (limits far above what the run spends) and a retry policy that
+# never fires: what the economics features cost a run that does not need them.
+GUARDED: dict[str, Any] = {
+    "budget": operative.Budget(max_tokens=10**9, max_requests=10**6, max_tool_calls=10**6),
+    "retry": operative.RetryOptions(),
+}
+
+
+async def operative_run(generate: Any, *, listen: bool = False, guarded: bool = False) -> str:
     conversation = Conversation()
     conversation.append_user_message("What is 1 + 1, twenty times over?")
+    extra = GUARDED if guarded else {}
     async with open_run(
-        generate=generate, conversation=conversation, toolbox=TOOLBOX, stop_when=NO_TOOL_CALLS
+        generate=generate,
+        conversation=conversation,
+        toolbox=TOOLBOX,
+        stop_when=NO_TOOL_CALLS,
+        **extra,
     ) as run:
         if listen:
             run.add_listener("*", _noop)
@@ -226,6 +239,8 @@ async def measure_per_step(repetitions: int, warmup: int) -> dict[str, Any]:
         "operative_1": lambda: operative_run(op1),
         "operative_events": lambda: operative_run(op20, listen=True),
         "operative_events_1": lambda: operative_run(op1, listen=True),
+        "operative_guarded": lambda: operative_run(op20, guarded=True),
+        "operative_guarded_1": lambda: operative_run(op1, guarded=True),
     }
     samples: dict[str, list[int]] = {name: [] for name in cases}
     for _ in range(warmup):
@@ -238,7 +253,7 @@ async def measure_per_step(repetitions: int, warmup: int) -> dict[str, Any]:
             samples[name].append(await _time_ns(fn))
     runs_us = {name: median(values) / 1000 for name, values in samples.items()}
     out: dict[str, Any] = {"steps": STEPS, "repetitions": repetitions, "warmup": warmup}
-    for name in ("floor", "operative", "operative_events"):
+    for name in ("floor", "operative", "operative_events", "operative_guarded"):
         whole, one = runs_us[name], runs_us[f"{name}_1"]
         ordered = sorted(samples[name])
         out[name] = {
@@ -426,6 +441,7 @@ def report(results: dict[str, Any]) -> None:
         ("floor (bare trio loop)", "floor"),
         ("operative", "operative"),
         ('operative + "*" listener', "operative_events"),
+        ("operative + idle budget + retry", "operative_guarded"),
     ):
         row = per[key]
         rows.append(
