@@ -15,10 +15,19 @@ from hypothesis import strategies as st
 
 import operative
 from operative import Conversation, open_run, stop_when
-from operative.testing import check_run_invariants
+from operative.retry import RetryOptions
+from operative.testing import (
+    FaultPlan,
+    RunRecorder,
+    ToolCallingModel,
+    check_run_invariants,
+    faulty_generate,
+    faulty_tool,
+)
 from operative.testing.strategies import (
     Interruption,
     Step,
+    fault_plans,
     interruptions,
     model_scripts,
     scripted_model,
@@ -141,3 +150,68 @@ def test_loop_invariants_hold_for_any_script(
         use_history=use_history,
         slow_hooks=slow_hooks,
     )
+
+
+@operative.tool(timeout=120)
+async def lookup(key: str, limit: int = 3) -> list[str]:
+    """Look ``key`` up (a tool the schema-driven model fills in)."""
+    await trio.sleep(0.5)
+    return [key] * min(limit, 3)
+
+
+@operative.tool
+async def note(text: str, tags: list[str] = []) -> str:  # noqa: B006 - never mutated
+    """Write a note."""
+    return text
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    tool_plan=fault_plans(call_ids=["call_1_0_lookup", "call_1_1_note"]),
+    model_plan=fault_plans(abort=False),
+    seed=st.integers(0, 3),
+    retry=st.booleans(),
+    maximum_steps=st.integers(1, 4),
+)
+def test_loop_invariants_hold_under_fault_plans(
+    tool_plan: FaultPlan, model_plan: FaultPlan, seed: int, retry: bool, maximum_steps: int
+) -> None:
+    """Faults injected into tools and the model (with or without retries) break no invariant."""
+
+    async def main() -> None:
+        recorder = RunRecorder()
+        executions: dict[str, int] = {}
+
+        def counted(tool: operative.Tool) -> operative.Tool:
+            async def count(arguments: Any, ctx: operative.ToolContext) -> Any:
+                executions[ctx.call_id] = executions.get(ctx.call_id, 0) + 1
+                return await tool._invoke(arguments, None)
+
+            return operative.Tool(
+                count,
+                name=tool.name,
+                input_type=tool.input_type,
+                input_schema=tool.input_schema,
+                timeout=tool.timeout,
+            )
+
+        seed_conversation = Conversation()
+        seed_conversation.append_user_message("go")
+        async with open_run(
+            generate=faulty_generate(ToolCallingModel(seed=seed), model_plan),
+            conversation=seed_conversation,
+            tools=[faulty_tool(counted(lookup), tool_plan), faulty_tool(counted(note), tool_plan)],
+            stop_when=stop_when.no_tool_calls(),
+            maximum_steps=maximum_steps,
+            retry=RetryOptions(max_attempts=2, jitter=False) if retry else None,
+        ) as run:
+            recorder.attach(run)
+            with trio.move_on_after(10_000):  # a hang without an abort ends here
+                await tool_plan.abort_when_due(run)
+                await run.result()
+            run.abort("bounded")
+        assert _live_tasks() == [], _live_tasks()
+        result = await run.result()
+        recorder.check(result, maximum_steps=maximum_steps, executions=executions)
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
