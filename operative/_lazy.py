@@ -117,8 +117,6 @@ class _SingleFlight(Generic[T]):
                 loaded = self._loader()
                 if inspect.isawaitable(loaded):
                     loaded = await loaded
-                else:
-                    await trio.lowlevel.checkpoint()
             except Exception as exc:
                 error = AsyncDefinitionLoadError(
                     f"the loader {_describe(self._loader)} raised {type(exc).__name__}: {exc}; "
@@ -133,6 +131,7 @@ class _SingleFlight(Generic[T]):
                 raise
             self._value = value
             self._loaded = True
+            await trio.lowlevel.checkpoint()  # a sync loader did not; the value is kept
             return value
         finally:
             # Cancelled mid-load: nothing is recorded, and a waiter loads again itself.
