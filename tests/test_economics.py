@@ -227,3 +227,30 @@ async def test_open_run_refuses_bad_economics_options() -> None:
         with pytest.raises(operative.InvalidArgument, match=option):
             async with open_run(generate=model, conversation=_user(), **options):
                 pass
+
+
+async def test_summarizing_compaction_is_paid_for_and_accounted() -> None:
+    """A summary written by compaction counts in the run's usage and passes the checker."""
+    from operative.context import summarize
+
+    summarizer = ScriptedModel(
+        [GenerateResponse(content="earlier: questions 0-5", usage=Usage.of(30, 5))]
+    )
+    history = Conversation()
+    history.append_system_message("be brief")
+    for turn in range(6):
+        history.append_user_message(f"question {turn} " + "x" * 2000)
+        history.append_assistant_message(f"answer {turn} " + "y" * 2000)
+    history.append_user_message("last question")
+    model = ScriptedModel([GenerateResponse(content="ok", usage=Usage.of(10, 1))])
+    result, events = await _run(
+        model,
+        conversation=history.current,
+        context_management=ContextManagement(
+            max_tokens=2_000, strategy=summarize(summarizer, keep_last=1)
+        ),
+    )
+    assert result.usage == Usage.of(40, 6)
+    (compacted,) = [e for e in events if e.type == "context.compacted"]
+    assert compacted.summarized
+    assert "earlier: questions 0-5" in model.requests[0].conversation.messages[1].text

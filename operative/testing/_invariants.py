@@ -241,7 +241,9 @@ def _check_steps(result: RunResult, events: Sequence[Any]) -> None:
 def _check_accounting(result: RunResult, events: Sequence[Any], maximum_steps: int | None) -> None:
     total = Usage()
     for event in events:
-        if event.type in ("generate.completed", "generate.error"):
+        # Every model call the run paid for: attempts, failed attempts, and summaries
+        # written by context compaction.
+        if event.type in ("generate.completed", "generate.error", "context.compacted"):
             total = total + event.usage
     if total != result.usage:
         _fail(
