@@ -40,6 +40,11 @@ __all__ = [
     "RunError",
     "RunEvent",
     "RunStarted",
+    "SteeringAccepted",
+    "SteeringApplied",
+    "SteeringFailed",
+    "SteeringRejected",
+    "SteeringSuperseded",
     "StepAborted",
     "StepCompleted",
     "StepGenerated",
@@ -275,6 +280,43 @@ class ContextCompacted(Event, frozen=True, kw_only=True, tag="context.compacted"
     """What a summarizing generate call cost (counted in the run's usage)."""
 
 
+class SteeringApplied(Event, frozen=True, kw_only=True, tag="steering.applied"):
+    """A run took up a new configuration version at a step's entry (once per version)."""
+
+    session_id: str
+    config_version: int
+    config: dict[str, Any] = msgspec.field(default_factory=dict)
+    previous_version: int = 0
+    """The version the run had applied (or the session's floor) before this one."""
+
+
+class _SteeringCommandEvent(Event, frozen=True, kw_only=True):
+    session_id: str
+    command_id: str
+    command: str
+    """``"pause"``, ``"resume"`` or ``"configure"``."""
+    config_version: int = 0
+    reason: str = ""
+
+
+class SteeringAccepted(_SteeringCommandEvent, frozen=True, kw_only=True, tag="steering.accepted"):
+    """A host's steering command changed the session's desired state."""
+
+
+class SteeringRejected(_SteeringCommandEvent, frozen=True, kw_only=True, tag="steering.rejected"):
+    """A steering command was refused (a stale version, a redundant pause, ...)."""
+
+
+class SteeringSuperseded(
+    _SteeringCommandEvent, frozen=True, kw_only=True, tag="steering.superseded"
+):
+    """An accepted command was replaced by a newer one before any run took it up."""
+
+
+class SteeringFailed(_SteeringCommandEvent, frozen=True, kw_only=True, tag="steering.failed"):
+    """Processing a steering command raised."""
+
+
 RunEvent: TypeAlias = (
     RunStarted
     | RunCompleted
@@ -302,6 +344,11 @@ RunEvent: TypeAlias = (
     | BudgetLimitExceeded
     | ContextBudgetWarning
     | ContextCompacted
+    | SteeringApplied
+    | SteeringAccepted
+    | SteeringRejected
+    | SteeringSuperseded
+    | SteeringFailed
 )
 """Every event a run emits, one tagged union (decodes in one pass)."""
 

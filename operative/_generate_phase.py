@@ -160,7 +160,7 @@ class GeneratePhase(RunState):
             if budget is not None:
                 # Enforced once the answer is in the transcript: it was paid for.
                 self._budget_pending = budget.charge_usage(usage, response.model)
-        self._last_activity = self._now()
+        self._touch()
         if hub.wants("generate.completed"):
             await hub.emit(
                 GenerateCompleted(

@@ -18,6 +18,7 @@ from .conditions import StopCondition
 from .context import ContextManagement
 from .conversation import Conversation, ConversationHistory
 from .hooks import HOOK_NAMES, AnyHook, HookRegistry
+from .liveness import StallPolicy
 from .retry import RetryOptions
 from .tools import Toolbox
 
@@ -56,6 +57,11 @@ class RunOptions(TypedDict, total=False):
     budget: Budget | CostBudgetMonitor | None
     backpressure: BackpressureStrategy | None
     context_management: ContextManagement | None
+    steering: Any
+    selection: Any
+    stall_policy: StallPolicy | None
+    on_approval: Callable[..., Any] | None
+    approval_timeout: float | None
 
 
 @attrs.frozen(kw_only=True)
@@ -100,6 +106,14 @@ class RunConfig:
     budget: Budget | CostBudgetMonitor | None = None
     backpressure: BackpressureStrategy | None = None
     context_management: ContextManagement | None = None
+    steering: Any = None
+    """A SteeringGate consulted at every step's entry."""
+    selection: Any = None
+    """A SelectionGate revalidated at every step's entry."""
+    stall_policy: StallPolicy | None = None
+    on_approval: Callable[..., Any] | None = None
+    """Decides parked approvals while the run stays alive (see the tool phase)."""
+    approval_timeout: float | None = None
 
 
 def _as_tuple(value: Any, what: str) -> tuple[Any, ...]:
@@ -231,6 +245,38 @@ def configure_run(
             "context_management= takes a ContextManagement, got "
             f"{type(context_management).__name__}"
         )
+    steering = options.get("steering")
+    if steering is not None and not options.get("run_id"):
+        raise InvalidArgument(
+            "steering= needs a run_id=: the run's steering.applied events name it, and runs "
+            "on one session de-duplicate by it"
+        )
+    selection = options.get("selection")
+    if selection is not None and not (
+        callable(getattr(selection, "get_plan", None))
+        and callable(getattr(selection, "revalidate", None))
+    ):
+        raise InvalidArgument(
+            "selection= takes a SelectionGate (get_plan() and revalidate(plan)), got "
+            f"{type(selection).__name__}"
+        )
+    stall_policy = options.get("stall_policy")
+    if stall_policy is not None and not isinstance(stall_policy, StallPolicy):
+        raise InvalidArgument(
+            f"stall_policy= takes a StallPolicy, got {type(stall_policy).__name__}"
+        )
+    on_approval = options.get("on_approval")
+    if on_approval is not None and not callable(on_approval):
+        raise InvalidArgument(f"on_approval= takes an async callable, got {on_approval!r}")
+    approval_timeout = options.get("approval_timeout")
+    if approval_timeout is not None and (
+        isinstance(approval_timeout, bool)
+        or not isinstance(approval_timeout, int | float)
+        or approval_timeout <= 0
+    ):
+        raise InvalidArgument(
+            f"approval_timeout= takes seconds > 0 or None, got {approval_timeout!r}"
+        )
     config = RunConfig(
         generate=generate,
         toolbox=make_toolbox(toolbox, tools),
@@ -253,5 +299,10 @@ def configure_run(
         budget=budget,
         backpressure=backpressure,
         context_management=context_management,
+        steering=steering,
+        selection=selection,
+        stall_policy=stall_policy,
+        on_approval=on_approval,
+        approval_timeout=None if approval_timeout is None else float(approval_timeout),
     )
     return config, live

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -32,6 +32,10 @@ from ._events import (
     RunCompleted,
     RunError,
     RunStarted,
+    SteeringAccepted,
+    SteeringFailed,
+    SteeringRejected,
+    SteeringSuperseded,
     StepAborted,
 )
 from ._model import GenerateFunction
@@ -47,7 +51,15 @@ from .conversation import (
     tool_result_message,
 )
 from .hooks import call_hook
-from .liveness import LivenessSnapshot
+from .liveness import (
+    LivenessSnapshot,
+    SnapshotObserver,
+    SnapshotStream,
+    SnapshotSubscription,
+    create_stall_watchdog,
+    terminal_status,
+)
+from .steering import SteeringOutcome
 
 __all__ = ["ActiveRun", "open_run"]
 
@@ -56,6 +68,12 @@ logger = logging.getLogger("operative.run")
 _ABORTED = FinishReason.ABORTED
 _ERROR = FinishReason.ERROR
 _BUDGET_EXCEEDED = FinishReason.BUDGET_EXCEEDED
+_STEERING_EVENTS: dict[str, Any] = {
+    "accepted": SteeringAccepted,
+    "rejected": SteeringRejected,
+    "superseded": SteeringSuperseded,
+    "failed": SteeringFailed,
+}
 
 
 class ActiveRun(StepLoop):
@@ -68,7 +86,7 @@ class ActiveRun(StepLoop):
     __slots__ = ()
 
     def __repr__(self) -> str:
-        return f"<ActiveRun {self.run_id} {self._status} step={self._step}>"
+        return f"<ActiveRun {self.run_id} {self._liveness.status} step={self._step}>"
 
     # -- control ---------------------------------------------------------------------
 
@@ -100,18 +118,19 @@ class ActiveRun(StepLoop):
 
     def snapshot(self) -> LivenessSnapshot:
         """How the run is doing now; never blocks, never changes anything."""
-        result = self._result
-        return LivenessSnapshot(
-            id=self.run_id,
-            status=self._status,
-            revision=self._revision,
-            step=self._step,
-            usage=self._usage,
-            started_at=self._started_at,
-            observed_at=trio.current_time(),
-            last_activity_at=self._last_activity,
-            finish_reason=result.finish_reason if result is not None else None,
-        )
+        return self._liveness.snapshot()
+
+    def subscribe_snapshot(self, observer: SnapshotObserver) -> SnapshotSubscription:
+        """Call ``observer(snapshot)`` now, then on every revision change.
+
+        The terminal snapshot is delivered exactly once, then the subscription ends.
+        Returns a handle with ``unsubscribe()`` (also usable as a ``with`` block).
+        """
+        return self._liveness.subscribe_snapshot(observer)
+
+    def snapshots(self, *, capacity: int = 16) -> SnapshotStream:
+        """Iterate snapshots as they change, ending after the terminal one."""
+        return self._liveness.snapshots(capacity=capacity)
 
     def statistics(self) -> dict[str, int]:
         """Counters for debugging: steps so far, listener failures."""
@@ -163,15 +182,12 @@ class ActiveRun(StepLoop):
         error: BaseException | None = None
         escaping: BaseException | None = None
         self._now = trio.lowlevel.current_clock().current_time
-        self._started_at = self._now()
-        self._status = "running"
-        self._touch()
+        started_at = self._now()
+        self._liveness.start()
         hub = self._hub
         if hub.wants("run.started"):
             hub.emit_nowait(
-                RunStarted(
-                    run_id=self.run_id, time=self._started_at, agent_name=self._cfg.agent_name
-                )
+                RunStarted(run_id=self.run_id, time=started_at, agent_name=self._cfg.agent_name)
             )
         # A call left open by an earlier, cut-short turn is answered before the model
         # sees the transcript (providers reject open calls); the run never leaves one.
@@ -192,12 +208,13 @@ class ActiveRun(StepLoop):
             )
         budget = self._budget
         if budget is not None:
-            budget.start(self._started_at)
+            budget.start(started_at)
             if budget.deadline is not None:
                 self._add_deadline(
                     budget.deadline, CancelReason(_BUDGET_EXCEEDED, "budget exceeded: duration")
                 )
         budget_status: BudgetStatus | None = None
+        remove_steering_listener = self._listen_to_steering()
         try:
             with self._scope:
                 try:
@@ -224,9 +241,39 @@ class ActiveRun(StepLoop):
                             cancel = CancelReason(_BUDGET_EXCEEDED, budget_status.exceeded.message)
                 assert cancel is not None, "the run scope was cancelled without a reason"
                 finish, reason = cancel.finish_reason, cancel.message
+        if remove_steering_listener is not None:
+            remove_steering_listener()
         await self._finish(finish, error, reason, budget_status)
         if escaping is not None:
             raise escaping
+
+    def _listen_to_steering(self) -> Callable[[], None] | None:
+        """Announce the outcomes of the session's steering commands as run events."""
+        add = getattr(self._cfg.steering, "add_listener", None)
+        if add is None:
+            return None
+        hub = self._hub
+
+        def announce(outcome: SteeringOutcome) -> None:
+            event_class = _STEERING_EVENTS.get(outcome.status)
+            if event_class is None or not hub.wants(outcome.event_type):
+                return
+            command = outcome.command
+            hub.emit_nowait(
+                event_class(
+                    run_id=self.run_id,
+                    step=self._step,
+                    time=self._now(),
+                    session_id=outcome.session_id,
+                    command_id=outcome.command_id,
+                    command=command.__struct_config__.tag,
+                    config_version=outcome.config_version,
+                    reason=outcome.reason,
+                )
+            )
+
+        remove: Callable[[], None] = add(announce)
+        return remove
 
     async def _recover(self, exc: Exception) -> tuple[FinishReason, BaseException | None]:
         """Offer a failure to the ``on_error`` hooks; one may turn it into an answer."""
@@ -340,7 +387,6 @@ class ActiveRun(StepLoop):
         finish = result.finish_reason
         end = self._now()
         if finish is _ERROR:
-            self._status = "failed"
             terminal: Any = RunError(
                 run_id=run_id,
                 step=self._step,
@@ -351,7 +397,6 @@ class ActiveRun(StepLoop):
                 steps=len(steps),
             )
         elif finish is _ABORTED:
-            self._status = "aborted"
             terminal = RunAborted(
                 run_id=run_id,
                 step=self._step,
@@ -361,7 +406,6 @@ class ActiveRun(StepLoop):
                 steps=len(steps),
             )
         else:
-            self._status = "completed"
             terminal = RunCompleted(
                 run_id=run_id,
                 step=self._step,
@@ -372,8 +416,7 @@ class ActiveRun(StepLoop):
                 steps=len(steps),
                 recovered_error=self._recovered_error,
             )
-        self._revision += 1
-        self._last_activity = end
+        self._liveness.finish(terminal_status(finish), finish, step=self._step, usage=self._usage)
         hub.emit_nowait(terminal)
         self._done.set()
         hub.close()
@@ -409,6 +452,10 @@ async def open_run(
     body_error: BaseException | None = None
     async with trio.open_nursery() as nursery:
         nursery.start_soon(run._drive, name=f"operative run {run.run_id}")
+        if config.stall_policy is not None:
+            watchdog = create_stall_watchdog(run._liveness, config.stall_policy, on_abort=run.abort)
+            # It returns by itself once the run's liveness is terminal.
+            nursery.start_soon(watchdog.run, name=f"operative stall watchdog {run.run_id}")
         try:
             yield run
         except BaseException as exc:

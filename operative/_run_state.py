@@ -21,7 +21,8 @@ from .budgets import BudgetStatus, BudgetTracker
 from .context import ContextManager
 from .conversation import Conversation
 from .hooks import HookContext
-from .liveness import LivenessStatus
+from .liveness import DeclaredWait, LivenessTracker
+from .steering import SteeringCursor
 
 __all__ = ["NO_USAGE", "CancelReason", "Inflight", "RunState"]
 
@@ -67,18 +68,17 @@ class RunState:
         "_done",
         "_hub",
         "_inflight",
-        "_last_activity",
+        "_liveness",
         "_now",
         "_output",
         "_recovered_error",
         "_result",
-        "_revision",
         "_schema_attempts",
         "_schema_validation",
         "_scope",
         "_seen_call_ids",
-        "_started_at",
-        "_status",
+        "_steering",
+        "_steering_wait",
         "_step",
         "_steps",
         "_usage",
@@ -100,10 +100,7 @@ class RunState:
         self._steps: list[StepResult] = []
         self._usage = Usage()
         self._step = 0
-        self._status: LivenessStatus = "starting"
-        self._revision = 0
-        self._started_at: float | None = None
-        self._last_activity: float | None = None
+        self._liveness = LivenessTracker(self.run_id, clock=self._clock_now)
         self._now = trio.current_time
         self._inflight: Inflight | None = None
         self._seen_call_ids: set[str] = set()
@@ -116,6 +113,17 @@ class RunState:
             BudgetTracker(config.budget, run_id=self.run_id) if config.budget is not None else None
         )
         self._budget_pending: BudgetStatus | None = None
+        self._steering_wait: DeclaredWait | None = None
+        self._steering: SteeringCursor | None = (
+            SteeringCursor(
+                config.steering,
+                self.run_id,
+                on_park=self._steering_parked,
+                on_unpark=self._steering_resumed,
+            )
+            if config.steering is not None
+            else None
+        )
         self._context: ContextManager | None = (
             ContextManager(config.context_management)
             if config.context_management is not None
@@ -140,10 +148,19 @@ class RunState:
             return None
         return min(self._deadlines, key=lambda item: item[0])[1]
 
+    def _steering_parked(self, state: object) -> None:
+        self._steering_wait = self._liveness.declare_wait("steering")
+
+    def _steering_resumed(self) -> None:
+        self._liveness.clear_wait(self._steering_wait)
+        self._steering_wait = None
+
+    def _clock_now(self) -> float:
+        return self._now()
+
     def _touch(self) -> None:
-        """Record progress for liveness (one clock read)."""
-        self._last_activity = self._now()
-        self._revision += 1
+        """A progress pulse for liveness: the run moved forward."""
+        self._liveness.pulse("progress", step=self._step, usage=self._usage)
 
     def _hook_context(self) -> HookContext:
         cfg = self._cfg

@@ -31,6 +31,7 @@ from ._tool_phase import ToolPhase, select_specs
 from ._types import FinishReason, ToolResult
 from .conversation import ConversationHistory, tool_result_message
 from .hooks import call_hook
+from .steering import check_selection
 
 __all__ = ["StepLoop"]
 
@@ -48,9 +49,17 @@ class StepLoop(GeneratePhase, ToolPhase):
         hooks = cfg.hooks
         specs = cfg.toolbox.specs()
         budget = self._budget
+        steering = self._steering
         for step in range(1, cfg.maximum_steps + 1):
             await trio.lowlevel.checkpoint()
             self._step = step
+            if steering is not None:
+                # A paused run parks here, between steps, with nothing in flight.
+                for applied in await steering.at_step_entry(step):
+                    if hub.wants("steering.applied"):
+                        await hub.emit(applied)
+            if cfg.selection is not None:
+                check_selection(cfg.selection, step=step)
             inflight = self._inflight = Inflight(step)
             self._touch()
             if hub.wants("step.started"):

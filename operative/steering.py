@@ -27,6 +27,7 @@ import msgspec
 import trio
 
 from ._errors import InvalidArgument, SelectionRevalidationError
+from ._events import SteeringApplied
 
 __all__ = [
     "Configure",
@@ -88,26 +89,6 @@ class SteeringGate(Protocol):
     async def wait_for_resume(self) -> None:
         """Return once the session is no longer paused (a cancellable park)."""
         ...
-
-
-class SteeringApplied(msgspec.Struct, frozen=True, kw_only=True):
-    """A run took up a new configuration version at a step's entry (``steering.applied``).
-
-    The fields mirror the run events' (``run_id``, ``step``, ``time``) so the loop emits
-    it as the ``steering.applied`` event unchanged.
-    """
-
-    run_id: str
-    step: int = 0
-    time: float = 0.0
-    session_id: str
-    config_version: int
-    config: dict[str, Any] = msgspec.field(default_factory=dict)
-    previous_version: int = 0
-    """The version the run had applied (or the session's floor) before this one."""
-
-
-# -- the command surface -------------------------------------------------------------
 
 
 class Pause(msgspec.Struct, frozen=True, kw_only=True, tag="pause", tag_field="kind"):
