@@ -11,7 +11,9 @@ from ._agent import RunnableAgent as RunnableAgent
 from ._agent import create_agent as create_agent
 from ._codec import decode as decode
 from ._codec import encode as encode
+from ._errors import AgentContractError as AgentContractError
 from ._errors import ApprovalError as ApprovalError
+from ._errors import AsyncDefinitionLoadError as AsyncDefinitionLoadError
 from ._errors import BudgetExceededError as BudgetExceededError
 from ._errors import ConflictError as ConflictError
 from ._errors import ConversationError as ConversationError
@@ -25,10 +27,13 @@ from ._errors import OperativeError as OperativeError
 from ._errors import OutputValidationError as OutputValidationError
 from ._errors import ProviderError as ProviderError
 from ._errors import SchemaVersionError as SchemaVersionError
+from ._errors import SelectionRevalidationError as SelectionRevalidationError
 from ._errors import ToolDefinitionError as ToolDefinitionError
 from ._events import Event as Event
 from ._events import EventStream as EventStream
 from ._events import RunEvent as RunEvent
+from ._lazy import create_lazy_agent as create_lazy_agent
+from ._lazy import create_lazy_generate as create_lazy_generate
 from ._model import GenerateFunction as GenerateFunction
 from ._model import GenerateRequest as GenerateRequest
 from ._model import GenerateResponse as GenerateResponse
@@ -38,6 +43,7 @@ from ._results import SchemaValidation as SchemaValidation
 from ._results import StepResult as StepResult
 from ._run import ActiveRun as ActiveRun
 from ._run import open_run as open_run
+from ._types import ApprovalDecision as ApprovalDecision
 from ._types import Authority as Authority
 from ._types import FinishReason as FinishReason
 from ._types import PendingApproval as PendingApproval
@@ -61,7 +67,9 @@ from .conversation import resolve_tool_result as resolve_tool_result
 from .hooks import HookContext as HookContext
 from .hooks import HookRegistry as HookRegistry
 from .liveness import LivenessSnapshot as LivenessSnapshot
+from .liveness import StallPolicy as StallPolicy
 from .retry import RetryOptions as RetryOptions
+from .steering import Steering as Steering
 from .storage import ConditionalTextValueStore as ConditionalTextValueStore
 from .storage import MemoryStore as MemoryStore
 from .tools import ApprovalPolicy as ApprovalPolicy
@@ -78,10 +86,13 @@ from .tools import tool as tool
 __all__ = [
     "ActiveRun",
     "Agent",
+    "AgentContractError",
     "AgentInput",
     "AgentRunContext",
+    "ApprovalDecision",
     "ApprovalError",
     "ApprovalPolicy",
+    "AsyncDefinitionLoadError",
     "Authority",
     "Budget",
     "BudgetExceededError",
@@ -127,6 +138,9 @@ __all__ = [
     "RunnableAgent",
     "SchemaValidation",
     "SchemaVersionError",
+    "SelectionRevalidationError",
+    "StallPolicy",
+    "Steering",
     "StepResult",
     "TextPart",
     "Tool",
@@ -139,6 +153,8 @@ __all__ = [
     "Toolbox",
     "Usage",
     "create_agent",
+    "create_lazy_agent",
+    "create_lazy_generate",
     "decode",
     "encode",
     "find_dangling_tool_calls",

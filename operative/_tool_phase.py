@@ -13,6 +13,7 @@ offered at this step, or cut short (those are settled by clean-up as ``cancelled
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 import msgspec
 import trio
 
-from ._errors import HookError, InvalidResponseError
+from ._errors import ApprovalError, HookError, InvalidResponseError
 from ._events import ToolResultValidated, ToolsExecuted, ToolsExecuting
 from ._run_state import Inflight, RunState
 from ._types import ToolCall, ToolResult
@@ -121,7 +122,7 @@ class ToolPhase(RunState):
             on_elicitation=cfg.on_elicitation,
             emit=hub.emit,
         )
-        execute = cfg.toolbox.execute
+        execute = cfg.toolbox.execute if cfg.on_approval is None else self._execute_or_park
         if len(to_run) == 1:
             index, call = to_run[0]
             results[index] = await execute(call, execution)
@@ -165,6 +166,53 @@ class ToolPhase(RunState):
             await hub.emit(ToolsExecuted(run_id=run_id, step=step, time=self._now(), results=final))
         return final
 
+    async def _execute_or_park(self, call: ToolCall, execution: ExecutionContext) -> ToolResult:
+        """Execute a call; one that needs approval parks its task until a person decides.
+
+        The run stays alive meanwhile: it reports ``waiting`` (an ``approval`` declared
+        wait, so the stall watchdog is paused), other tool calls carry on, and an abort
+        cancels the wait like any other. With ``approval_timeout`` a missing decision
+        becomes a ``denied`` result.
+        """
+        cfg = self._cfg
+        toolbox = cfg.toolbox
+        result = await toolbox.execute(call, execution)
+        pending = result.pending_approval
+        if result.outcome != "action-required" or pending is None or cfg.on_approval is None:
+            return result
+        timeout = cfg.approval_timeout
+        deadline = self._now() + timeout if timeout is not None else None
+        wait = self._liveness.declare_wait(
+            "approval", deadline=deadline, detail=f"{pending.tool_name} ({pending.approval_id})"
+        )
+        try:
+            with trio.move_on_at(deadline if deadline is not None else math.inf) as scope:
+                decision = await call_hook(cfg.on_approval, pending)
+        finally:
+            self._liveness.clear_wait(wait)
+        request = cfg.request_context
+        try:
+            if scope.cancelled_caught:
+                return await toolbox.deny_approval(
+                    pending,
+                    reason=f"nobody decided within {timeout:g} s",
+                    request_context=request,
+                )
+            approved, reason = _approved(decision)
+            if approved:
+                return await toolbox.resume_approval(
+                    pending, request_context=request, context=execution
+                )
+            return await toolbox.deny_approval(pending, reason=reason, request_context=request)
+        except ApprovalError as exc:
+            return ToolResult(
+                call_id=call.id,
+                tool_name=call.name,
+                outcome="error",
+                error=f"The approval for this call could not be applied: {exc}",
+                detail=exc.reason,
+            )
+
     async def _before_tools(
         self,
         to_run: list[tuple[int, ToolCall]],
@@ -196,6 +244,19 @@ class ToolPhase(RunState):
                     error=f"The call to {call.name!r} was skipped by the host before it ran.",
                 )
         return [(by_id[call.id], call) for call in current]
+
+
+def _approved(decision: Any) -> tuple[bool, str]:
+    """Read an ``on_approval`` decision: a bool, or an object with ``approved``/``reason``."""
+    if isinstance(decision, bool):
+        return decision, ""
+    approved = getattr(decision, "approved", None)
+    if isinstance(approved, bool):
+        return approved, str(getattr(decision, "reason", "") or "")
+    raise HookError(
+        f"on_approval returned {decision!r}; return True (approve), False (deny) or an "
+        "ApprovalDecision(approved=..., reason=...)"
+    )
 
 
 def select_specs(specs: tuple[Any, ...], chosen: Any, hook: Any) -> tuple[Any, ...]:

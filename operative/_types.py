@@ -12,6 +12,7 @@ from typing import Any, Literal
 import msgspec
 
 __all__ = [
+    "ApprovalDecision",
     "Authority",
     "FinishReason",
     "PendingApproval",
@@ -133,6 +134,14 @@ class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
     """Milliseconds since the epoch (wall clock: approvals cross processes)."""
     expires_at: int
     signature: str
+
+
+class ApprovalDecision(msgspec.Struct, frozen=True, kw_only=True):
+    """A person's decision on a parked call (what an ``on_approval`` handler returns)."""
+
+    approved: bool
+    reason: str = ""
+    """Why, for a denial: the model reads it."""
 
 
 class ToolResult(msgspec.Struct, frozen=True, kw_only=True, gc=False):
