@@ -7,6 +7,7 @@ from . import conditions as stop_when
 from ._agent import Agent as Agent
 from ._agent import AgentInput as AgentInput
 from ._agent import AgentRunContext as AgentRunContext
+from ._agent import RunHandle as RunHandle
 from ._agent import RunnableAgent as RunnableAgent
 from ._agent import create_agent as create_agent
 from ._codec import decode as decode
@@ -133,6 +134,7 @@ __all__ = [
     "RequestContext",
     "RetryOptions",
     "RunEvent",
+    "RunHandle",
     "RunOptions",
     "RunResult",
     "RunnableAgent",

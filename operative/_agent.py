@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol, Unpack, runtime_checkable
 
 import attrs
 
 from ._errors import InvalidArgument
+from ._events import Listener, Overflow
 from ._model import GenerateFunction
 from ._options import DEFAULT_MAXIMUM_STEPS, RunOptions, configure_run, make_toolbox
 from ._results import RunResult
 from ._run import ActiveRun, open_run
 from .conditions import StopCondition, no_tool_calls
 from .conversation import ContentPart, Conversation, ConversationHistory
+from .liveness import LivenessSnapshot
 from .tools import Toolbox
 
-__all__ = ["Agent", "AgentInput", "AgentRunContext", "RunnableAgent", "create_agent"]
+__all__ = ["Agent", "AgentInput", "AgentRunContext", "RunHandle", "RunnableAgent", "create_agent"]
 
 AgentInput = str | Sequence[ContentPart] | ConversationHistory
 """A fresh user message (text or multi-modal parts), or a history to continue."""
@@ -36,6 +38,30 @@ class AgentRunContext:
 
 
 @runtime_checkable
+class RunHandle(Protocol):
+    """What every run handle offers (an ``ActiveRun``, a lazy agent's run, ...)."""
+
+    @property
+    def run_id(self) -> str: ...
+
+    def abort(self, reason: str = "aborted") -> None: ...
+
+    def add_listener(self, type: str, listener: Listener) -> Callable[[], None]: ...
+
+    def events(
+        self, *types: str, capacity: int = 256, overflow: Overflow = "block"
+    ) -> AsyncIterator[Any]: ...
+
+    def snapshot(self) -> LivenessSnapshot: ...
+
+    async def result(self) -> RunResult: ...
+
+    async def unwrap(self) -> RunResult: ...
+
+    async def output(self) -> Any: ...
+
+
+@runtime_checkable
 class RunnableAgent(Protocol):
     """What lazy agents and multi-agent patterns need from an agent."""
 
@@ -51,7 +77,7 @@ class RunnableAgent(Protocol):
 
     def open_run(
         self, input: AgentInput, *, context: AgentRunContext | None = None
-    ) -> AbstractAsyncContextManager[ActiveRun]: ...
+    ) -> AbstractAsyncContextManager[RunHandle]: ...
 
 
 @attrs.frozen(kw_only=True)
