@@ -3,6 +3,9 @@
 Every name here is re-exported from a private module; see the docs for the guide.
 """
 
+import importlib
+import typing
+
 from . import conditions as stop_when
 from ._agent import Agent as Agent
 from ._agent import AgentInput as AgentInput
@@ -33,8 +36,6 @@ from ._errors import ToolDefinitionError as ToolDefinitionError
 from ._events import Event as Event
 from ._events import EventStream as EventStream
 from ._events import RunEvent as RunEvent
-from ._lazy import create_lazy_agent as create_lazy_agent
-from ._lazy import create_lazy_generate as create_lazy_generate
 from ._model import GenerateFunction as GenerateFunction
 from ._model import GenerateRequest as GenerateRequest
 from ._model import GenerateResponse as GenerateResponse
@@ -54,8 +55,6 @@ from ._types import ToolOutcome as ToolOutcome
 from ._types import ToolResult as ToolResult
 from ._types import ToolSpec as ToolSpec
 from ._types import Usage as Usage
-from .budgets import Budget as Budget
-from .context import ContextManagement as ContextManagement
 from .conversation import Conversation as Conversation
 from .conversation import ConversationHistory as ConversationHistory
 from .conversation import FilePart as FilePart
@@ -70,7 +69,6 @@ from .hooks import HookRegistry as HookRegistry
 from .liveness import LivenessSnapshot as LivenessSnapshot
 from .liveness import StallPolicy as StallPolicy
 from .retry import RetryOptions as RetryOptions
-from .steering import Steering as Steering
 from .storage import ConditionalTextValueStore as ConditionalTextValueStore
 from .storage import MemoryStore as MemoryStore
 from .tools import ApprovalPolicy as ApprovalPolicy
@@ -83,6 +81,13 @@ from .tools import Tool as Tool
 from .tools import Toolbox as Toolbox
 from .tools import ToolContext as ToolContext
 from .tools import tool as tool
+
+if typing.TYPE_CHECKING:
+    from ._lazy import create_lazy_agent as create_lazy_agent
+    from ._lazy import create_lazy_generate as create_lazy_generate
+    from .budgets import Budget as Budget
+    from .context import ContextManagement as ContextManagement
+    from .steering import Steering as Steering
 
 __all__ = [
     "ActiveRun",
@@ -166,3 +171,23 @@ __all__ = [
     "stop_when",
     "tool",
 ]
+
+
+# Optional subsystems load on first use, so ``import operative`` stays light.
+_LAZY: dict[str, tuple[str, str]] = {
+    "create_lazy_agent": ("._lazy", "create_lazy_agent"),
+    "create_lazy_generate": ("._lazy", "create_lazy_generate"),
+    "Budget": (".budgets", "Budget"),
+    "ContextManagement": (".context", "ContextManagement"),
+    "Steering": (".steering", "Steering"),
+}
+
+
+def __getattr__(name: str) -> object:
+    try:
+        module, attribute = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'operative' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module, __name__), attribute)
+    globals()[name] = value
+    return value

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import attrs
 
@@ -12,15 +12,17 @@ from ._errors import InvalidArgument
 from ._model import GenerateFunction
 from ._output import output_schema
 from ._types import RequestContext
-from .backpressure import BackpressureStrategy
-from .budgets import Budget, CostBudgetMonitor
 from .conditions import StopCondition
-from .context import ContextManagement
 from .conversation import Conversation, ConversationHistory
 from .hooks import HOOK_NAMES, AnyHook, HookRegistry
 from .liveness import StallPolicy
 from .retry import RetryOptions
 from .tools import Toolbox
+
+if TYPE_CHECKING:
+    from .backpressure import BackpressureStrategy
+    from .budgets import Budget, CostBudgetMonitor
+    from .context import ContextManagement
 
 __all__ = ["RunConfig", "RunOptions", "configure_run", "make_toolbox"]
 
@@ -229,6 +231,9 @@ def configure_run(
     if retry is not None and not isinstance(retry, RetryOptions):
         raise InvalidArgument(f"retry= takes RetryOptions, got {type(retry).__name__}")
     budget = options.get("budget")
+    if budget is not None:
+        # Optional subsystems load when a run uses them, keeping ``import operative`` light.
+        from .budgets import Budget, CostBudgetMonitor
     if budget is not None and not isinstance(budget, Budget | CostBudgetMonitor):
         raise InvalidArgument(
             f"budget= takes a Budget or a CostBudgetMonitor, got {type(budget).__name__}"
@@ -240,6 +245,8 @@ def configure_run(
             f"GenerateLimiter), got {type(backpressure).__name__}"
         )
     context_management = options.get("context_management")
+    if context_management is not None:
+        from .context import ContextManagement
     if context_management is not None and not isinstance(context_management, ContextManagement):
         raise InvalidArgument(
             "context_management= takes a ContextManagement, got "

@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -44,7 +44,6 @@ from ._results import RunResult, StepResult
 from ._run_state import CancelReason
 from ._step import StepLoop
 from ._types import FinishReason
-from .budgets import BudgetStatus
 from .conversation import (
     cancelled_result,
     repair_dangling_tool_calls,
@@ -59,7 +58,10 @@ from .liveness import (
     create_stall_watchdog,
     terminal_status,
 )
-from .steering import SteeringOutcome
+
+if TYPE_CHECKING:
+    from .budgets import BudgetStatus
+    from .steering import SteeringOutcome
 
 __all__ = ["ActiveRun", "open_run"]
 

@@ -8,7 +8,7 @@ phase a module of its own without a per-step indirection.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -17,12 +17,14 @@ from ._events import BudgetLimitExceeded, BudgetThresholdCrossed, Event, EventHu
 from ._options import RunConfig
 from ._results import RunResult, SchemaValidation, StepResult
 from ._types import FinishReason, ToolCall, ToolResult, Usage
-from .budgets import BudgetStatus, BudgetTracker
-from .context import ContextManager
 from .conversation import Conversation
 from .hooks import HookContext
 from .liveness import DeclaredWait, LivenessTracker
-from .steering import SteeringCursor
+
+if TYPE_CHECKING:
+    from .budgets import BudgetStatus, BudgetTracker
+    from .context import ContextManager
+    from .steering import SteeringCursor
 
 __all__ = ["NO_USAGE", "CancelReason", "Inflight", "RunState"]
 
@@ -109,26 +111,29 @@ class RunState:
         self._output: Any = None
         self._content_override: str | None = None
         self._recovered_error: str | None = None
-        self._budget: BudgetTracker | None = (
-            BudgetTracker(config.budget, run_id=self.run_id) if config.budget is not None else None
-        )
+        # Optional subsystems are imported only by runs that use them.
+        self._budget: BudgetTracker | None = None
+        if config.budget is not None:
+            from .budgets import BudgetTracker
+
+            self._budget = BudgetTracker(config.budget, run_id=self.run_id)
         self._budget_pending: BudgetStatus | None = None
         self._steering_wait: DeclaredWait | None = None
-        self._steering: SteeringCursor | None = (
-            SteeringCursor(
+        self._steering: SteeringCursor | None = None
+        if config.steering is not None:
+            from .steering import SteeringCursor
+
+            self._steering = SteeringCursor(
                 config.steering,
                 self.run_id,
                 on_park=self._steering_parked,
                 on_unpark=self._steering_resumed,
             )
-            if config.steering is not None
-            else None
-        )
-        self._context: ContextManager | None = (
-            ContextManager(config.context_management)
-            if config.context_management is not None
-            else None
-        )
+        self._context: ContextManager | None = None
+        if config.context_management is not None:
+            from .context import ContextManager
+
+            self._context = ContextManager(config.context_management)
 
     def _cancel(self, reason: CancelReason) -> None:
         if self._done.is_set():

@@ -31,7 +31,6 @@ from ._tool_phase import ToolPhase, select_specs
 from ._types import FinishReason, ToolResult
 from .conversation import ConversationHistory, tool_result_message
 from .hooks import call_hook
-from .steering import check_selection
 
 __all__ = ["StepLoop"]
 
@@ -59,6 +58,8 @@ class StepLoop(GeneratePhase, ToolPhase):
                     if hub.wants("steering.applied"):
                         await hub.emit(applied)
             if cfg.selection is not None:
+                from .steering import check_selection
+
                 check_selection(cfg.selection, step=step)
             inflight = self._inflight = Inflight(step)
             self._touch()
