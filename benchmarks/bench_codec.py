@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 
 from operative._codec import decode, encode
-from operative._convert import converter
+from operative._convert import get_converter
 from operative._types import ToolCall, ToolResult
 from operative.conversation import Conversation, ConversationHistory, ImagePart, TextPart
 
@@ -94,18 +94,21 @@ def import_ms(module: str, repeat: int = 7) -> float:
     return min(runs) * 1e3
 
 
-def main() -> None:
+def main(quick: bool = False) -> None:
+    scale = 0.01 if quick else 1.0
     history = build_history()
     assert len(history.messages) == 50
     data = encode(history)
     assert decode(data, ConversationHistory) == history
+    converter = get_converter()
     plain = converter.unstructure(history)
     assert converter.structure(plain, ConversationHistory) == history
     raw_encoder = msgspec.json.Encoder()
     raw_decoder = msgspec.json.Decoder(ConversationHistory)
 
-    print(f"import msgspec                {import_ms('msgspec'):8.1f} ms")
-    print(f"import operative.conversation {import_ms('operative.conversation'):8.1f} ms")
+    repeat = 1 if quick else 7
+    print(f"import msgspec                {import_ms('msgspec', repeat):8.1f} ms")
+    print(f"import operative.conversation {import_ms('operative.conversation', repeat):8.1f} ms")
     print(f"50-message history: {len(data)} bytes of JSON")
     rows = [
         ("encode (operative._codec)", lambda: encode(history), 20_000),
@@ -124,11 +127,11 @@ def main() -> None:
         ),
     ]
     for name, fn, number in rows:
-        print(f"{name:40s} {per_call_us(fn, number):8.2f} µs")
+        print(f"{name:40s} {per_call_us(fn, max(1, int(number * scale))):8.2f} µs")
 
     conversation = Conversation.from_history(history)
     conversation.current  # noqa: B018 - warm the cache
-    cached = per_call_us(lambda: conversation.current, 200_000)
+    cached = per_call_us(lambda: conversation.current, max(1, int(200_000 * scale)))
     print(f"{'Conversation.current, nothing changed':40s} {cached:8.3f} µs")
 
     def append_then_read() -> None:
@@ -136,8 +139,9 @@ def main() -> None:
         conversation.current  # noqa: B018
         conversation.replace_messages(history.messages)
 
-    print(f"{'append + current (50 messages)':40s} {per_call_us(append_then_read, 20_000):8.2f} µs")
+    appended = per_call_us(append_then_read, max(1, int(20_000 * scale)))
+    print(f"{'append + current (50 messages)':40s} {appended:8.2f} µs")
 
 
 if __name__ == "__main__":
-    main()
+    main(quick="--quick" in sys.argv[1:])
