@@ -35,6 +35,8 @@ class AgentRunContext:
     """The parent trace context, for nested tracing."""
     principal: Any = None
     """Who the run acts for; forwarded unchanged to the run (and its hooks)."""
+    run_id: str | None = None
+    """This run's identity (required for an agent with ``steering=``)."""
 
 
 @runtime_checkable
@@ -127,6 +129,8 @@ class Agent:
                 options["trace_context"] = context.trace_context
             if context.principal is not None:
                 options["principal"] = context.principal
+            if context.run_id is not None:
+                options["run_id"] = context.run_id
         return open_run(
             generate=self.generate,
             conversation=conversation,
@@ -175,7 +179,11 @@ def create_agent(
         conditions = tuple(stop_when)
     else:
         conditions = (stop_when,)
-    # Validate every option now, once, so a bad agent fails where it is defined.
+    # Validate every option now, once, so a bad agent fails where it is defined (a
+    # steered agent's runs name their run_id per run, through AgentRunContext).
+    checked: dict[str, Any] = dict(options)
+    if checked.get("steering") is not None:
+        checked["run_id"] = "(validated per run)"
     configure_run(
         generate=generate,
         conversation=Conversation(),
@@ -183,7 +191,7 @@ def create_agent(
         tools=None,
         stop_when=conditions,
         maximum_steps=maximum_steps,
-        **options,
+        **checked,
     )
     return Agent(
         generate=generate,

@@ -225,6 +225,11 @@ class ActiveRun(StepLoop):
                     finish = await self._loop()
                 except Exception as exc:
                     finish, error = await self._recover(exc)
+        except Exception as exc:
+            # A failure that met a cancellation of the run scope (e.g. a tool task that
+            # raised while an abort was landing): the scope took the Cancelled out of
+            # the group; what is left is the run's error, not the caller's.
+            finish, error = _ERROR, exc
         except BaseException as exc:  # cancelled from outside the run, KeyboardInterrupt
             escaping = exc
         reason: str | None = None

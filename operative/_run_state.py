@@ -8,6 +8,7 @@ phase a module of its own without a per-step indirection.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -68,6 +69,7 @@ class RunState:
         "_context",
         "_deadlines",
         "_done",
+        "_elicit",
         "_hub",
         "_inflight",
         "_liveness",
@@ -103,6 +105,9 @@ class RunState:
         self._usage = Usage()
         self._step = 0
         self._liveness = LivenessTracker(self.run_id, clock=self._clock_now)
+        self._elicit: Callable[[Any], Awaitable[Any]] | None = (
+            self._elicit_while_waiting if config.on_elicitation is not None else None
+        )
         self._now = trio.current_time
         self._inflight: Inflight | None = None
         self._seen_call_ids: set[str] = set()
@@ -152,6 +157,13 @@ class RunState:
         if not self._deadlines:
             return None
         return min(self._deadlines, key=lambda item: item[0])[1]
+
+    async def _elicit_while_waiting(self, request: Any) -> Any:
+        """The host answers a tool's question: a declared wait, never a stall."""
+        handler = self._cfg.on_elicitation
+        assert handler is not None
+        with self._liveness.waiting("elicitation", detail=str(request.request_id)):
+            return await handler(request)
 
     def _steering_parked(self, state: object) -> None:
         self._steering_wait = self._liveness.declare_wait("steering")

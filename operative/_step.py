@@ -52,6 +52,7 @@ class StepLoop(GeneratePhase, ToolPhase):
         for step in range(1, cfg.maximum_steps + 1):
             await trio.lowlevel.checkpoint()
             self._step = step
+            self._touch()
             if steering is not None:
                 # A paused run parks here, between steps, with nothing in flight.
                 for applied in await steering.at_step_entry(step):
@@ -62,7 +63,6 @@ class StepLoop(GeneratePhase, ToolPhase):
 
                 check_selection(cfg.selection, step=step)
             inflight = self._inflight = Inflight(step)
-            self._touch()
             if hub.wants("step.started"):
                 await hub.emit(StepStarted(run_id=run_id, step=step, time=self._now()))
             if budget is not None and budget.budget.max_duration is not None:

@@ -119,7 +119,7 @@ class ToolPhase(RunState):
             step=step,
             agent_id=cfg.agent_name,
             request_context=cfg.request_context,
-            on_elicitation=cfg.on_elicitation,
+            on_elicitation=self._elicit,
             emit=hub.emit,
         )
         execute = cfg.toolbox.execute if cfg.on_approval is None else self._execute_or_park

@@ -12,7 +12,6 @@ from collections import Counter
 from typing import Any, Literal
 
 import attrs
-import pytest
 import trio
 import trio.testing
 from hypothesis import event, given, settings
@@ -224,7 +223,7 @@ def run_live_example(
             if answer.decision == "raise":
                 # Every other time here is a multiple of 0.5 s: a failing handler never
                 # lands in the same instant as an abort (that race is the xfail below).
-                await trio.sleep(answer.after + 0.25)
+                # lands in the same instant as an abort (a separate test covers that race).
                 decisions[pending.call_id] = "raise"
                 raise ValueError("the approval service is down")
             await trio.sleep(answer.after)
@@ -424,13 +423,6 @@ async def ask_name(ctx: ToolContext) -> str:
     return f"hello {name}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a tool's elicitation inside a run declares no 'elicitation' wait: the run "
-    "reports running, the stall watchdog counts the human's answer time as silence and "
-    "abort_when_stalled aborts the run (operative/_tool_phase.py builds ExecutionContext "
-    "with cfg.on_elicitation unwrapped)",
-)
 async def test_an_elicitation_inside_a_run_never_counts_as_stalling(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -470,15 +462,6 @@ async def remove(key: str) -> str:
     return f"removed {key}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=BaseExceptionGroup,
-    reason="an error raised in the tool nursery while the run scope is being cancelled "
-    "reaches open_run's caller: the nursery's group holds the error and the run scope's "
-    "Cancelled, so _drive's inner `except Exception` (operative/_run.py, the try inside "
-    "`with self._scope`) misses it; the scope strips Cancelled and the remaining "
-    "ExceptionGroup is taken for a caller cancellation (`escaping`) and re-raised",
-)
 async def test_a_failing_approval_handler_racing_an_abort_stays_in_the_result(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -513,14 +496,6 @@ async def test_a_failing_approval_handler_racing_an_abort_stays_in_the_result(
     assert result.finish_reason in ("aborted", "error")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=operative.InvalidArgument,
-    reason="agents cannot be steered: create_agent validates its options through "
-    "configure_run without a run_id, so steering= is refused ('steering= needs a "
-    "run_id='), create_agent refuses run_id= ('run_id= is per run'), and neither "
-    "agent.open_run nor AgentRunContext can pass a run_id (operative/_agent.py)",
-)
 def test_an_agent_can_be_defined_with_steering() -> None:
     """steering= is accepted by create_agent, like every other open_run option."""
     agent = operative.create_agent(generate=ScriptedModel(["hi"]), steering=Steering("s"))

@@ -230,3 +230,21 @@ async def test_waiting_never_counts_as_stalling(autojump_clock: Any) -> None:
     )
     assert result.finish_reason == "stop-condition"
     assert "stalled" not in statuses
+
+
+async def test_a_steered_agent_names_each_run() -> None:
+    """An agent with steering= takes each run's id from AgentRunContext."""
+    steering = Steering("session-2")
+    steering.configure({"mode": "careful"}, version=1)
+    agent = operative.create_agent(generate=ScriptedModel(["one", "two"]), steering=steering)
+    with pytest.raises(operative.InvalidArgument, match="run_id"):
+        async with agent.open_run("hi"):
+            pass
+    events: list[Any] = []
+    async with agent.open_run("hi", context=operative.AgentRunContext(run_id="r-1")) as run:
+        run.add_listener("steering.applied", events.append)
+    assert run.run_id == "r-1"
+    assert [e.config_version for e in events] == [1]
+    async with agent.open_run("again", context=operative.AgentRunContext(run_id="r-2")) as run:
+        run.add_listener("steering.applied", events.append)
+    assert [e.config_version for e in events] == [1]  # applied once per session
