@@ -19,7 +19,10 @@
     ├── BudgetExceededError(OperativeError)            a run's budget ran out (``.limit``)
     ├── SelectionRevalidationError(OperativeError)     a step's selected plan no longer holds
     ├── AsyncDefinitionLoadError(OperativeError)       a lazy agent's loader failed (retried)
-    └── AgentContractError(OperativeError, TypeError)  a loaded agent is not a RunnableAgent
+    ├── AgentContractError(OperativeError, TypeError)  a loaded agent is not a RunnableAgent
+    ├── MissingRunOptionsError(InvalidArgument)    a session handle has no agent or run options
+    ├── SessionNotFoundError(OperativeError, LookupError)  no session is stored under an id
+    └── SessionPersistenceError(OperativeError)    a session run's outcome could not be stored
 
 Messages say what went wrong and what to do about it.
 """
@@ -42,11 +45,14 @@ __all__ = [
     "HookError",
     "InvalidArgument",
     "InvalidResponseError",
+    "MissingRunOptionsError",
     "OperativeError",
     "OutputValidationError",
     "ProviderError",
     "SchemaVersionError",
     "SelectionRevalidationError",
+    "SessionNotFoundError",
+    "SessionPersistenceError",
     "ToolDefinitionError",
 ]
 
@@ -262,3 +268,32 @@ class AgentContractError(OperativeError, TypeError):
 
     kind: Literal["contract"] = "contract"
     code: str = "INVALID_AGENT_HANDLE"
+
+
+class MissingRunOptionsError(InvalidArgument):
+    """A session handle was asked to ``run`` but was opened without ``agent=`` or
+    ``run_options=``. Raised before anything is reserved or written."""
+
+
+class SessionNotFoundError(OperativeError, LookupError):
+    """No session is stored under ``session_id`` (it was never saved, or was deleted)."""
+
+    def __init__(self, message: str, *, session_id: str) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+
+
+class SessionPersistenceError(OperativeError):
+    """A session run ended but its transcript and outcome could not be stored.
+
+    The run's own result is ``result`` and the storage failure is ``__cause__``. The
+    session still records the run without an outcome, which never reads as a success.
+    """
+
+    def __init__(
+        self, message: str, *, session_id: str, run_id: str, result: object = None
+    ) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+        self.run_id = run_id
+        self.result = result

@@ -1,0 +1,524 @@
+"""``open_session`` and ``SessionHandle``: runs, timers and human waits on one session.
+
+::
+
+    open_session(...)              session nursery: leaving it ends every task it holds
+    ├── (caller) handle.run(...)   reserve → open_run → settle (one conditional write)
+    ├── (caller) handle.monitor()  a run per tick on trio's clock until ``until(result)``
+    └── start_monitor(...)         the same loop, as a task of the session nursery
+
+A run is reserved first (the user message and an unsettled ``RunRef`` are written), then
+run, then settled: its transcript and outcome are written together by one
+``SessionStore.update``. When that write fails the run's outcome is not reported as a
+success: ``run`` raises :class:`~operative.SessionPersistenceError` (carrying the result),
+and the stored ``RunRef`` keeps no outcome.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from typing import Any, Literal
+
+import attrs
+import msgspec
+import trio
+
+from .._agent import AgentRunContext, RunHandle, RunnableAgent
+from .._errors import InvalidArgument, MissingRunOptionsError, SessionPersistenceError
+from .._results import RunResult
+from .._run import open_run
+from .._types import FinishReason
+from ..conversation import ContentPart, Conversation, ConversationHistory, Message
+from ..liveness import (
+    LivenessSnapshot,
+    LivenessTracker,
+    SnapshotObserver,
+    SnapshotStream,
+    SnapshotSubscription,
+)
+from ._duration import Duration, parse_duration
+from ._merge import apply_run
+from ._records import AgentSession, RunOutcome, RunRef, outcome_of
+from ._resume import resume_session
+from ._store import SessionStore
+
+__all__ = ["MonitorResult", "SessionHandle", "open_session", "wait_for_signal"]
+
+logger = logging.getLogger("operative.sessions")
+
+SessionInput = str | Sequence[ContentPart]
+
+_current_handle: ContextVar[SessionHandle | None] = ContextVar(
+    "operative_session_handle", default=None
+)
+
+
+@attrs.frozen(kw_only=True)
+class MonitorResult:
+    """How a :meth:`SessionHandle.monitor` loop ended."""
+
+    ticks: int
+    """How many runs the monitor started."""
+    result: RunResult | None
+    """The last tick's result (``None`` when cancelled before the first one ended)."""
+    stopped_by: Literal["until", "max-ticks", "cancelled"]
+
+
+class _Waiter:
+    __slots__ = ("event", "name", "payload")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.event = trio.Event()
+        self.payload: Any = None
+
+
+class SessionHandle:
+    """One session, opened by :func:`open_session`: run turns, wait, watch, signal.
+
+    Runs and timers live in the tasks that call them (or, for :meth:`start_monitor`, in
+    the ``open_session`` block's nursery); nothing outlives the block.
+    """
+
+    def __init__(
+        self,
+        *,
+        session: AgentSession,
+        store: SessionStore,
+        agent: RunnableAgent | None,
+        run_options: Mapping[str, Any] | None,
+        nursery: trio.Nursery,
+        cleanup_timeout: float,
+    ) -> None:
+        self._session = session
+        self._store = store
+        self._agent = agent
+        self._run_options = run_options
+        self._nursery = nursery
+        self._cleanup_timeout = cleanup_timeout
+        self._tracker = LivenessTracker(session.id, kind="session")
+        self._runs: set[RunHandle] = set()
+        self._scopes: set[trio.CancelScope] = set()
+        self._waiters: dict[str, list[_Waiter]] = {}
+
+    def __repr__(self) -> str:
+        return f"<SessionHandle {self.id} {self._tracker.status} runs={len(self._session.runs)}>"
+
+    @property
+    def id(self) -> str:
+        return self._session.id
+
+    @property
+    def session(self) -> AgentSession:
+        """The session as this handle last stored or loaded it."""
+        return self._session
+
+    @property
+    def store(self) -> SessionStore:
+        return self._store
+
+    # -- runs ------------------------------------------------------------------------
+
+    async def run(self, input: SessionInput) -> RunResult:
+        """Run one turn: ``input`` is the user's message; returns the run's result.
+
+        The user message and the run's ``RunRef`` are stored first; when the run ends,
+        its transcript and outcome are stored in one conditional write. A run stopped by
+        :meth:`cancel` returns a result with ``finish_reason == "aborted"``, stored too.
+
+        Raises:
+            MissingRunOptionsError: the handle has no ``agent=`` or ``run_options=``
+                (raised before anything is written).
+            SessionPersistenceError: the run ended but its outcome could not be stored;
+                ``.result`` is the run's result.
+        """
+        if self._agent is None and self._run_options is None:
+            raise MissingRunOptionsError(
+                f"session {self.id!r} has nothing to run: pass agent= or run_options= to "
+                "open_session()"
+            )
+        scratch = Conversation()
+        user = scratch.append_user_message(_checked_input(input))
+        instructions = getattr(self._agent, "instructions", None)
+        system: Message | None = None
+        if isinstance(instructions, str) and instructions:
+            system = Conversation().append_system_message(instructions)
+        run_id = "run_" + os.urandom(12).hex()
+        started_at = self._store.clock()
+
+        def reserve(current: AgentSession) -> AgentSession:
+            history = current.conversation_history
+            messages = history.messages
+            if not messages and system is not None:
+                messages = (system,)
+            ref = RunRef(
+                run_id=run_id,
+                user_message_id=user.id,
+                base_conversation_metadata=dict(history.metadata),
+                started_at=started_at,
+            )
+            return msgspec.structs.replace(
+                current,
+                conversation_history=ConversationHistory(
+                    messages=(*messages, user), metadata=history.metadata
+                ),
+                runs=(*current.runs, ref),
+            )
+
+        self._session = await self._store.update(self.id, reserve)
+        base = self._session.conversation_history
+        self._tracker.pulse("progress")
+        token = _current_handle.set(self)
+        result: RunResult | None = None
+        failure: BaseException | None = None
+        handle: RunHandle | None = None
+        try:
+            try:
+                async with self._open_run(base, run_id) as handle:
+                    self._runs.add(handle)
+                    result = await handle.result()
+            finally:
+                if handle is not None:
+                    self._runs.discard(handle)
+        except BaseException as exc:  # re-raised below, once the outcome is stored
+            failure = exc
+        finally:
+            _current_handle.reset(token)
+        with trio.CancelScope(shield=True):
+            if result is None and handle is not None:
+                with trio.move_on_after(self._cleanup_timeout):
+                    result = await handle.result()
+            await self._settle(run_id, base, result, failure)
+        self._tracker.pulse("progress")
+        if failure is not None:
+            raise failure
+        assert result is not None
+        return result
+
+    def _open_run(self, base: ConversationHistory, run_id: str) -> Any:
+        if self._agent is not None:
+            return self._agent.open_run(base, context=AgentRunContext(run_id=run_id))
+        assert self._run_options is not None
+        return open_run(
+            conversation=Conversation.from_history(base), run_id=run_id, **self._run_options
+        )
+
+    async def _settle(
+        self,
+        run_id: str,
+        base: ConversationHistory,
+        result: RunResult | None,
+        failure: BaseException | None,
+    ) -> None:
+        """Store the run's transcript and outcome in one write (called shielded)."""
+        if result is not None:
+            outcome = outcome_of(result)
+            transcript = result.conversation.current
+        elif isinstance(failure, trio.Cancelled):
+            outcome = RunOutcome(finish_reason=str(FinishReason.ABORTED))
+            transcript = base
+        else:
+            name = type(failure).__name__ if failure is not None else "Error"
+            outcome = RunOutcome(finish_reason=str(FinishReason.ERROR), error=f"error/{name}")
+            transcript = base
+        ended_at = self._store.clock()
+
+        def settle(current: AgentSession) -> AgentSession:
+            return apply_run(
+                current,
+                run_id=run_id,
+                transcript=transcript,
+                base=base,
+                outcome=outcome,
+                ended_at=ended_at,
+            )
+
+        problem: BaseException | None = None
+        with trio.move_on_after(self._cleanup_timeout) as scope:
+            try:
+                self._session = await self._store.update(self.id, settle)
+            except Exception as exc:
+                problem = exc
+        if scope.cancelled_caught:
+            problem = TimeoutError(
+                f"storing the outcome took longer than cleanup_timeout={self._cleanup_timeout}s"
+            )
+        if problem is None:
+            return
+        message = (
+            f"run {run_id} of session {self.id!r} ended ({outcome.finish_reason}) but its "
+            f"transcript and outcome could not be stored: {type(problem).__name__}: {problem}. "
+            "The session records the run without an outcome; retry the turn or reconcile."
+        )
+        if failure is not None:
+            # The run's own failure (or the caller's cancellation) is what propagates.
+            logger.error("%s", message)
+            failure.add_note(message)
+            return
+        raise SessionPersistenceError(
+            message, session_id=self.id, run_id=run_id, result=result
+        ) from problem
+
+    # -- timing ----------------------------------------------------------------------
+
+    async def sleep(self, duration: Duration) -> bool:
+        """Wait ``duration`` (seconds, ``"PT30M"``, a ``timedelta``) on trio's clock.
+
+        Process-local: the wait is lost if the process exits. Returns True when the
+        whole duration passed, False when :meth:`cancel` cut it short.
+        """
+        seconds = parse_duration(duration)
+        with self._cancellable() as scope:
+            await trio.sleep(seconds)
+        return not scope.cancelled_caught
+
+    async def monitor(
+        self,
+        *,
+        every: Duration = "PT30S",
+        input: SessionInput,
+        until: Callable[[RunResult], bool] | None = None,
+        max_ticks: int | None = None,
+    ) -> MonitorResult:
+        """Run ``input`` as a turn now and then every ``every``, until ``until(result)``.
+
+        Ticks are spaced from the start of one to the start of the next (a tick that
+        overruns is followed at once by the next). Each tick is a
+        ``host-reachability`` pulse on the session's liveness. Stops when ``until``
+        returns true, after ``max_ticks`` runs, or when :meth:`cancel` is called; the
+        caller's own cancellation propagates as usual. Process-local, like :meth:`sleep`.
+        """
+        interval = parse_duration(every)
+        if interval <= 0:
+            raise InvalidArgument(f"every= must be a positive duration, got {every!r}")
+        _checked_input(input)
+        if until is not None and not callable(until):
+            raise InvalidArgument(f"until= takes a callable (result -> bool), got {until!r}")
+        if max_ticks is not None and (
+            isinstance(max_ticks, bool) or not isinstance(max_ticks, int) or max_ticks < 1
+        ):
+            raise InvalidArgument(f"max_ticks= takes an int >= 1, got {max_ticks!r}")
+        ticks = 0
+        last: RunResult | None = None
+        with self._cancellable() as scope:
+            while True:
+                next_tick = trio.current_time() + interval
+                ticks += 1
+                self._tracker.pulse("host-reachability")
+                last = await self.run(input)
+                if scope.cancel_called:
+                    break
+                if until is not None and until(last):
+                    return MonitorResult(ticks=ticks, result=last, stopped_by="until")
+                if max_ticks is not None and ticks >= max_ticks:
+                    return MonitorResult(ticks=ticks, result=last, stopped_by="max-ticks")
+                await trio.sleep_until(next_tick)
+        return MonitorResult(ticks=ticks, result=last, stopped_by="cancelled")
+
+    def start_monitor(
+        self,
+        *,
+        every: Duration = "PT30S",
+        input: SessionInput,
+        until: Callable[[RunResult], bool] | None = None,
+        max_ticks: int | None = None,
+        on_done: Callable[[MonitorResult], object] | None = None,
+    ) -> None:
+        """Run :meth:`monitor` as a task of the ``open_session`` block's nursery.
+
+        It ends like :meth:`monitor`, or when the block ends; ``on_done`` receives its
+        :class:`MonitorResult`. An error in it (e.g. a persistence failure) propagates
+        out of the ``open_session`` block.
+        """
+        parse_duration(every)
+        _checked_input(input)
+
+        async def background() -> None:
+            outcome = await self.monitor(every=every, input=input, until=until, max_ticks=max_ticks)
+            if on_done is not None:
+                on_done(outcome)
+
+        self._nursery.start_soon(background, name=f"operative session monitor {self.id}")
+
+    def cancel(self, reason: str = "the session was cancelled") -> None:
+        """Stop what the handle is doing now: in-flight runs abort, sleeps and monitors end.
+
+        Synchronous; a run stopped this way still stores its (aborted) outcome before
+        its ``run`` call returns. Later calls to ``run``/``sleep``/``monitor`` work as
+        usual.
+        """
+        for run in tuple(self._runs):
+            run.abort(reason)
+        for scope in tuple(self._scopes):
+            scope.cancel()
+
+    def _cancellable(self) -> _Registered:
+        return _Registered(self._scopes)
+
+    # -- human waits -----------------------------------------------------------------
+
+    async def wait_for_signal(self, name: str, *, prompt: str | None = None) -> Any:
+        """Park until :meth:`signal` delivers ``name``; returns its payload.
+
+        While parked the session's liveness is ``waiting`` with a declared wait
+        (reason ``"review"`` with a prompt, ``"signal"`` without; no deadline).
+        Tools of the session's runs reach this through :func:`wait_for_signal`.
+        """
+        if not isinstance(name, str) or not name:
+            raise InvalidArgument(f"a signal name is a non-empty str, got {name!r}")
+        waiter = _Waiter(name)
+        self._waiters.setdefault(name, []).append(waiter)
+        declared = self._tracker.declare_wait(
+            "review" if prompt else "signal", detail=prompt or name
+        )
+        try:
+            await waiter.event.wait()
+            return waiter.payload
+        finally:
+            waiting = self._waiters.get(name, [])
+            if waiter in waiting:
+                waiting.remove(waiter)
+            if not waiting:
+                self._waiters.pop(name, None)
+            self._tracker.clear_wait(declared)
+
+    def signal(self, name: str, payload: Any = None) -> bool:
+        """Deliver ``payload`` to every wait parked on ``name``; False when none was.
+
+        Signals are not queued: only waits parked now receive one (watch
+        :meth:`snapshot` for ``waiting`` before signalling).
+        """
+        if not isinstance(name, str) or not name:
+            raise InvalidArgument(f"a signal name is a non-empty str, got {name!r}")
+        waiting = self._waiters.pop(name, [])
+        for waiter in waiting:
+            waiter.payload = payload
+            waiter.event.set()
+        return bool(waiting)
+
+    # -- liveness --------------------------------------------------------------------
+
+    def snapshot(self) -> LivenessSnapshot:
+        """The session's liveness (``kind="session"``, never terminal)."""
+        return self._tracker.snapshot()
+
+    def subscribe_snapshot(self, observer: SnapshotObserver) -> SnapshotSubscription:
+        """Call ``observer(snapshot)`` now and on every revision change until unsubscribed."""
+        return self._tracker.subscribe_snapshot(observer)
+
+    def snapshots(self, *, capacity: int = 16) -> SnapshotStream:
+        """Iterate the session's snapshots as they change (until you stop)."""
+        return self._tracker.snapshots(capacity=capacity)
+
+
+class _Registered:
+    """A cancel scope that :meth:`SessionHandle.cancel` can reach while it is entered."""
+
+    __slots__ = ("_scope", "_scopes")
+
+    def __init__(self, scopes: set[trio.CancelScope]) -> None:
+        self._scopes = scopes
+        self._scope = trio.CancelScope()
+
+    def __enter__(self) -> trio.CancelScope:
+        self._scopes.add(self._scope)
+        return self._scope.__enter__()
+
+    def __exit__(self, *exc: Any) -> bool:
+        self._scopes.discard(self._scope)
+        return bool(self._scope.__exit__(*exc))
+
+
+def _checked_input(input: object) -> str | Sequence[ContentPart]:
+    if isinstance(input, str):
+        return input
+    if isinstance(input, Sequence) and not isinstance(input, bytes | ConversationHistory):
+        return input
+    raise InvalidArgument(
+        f"a session turn's input is a str or a list of content parts, got {type(input).__name__}"
+    )
+
+
+async def wait_for_signal(name: str, *, prompt: str | None = None) -> Any:
+    """From a tool of a session's run: park until the host signals ``name``.
+
+    See :meth:`SessionHandle.wait_for_signal`.
+
+    Raises:
+        InvalidArgument: not awaited inside a run started by a session handle.
+    """
+    handle = _current_handle.get()
+    if handle is None:
+        raise InvalidArgument(
+            "wait_for_signal() is awaited from a tool of a run started by SessionHandle.run"
+        )
+    return await handle.wait_for_signal(name, prompt=prompt)
+
+
+@asynccontextmanager
+async def open_session(
+    id: str,
+    *,
+    store: SessionStore,
+    agent_name: str,
+    agent: RunnableAgent | None = None,
+    run_options: Mapping[str, Any] | None = None,
+    cleanup_timeout: float = 10.0,
+) -> AsyncIterator[SessionHandle]:
+    """Open session ``id`` (created and stored when new) for runs, timers and signals.
+
+    Args:
+        id: the session's id.
+        store: where it lives (:func:`create_session_store`).
+        agent_name: the agent the session belongs to.
+        agent: runs go through ``agent.open_run(history, context=...)``.
+        run_options: or through ``open_run(**run_options)`` (``generate=``, ``tools=``,
+            ``stop_when=`` ...; the conversation and run id are the session's).
+        cleanup_timeout: bound, in seconds, on storing a run's outcome.
+
+    Leaving the block cancels the tasks the handle started in it (:meth:`start_monitor`)
+    and waits for them.
+    """
+    if not isinstance(store, SessionStore):
+        raise InvalidArgument(
+            f"store= takes a SessionStore (create_session_store(kv)), got {type(store).__name__}"
+        )
+    if agent is not None and run_options is not None:
+        raise InvalidArgument("pass agent= or run_options=, not both")
+    if agent is not None and not callable(getattr(agent, "open_run", None)):
+        raise InvalidArgument(f"agent= takes an agent (create_agent(...)), got {agent!r}")
+    if run_options is not None:
+        if not isinstance(run_options, Mapping):
+            raise InvalidArgument(f"run_options= takes a mapping, got {type(run_options).__name__}")
+        for taken in ("conversation", "run_id"):
+            if taken in run_options:
+                raise InvalidArgument(
+                    f"run_options= cannot set {taken}=: the session provides it for every run"
+                )
+        if "generate" not in run_options:
+            raise InvalidArgument("run_options= needs generate= (the model to call)")
+        run_options = dict(run_options)
+    if isinstance(cleanup_timeout, bool) or not isinstance(cleanup_timeout, int | float):
+        raise InvalidArgument(f"cleanup_timeout= takes seconds, got {cleanup_timeout!r}")
+    resumed = await resume_session(store, id, agent_name=agent_name)
+    session = resumed.session
+    if resumed.is_new:
+        session = await store.save(session)
+    async with trio.open_nursery() as nursery:
+        handle = SessionHandle(
+            session=session,
+            store=store,
+            agent=agent,
+            run_options=run_options,
+            nursery=nursery,
+            cleanup_timeout=float(cleanup_timeout),
+        )
+        handle._tracker.start()
+        try:
+            yield handle
+        finally:
+            nursery.cancel_scope.cancel()
