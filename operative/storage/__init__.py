@@ -1,7 +1,13 @@
-"""Conditional text-value stores: versioned values, all-or-nothing conditional batches."""
+"""Conditional text-value stores: versioned values, all-or-nothing conditional batches.
+
+``MemoryStore`` (one process), ``SqliteStore`` (one file, many processes) and
+``PostgresStore`` (one database, many machines; needs ``operative[postgres]``) implement
+:class:`ConditionalTextValueStore`. Importing this package never imports psycopg.
+"""
 
 from .._errors import ConflictError as ConflictError
 from ._memory import MemoryStore as MemoryStore
+from ._postgres import PostgresStore as PostgresStore
 from ._protocol import ANY as ANY
 from ._protocol import AnyVersion as AnyVersion
 from ._protocol import ConditionalTextValueStore as ConditionalTextValueStore
@@ -10,6 +16,7 @@ from ._protocol import ExpectedVersion as ExpectedVersion
 from ._protocol import Operation as Operation
 from ._protocol import Put as Put
 from ._protocol import Versioned as Versioned
+from ._sqlite import SqliteStore as SqliteStore
 
 __all__ = [
     "ANY",
@@ -20,6 +27,8 @@ __all__ = [
     "ExpectedVersion",
     "MemoryStore",
     "Operation",
+    "PostgresStore",
     "Put",
+    "SqliteStore",
     "Versioned",
 ]

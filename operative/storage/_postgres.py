@@ -1,0 +1,345 @@
+"""``PostgresStore``: the conditional text-value store in a PostgreSQL table.
+
+psycopg's async connection does not run under Trio, so this store drives sync psycopg 3
+from worker threads: a pool of at most ``max_connections`` connections (autocommit), each
+handed to one thread at a time by a :class:`trio.CapacityLimiter`.
+
+Batches run in one transaction: ``SELECT ... FOR UPDATE`` locks the rows that exist,
+their versions are compared, then rows are updated, deleted, or inserted with
+``ON CONFLICT DO NOTHING`` (a key created by a concurrent writer in between makes the
+batch start over, and the next attempt reports the conflict). Keys use the ``"C"``
+collation so that listing order is code-point order, as in every other store.
+
+Cancellation: when the caller's scope is cancelled, ``connection.cancel_safe()`` is sent
+from another thread; the query stops, its transaction rolls back, the connection is
+discarded, and only then does the caller see ``trio.Cancelled``. A batch whose ``COMMIT``
+was already under way may still have committed (read the keys to find out); it is never
+half-applied.
+
+psycopg is the optional extra ``postgres`` and is imported only when a store is created.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self, TypeVar
+
+import trio
+
+from .._errors import InvalidArgument
+from ._protocol import Delete, Operation, Versioned
+from ._sqlite import (
+    check_operations,
+    check_text,
+    check_versions,
+    decode_text,
+    decode_version,
+    prefix_upper_bound,
+    run_in_worker_thread,
+)
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["PostgresStore"]
+
+_T = TypeVar("_T")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}\Z")
+_ATTEMPTS = 20  # batch restarts after a deadlock or a concurrent insert
+_CANCEL_TIMEOUT = 5.0  # seconds for the cancel request to reach the server
+
+
+def _import_psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise ImportError(
+            "PostgresStore needs psycopg 3: pip install 'operative[postgres]'"
+        ) from exc
+    return psycopg
+
+
+class _Restart(Exception):
+    """A concurrent writer created a key this batch meant to create: start over."""
+
+
+class PostgresStore:
+    """A :class:`~operative.storage.ConditionalTextValueStore` in a PostgreSQL table.
+
+    For many processes on many machines sharing one database. Connections open lazily.
+
+    Args:
+        dsn: a libpq connection string or URI.
+        max_connections: connections (and worker threads) per store.
+        table: the table holding the values (created if missing).
+    """
+
+    __slots__ = (
+        "_closed",
+        "_dsn",
+        "_idle",
+        "_limiter",
+        "_max_connections",
+        "_psycopg",
+        "_table",
+    )
+
+    def __init__(self, dsn: str, *, max_connections: int = 4, table: str = "operative_kv") -> None:
+        if not isinstance(dsn, str):
+            raise InvalidArgument(f"dsn must be a str, not {dsn!r}")
+        if isinstance(max_connections, bool) or not isinstance(max_connections, int):
+            raise InvalidArgument(f"max_connections must be an int, not {max_connections!r}")
+        if max_connections < 1:
+            raise InvalidArgument(f"max_connections must be >= 1, not {max_connections!r}")
+        if not isinstance(table, str) or not _IDENTIFIER.match(table):
+            raise InvalidArgument(f"table must be a plain SQL identifier, not {table!r}")
+        self._psycopg = _import_psycopg()
+        self._dsn = dsn
+        self._max_connections = max_connections
+        self._table = table
+        self._limiter = trio.CapacityLimiter(max_connections)
+        self._idle: list[psycopg.Connection[Any]] = []
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<PostgresStore table {self._table!r}{' closed' if self._closed else ''}>"
+
+    # -- plumbing -------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise InvalidArgument("this PostgresStore is closed; create a new one")
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        conn: psycopg.Connection[Any] = self._psycopg.connect(self._dsn, autocommit=True)
+        try:
+            with conn.transaction():
+                # Serialise creation: concurrent CREATE TABLE IF NOT EXISTS can collide.
+                conn.execute("SELECT pg_advisory_xact_lock(7279751083373420113)")
+                conn.execute(
+                    f'CREATE TABLE IF NOT EXISTS "{self._table}" ('
+                    'key TEXT COLLATE "C" PRIMARY KEY, value TEXT NOT NULL, '
+                    "version BIGINT NOT NULL)"
+                )
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    async def _call(self, work: Callable[[psycopg.Connection[Any]], _T]) -> _T:
+        async with self._limiter:
+            self._check_open()
+            holder: list[psycopg.Connection[Any] | None] = [
+                self._idle.pop() if self._idle else None
+            ]
+
+            def run() -> _T:
+                conn = holder[0]
+                if conn is None:
+                    conn = holder[0] = self._connect()
+                return work(conn)
+
+            def on_cancel() -> None:
+                conn = holder[0]
+                if conn is not None:
+                    # cancel_safe blocks (it opens a connection): send it from a thread.
+                    trio.lowlevel.start_thread_soon(
+                        lambda: conn.cancel_safe(timeout=_CANCEL_TIMEOUT),
+                        lambda _: None,
+                        name="operative postgres cancel",
+                    )
+
+            result, cancelled = await run_in_worker_thread(run, on_cancel)
+            conn = holder[0]
+            if conn is not None:
+                if cancelled or conn.closed or conn.broken:
+                    with trio.CancelScope(shield=True):
+                        await trio.to_thread.run_sync(conn.close)
+                else:
+                    self._idle.append(conn)
+        if cancelled:
+            await trio.lowlevel.checkpoint()  # raises the pending Cancelled
+        return result.unwrap()
+
+    def _row(self, row: Sequence[object]) -> Versioned:
+        raw_key, raw_value, raw_version = row
+        where = f"PostgreSQL table {self._table!r}"
+        key = decode_text(where, raw_key, "key", raw_key)
+        return Versioned(
+            key=key,
+            value=decode_text(where, key, "value", raw_value),
+            version=decode_version(where, key, raw_version),
+        )
+
+    # -- the protocol ---------------------------------------------------------------
+
+    async def get(self, key: str) -> Versioned | None:
+        """The value stored under ``key``, or ``None``.
+
+        Raises:
+            CorruptRecordError: the stored row cannot be read (names the key).
+        """
+        check_text("key", key, forbid_nul=True)
+        sql = f'SELECT key, value, version FROM "{self._table}" WHERE key = %s'
+
+        def work(conn: psycopg.Connection[Any]) -> Versioned | None:
+            row = conn.execute(sql, (key,)).fetchone()
+            return None if row is None else self._row(row)
+
+        return await self._call(work)
+
+    async def get_many(self, keys: Sequence[str]) -> Mapping[str, Versioned]:
+        """The values stored under ``keys``; missing keys are absent from the mapping."""
+        wanted = list(dict.fromkeys(keys))
+        for key in wanted:
+            check_text("key", key, forbid_nul=True)
+        sql = f'SELECT key, value, version FROM "{self._table}" WHERE key = ANY(%s)'
+
+        def work(conn: psycopg.Connection[Any]) -> dict[str, Versioned]:
+            if not wanted:
+                return {}
+            found: dict[str, Versioned] = {}
+            for row in conn.execute(sql, (wanted,)):
+                item = self._row(row)
+                found[item.key] = item
+            return found
+
+        return await self._call(work)
+
+    async def list(
+        self, prefix: str = "", *, limit: int | None = None, after: str | None = None
+    ) -> Sequence[Versioned]:
+        """Values whose key starts with ``prefix``, sorted by key, after ``after``."""
+        check_text("prefix", prefix, forbid_nul=True)
+        if after is not None:
+            check_text("after", after, forbid_nul=True)
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+            raise InvalidArgument(f"limit must be None or an int, not {limit!r}")
+        if limit is not None and limit < 0:
+            raise InvalidArgument(f"limit must be None or >= 0, not {limit!r}")
+        sql = [f'SELECT key, value, version FROM "{self._table}" WHERE key >= %s']
+        params: list[object] = [prefix]
+        upper = prefix_upper_bound(prefix)
+        if upper is not None:
+            sql.append("AND key < %s")
+            params.append(upper)
+        if after is not None:
+            sql.append("AND key > %s")
+            params.append(after)
+        sql.append("ORDER BY key")
+        if limit is not None:
+            sql.append("LIMIT %s")
+            params.append(limit)
+        statement = " ".join(sql)
+
+        def work(conn: psycopg.Connection[Any]) -> list[Versioned]:
+            return [self._row(row) for row in conn.execute(statement, params)]
+
+        return await self._call(work)
+
+    async def conditional_batch(self, operations: Sequence[Operation]) -> tuple[int | None, ...]:
+        """Apply every operation or none, in one transaction.
+
+        Raises:
+            ConflictError: an ``expected_version`` did not hold; nothing was written.
+            InvalidArgument: a malformed batch (a key twice, a non-text key or value, a NUL
+                character, which PostgreSQL text cannot hold).
+        """
+        ops = list(operations)
+        check_operations(ops, forbid_nul=True)
+        if not ops:
+            await trio.lowlevel.checkpoint()
+            self._check_open()
+            return ()
+        errors = self._psycopg.errors
+        retryable = (_Restart, errors.DeadlockDetected, errors.SerializationFailure)
+
+        def work(conn: psycopg.Connection[Any]) -> tuple[int | None, ...]:
+            for attempt in range(_ATTEMPTS):
+                try:
+                    with conn.transaction():
+                        return self._apply(conn, ops)
+                except retryable:
+                    if attempt == _ATTEMPTS - 1:
+                        raise
+            raise AssertionError("unreachable")  # pragma: no cover
+
+        return await self._call(work)
+
+    def _apply(
+        self, conn: psycopg.Connection[Any], ops: Sequence[Operation]
+    ) -> tuple[int | None, ...]:
+        table = f'"{self._table}"'
+        where = f"PostgreSQL table {self._table!r}"
+        current: dict[str, int] = {}
+        rows = conn.execute(
+            f"SELECT key, version FROM {table} WHERE key = ANY(%s) ORDER BY key FOR UPDATE",
+            ([op.key for op in ops],),
+        )
+        for raw_key, raw_version in rows:
+            key = decode_text(where, raw_key, "key", raw_key)
+            current[key] = decode_version(where, key, raw_version)
+        check_versions(ops, current)
+        versions: list[int | None] = []
+        for op in ops:
+            old = current.get(op.key)
+            if isinstance(op, Delete):
+                if old is not None:
+                    conn.execute(f"DELETE FROM {table} WHERE key = %s", (op.key,))
+                versions.append(None)
+            elif old is not None:
+                conn.execute(
+                    f"UPDATE {table} SET value = %s, version = %s WHERE key = %s",
+                    (op.value, old + 1, op.key),
+                )
+                versions.append(old + 1)
+            else:
+                inserted = conn.execute(
+                    f"INSERT INTO {table} (key, value, version) VALUES (%s, %s, 1) "
+                    "ON CONFLICT (key) DO NOTHING RETURNING version",
+                    (op.key, op.value),
+                ).fetchone()
+                if inserted is None:  # created since our SELECT: look again
+                    raise _Restart(op.key)
+                versions.append(1)
+        return tuple(versions)
+
+    async def aclose(self) -> None:
+        """Wait for calls in flight, then close every connection.
+
+        The store cannot be used afterwards; closing twice is harmless.
+        """
+        if self._closed:
+            await trio.lowlevel.checkpoint()
+            return
+        self._closed = True
+        with trio.CancelScope(shield=True):
+            tokens = [object() for _ in range(self._max_connections)]
+            for token in tokens:  # every token held: nothing is in flight
+                await self._limiter.acquire_on_behalf_of(token)
+            idle, self._idle = self._idle, []
+            try:
+                await trio.to_thread.run_sync(_close_all, idle)
+            finally:
+                for token in tokens:
+                    self._limiter.release_on_behalf_of(token)
+
+    async def __aenter__(self) -> Self:
+        await trio.lowlevel.checkpoint()
+        self._check_open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+def _close_all(connections: Sequence[psycopg.Connection[Any]]) -> None:
+    for conn in connections:
+        conn.close()

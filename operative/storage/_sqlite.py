@@ -1,0 +1,490 @@
+"""``SqliteStore``: the conditional text-value store in one SQLite file, shared by processes.
+
+Connections: a small pool (``max_connections``, default 4) opened with
+``check_same_thread=False``. A :class:`trio.CapacityLimiter` of the same size hands each
+connection to exactly one worker thread at a time, so no connection is ever used by two
+threads at once and no extra lock is needed. Every process opens its own connections;
+WAL and ``BEGIN IMMEDIATE`` make one file safe for many processes.
+
+Cancellation: a call runs its statements in a worker thread that the caller always waits
+for. A cancelled caller interrupts the connection (``sqlite3.Connection.interrupt``), the
+thread rolls back whatever it had not committed, and only then does the caller see
+``trio.Cancelled``. So when a cancelled call returns, nothing of it is still running, and
+its batch was either committed whole or not at all.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import outcome
+import trio
+
+from .._errors import ConflictError, CorruptRecordError, InvalidArgument, OperativeError
+from ._protocol import ANY, AnyVersion, Delete, Operation, Put, Versioned
+
+__all__ = ["SqliteStore"]
+
+_T = TypeVar("_T")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}\Z")
+_CHUNK = 500  # keys per IN (...) statement, well under SQLite's parameter limit
+_MAX_CHAR = 0x10FFFF
+_SLICE = 0.1  # seconds of one uninterruptible busy wait
+_BUSY_CODES = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED (primary codes)
+
+
+async def run_in_worker_thread(
+    fn: Callable[[], _T], on_cancel: Callable[[], None]
+) -> tuple[outcome.Outcome[_T], bool]:
+    """Run ``fn`` in a worker thread and wait for it, even if the caller is cancelled.
+
+    When the caller's scope is cancelled while ``fn`` runs, ``on_cancel()`` is called once
+    in the Trio thread (it must not block: it only asks ``fn`` to stop early) and the wait
+    goes on until ``fn`` returns. Returns ``fn``'s outcome and whether a cancel arrived; the
+    caller cleans up and then checkpoints, which raises the pending ``Cancelled``.
+    """
+    await trio.lowlevel.checkpoint_if_cancelled()
+    task = trio.lowlevel.current_task()
+    token = trio.lowlevel.current_trio_token()
+    cancelled = False
+
+    def deliver(result: outcome.Outcome[_T]) -> None:
+        token.run_sync_soon(trio.lowlevel.reschedule, task, outcome.Value(result))
+
+    def abort(_: Any) -> trio.lowlevel.Abort:
+        nonlocal cancelled
+        if not cancelled:
+            cancelled = True
+            on_cancel()
+        return trio.lowlevel.Abort.FAILED
+
+    trio.lowlevel.start_thread_soon(fn, deliver, name="operative storage")
+    result: outcome.Outcome[_T] = await trio.lowlevel.wait_task_rescheduled(abort)
+    return result, cancelled
+
+
+def prefix_upper_bound(prefix: str) -> str | None:
+    """The smallest string above every string that starts with ``prefix`` (code-point
+    order, which is also UTF-8 byte order), or ``None`` when there is none."""
+    stripped = prefix.rstrip(chr(_MAX_CHAR))
+    if not stripped:
+        return None
+    last = ord(stripped[-1]) + 1
+    if 0xD800 <= last <= 0xDFFF:  # surrogates cannot be stored; skip past them
+        last = 0xE000
+    return stripped[:-1] + chr(last)
+
+
+def check_operations(operations: Sequence[Operation], *, forbid_nul: bool = False) -> None:
+    """Raise :class:`InvalidArgument` for anything a store cannot apply."""
+    seen: set[str] = set()
+    for op in operations:
+        if not isinstance(op, Put | Delete):
+            raise InvalidArgument(f"a batch holds Put and Delete operations, not {op!r}")
+        check_text("key", op.key, forbid_nul=forbid_nul)
+        if isinstance(op, Put):
+            check_text("value", op.value, forbid_nul=forbid_nul)
+        expected = op.expected_version
+        if not (
+            expected is None
+            or isinstance(expected, AnyVersion)
+            or (isinstance(expected, int) and not isinstance(expected, bool))
+        ):
+            raise InvalidArgument(f"expected_version must be an int, None or ANY, not {expected!r}")
+        if op.key in seen:
+            raise InvalidArgument(f"key {op.key!r} appears twice in one batch; merge them")
+        seen.add(op.key)
+
+
+def check_text(what: str, text: object, *, forbid_nul: bool = False) -> None:
+    """A key or value must be a ``str`` that encodes as UTF-8."""
+    if not isinstance(text, str):
+        raise InvalidArgument(f"a {what} must be a str, not {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgument(f"{what} {text[:80]!r} is not valid Unicode text: {exc}") from None
+    if forbid_nul and "\x00" in text:
+        raise InvalidArgument(
+            f"{what} {text[:80]!r} contains a NUL character, which PostgreSQL text cannot hold"
+        )
+
+
+def check_versions(operations: Sequence[Operation], current: Mapping[str, int]) -> None:
+    """Raise :class:`ConflictError` for the first operation whose condition fails."""
+    for op in operations:
+        expected = op.expected_version
+        if expected is ANY:
+            continue
+        actual = current.get(op.key)
+        if expected != actual:
+            raise ConflictError(op.key, expected=expected, actual=actual)
+
+
+def corrupt(where: str, key: object, problem: str) -> CorruptRecordError:
+    """The error for a row that cannot be read; the row itself is left untouched."""
+    return CorruptRecordError(
+        f"the value stored under key {key!r} in {where} cannot be read: {problem}; "
+        "the row is left as it is: repair or delete it",
+        what=f"stored value of key {key!r}",
+        detail=problem,
+    )
+
+
+def decode_version(where: str, key: object, version: object) -> int:
+    """A stored version is an int of at least 1."""
+    if type(version) is not int or version < 1:
+        raise corrupt(where, key, f"its version {version!r} is not a positive integer")
+    return version
+
+
+def decode_text(where: str, key: object, what: str, raw: object) -> str:
+    """Stored text comes back as bytes (or str) and must be UTF-8."""
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, bytes):
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise corrupt(where, key, f"its {what} is not valid UTF-8 ({exc})") from None
+    raise corrupt(where, key, f"its {what} is {type(raw).__name__} {raw!r}, not text")
+
+
+class SqliteStore:
+    """A :class:`~operative.storage.ConditionalTextValueStore` in one SQLite file.
+
+    The embedded default: no server, one file, safe for many tasks and many processes.
+    The file is put in WAL mode with ``synchronous=NORMAL`` (a crash of the machine may
+    lose the last commits, never corrupt the file; a killed process loses nothing it
+    committed). Writers wait up to ``busy_timeout`` seconds for each other.
+
+    Args:
+        path: the database file; created if missing.
+        max_connections: connections (and worker threads) per store and process.
+        busy_timeout: seconds a statement waits for another writer's lock.
+        table: the table holding the values (created if missing).
+    """
+
+    __slots__ = (
+        "_busy_timeout",
+        "_closed",
+        "_idle",
+        "_limiter",
+        "_max_connections",
+        "_path",
+        "_table",
+    )
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        max_connections: int = 4,
+        busy_timeout: float = 10.0,
+        table: str = "operative_kv",
+    ) -> None:
+        if not isinstance(path, str | os.PathLike):
+            raise InvalidArgument(f"path must be a str or os.PathLike, not {path!r}")
+        text = os.fspath(path)
+        if not isinstance(text, str):
+            raise InvalidArgument(f"path must be text, not {text!r}")
+        if text in ("", ":memory:") or text.startswith("file:"):
+            raise InvalidArgument(
+                f"SqliteStore needs a file path, not {text!r}; use MemoryStore for memory"
+            )
+        if isinstance(max_connections, bool) or not isinstance(max_connections, int):
+            raise InvalidArgument(f"max_connections must be an int, not {max_connections!r}")
+        if max_connections < 1:
+            raise InvalidArgument(f"max_connections must be >= 1, not {max_connections!r}")
+        if not isinstance(busy_timeout, int | float) or not busy_timeout >= 0:
+            raise InvalidArgument(f"busy_timeout must be seconds >= 0, not {busy_timeout!r}")
+        if not isinstance(table, str) or not _IDENTIFIER.match(table):
+            raise InvalidArgument(f"table must be a plain SQL identifier, not {table!r}")
+        self._path = text
+        self._max_connections = max_connections
+        self._busy_timeout = float(busy_timeout)
+        self._table = table
+        self._limiter = trio.CapacityLimiter(max_connections)
+        self._idle: list[sqlite3.Connection] = []
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<SqliteStore {self._path!r}{' closed' if self._closed else ''}>"
+
+    @property
+    def path(self) -> str:
+        """The database file."""
+        return self._path
+
+    # -- plumbing -------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise InvalidArgument("this SqliteStore is closed; create a new one")
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self._path,
+            timeout=self._busy_timeout,
+            isolation_level=None,  # autocommit; batches issue BEGIN IMMEDIATE themselves
+            check_same_thread=False,  # one thread at a time, guaranteed by the limiter
+        )
+        try:
+            conn.text_factory = bytes  # decode ourselves, so a bad row names its key
+            # SQLite's own busy wait cannot be interrupted, so it waits in short slices
+            # and _call retries until busy_timeout has passed or the caller is cancelled.
+            conn.execute(f"PRAGMA busy_timeout = {int(min(self._busy_timeout, _SLICE) * 1000)}")
+            (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            if mode not in (b"wal", "wal"):
+                raise OperativeError(
+                    f"SQLite could not put {self._path!r} in WAL mode (it reports {mode!r}); "
+                    "use a local file system"
+                )
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {self._table} ("
+                "key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL, version INTEGER NOT NULL"
+                ") WITHOUT ROWID"
+            )
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    async def _call(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        async with self._limiter:
+            self._check_open()
+            holder: list[sqlite3.Connection | None] = [self._idle.pop() if self._idle else None]
+
+            stop = threading.Event()
+
+            def run() -> _T:
+                deadline = time.monotonic() + self._busy_timeout
+                while True:
+                    try:
+                        conn = holder[0]
+                        if conn is None:
+                            conn = holder[0] = self._connect()
+                        return work(conn)
+                    except sqlite3.OperationalError as exc:
+                        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+                        if code not in _BUSY_CODES or stop.is_set():
+                            raise
+                        if time.monotonic() >= deadline:
+                            raise OperativeError(
+                                f"{self._path!r} stayed locked by another writer for "
+                                f"{self._busy_timeout:g} s (busy_timeout); try again later"
+                            ) from exc
+
+            def on_cancel() -> None:
+                stop.set()
+                conn = holder[0]
+                if conn is not None:
+                    conn.interrupt()  # thread-safe; the worker rolls back and returns
+
+            result, cancelled = await run_in_worker_thread(run, on_cancel)
+            conn = holder[0]
+            if conn is not None:
+                self._idle.append(conn)  # rolled back or committed: fit for reuse
+        if cancelled:
+            await trio.lowlevel.checkpoint()  # raises the pending Cancelled
+        return result.unwrap()
+
+    def _where(self) -> str:
+        return f"table {self._table!r} of {self._path!r}"
+
+    def _row(self, row: tuple[object, object, object]) -> Versioned:
+        raw_key, raw_value, raw_version = row
+        where = self._where()
+        key = decode_text(where, raw_key, "key", raw_key)
+        return Versioned(
+            key=key,
+            value=decode_text(where, key, "value", raw_value),
+            version=decode_version(where, key, raw_version),
+        )
+
+    def _select_many(self, conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, Versioned]:
+        found: dict[str, Versioned] = {}
+        for start in range(0, len(keys), _CHUNK):
+            chunk = keys[start : start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            cursor = conn.execute(
+                f"SELECT key, value, version FROM {self._table} WHERE key IN ({marks})", chunk
+            )
+            for row in cursor:
+                item = self._row(row)
+                found[item.key] = item
+        return found
+
+    # -- the protocol ---------------------------------------------------------------
+
+    async def get(self, key: str) -> Versioned | None:
+        """The value stored under ``key``, or ``None``.
+
+        Raises:
+            CorruptRecordError: the stored row cannot be read (names the key).
+        """
+        check_text("key", key)
+
+        def work(conn: sqlite3.Connection) -> Versioned | None:
+            row = conn.execute(
+                f"SELECT key, value, version FROM {self._table} WHERE key = ?", (key,)
+            ).fetchone()
+            return None if row is None else self._row(row)
+
+        return await self._call(work)
+
+    async def get_many(self, keys: Sequence[str]) -> Mapping[str, Versioned]:
+        """The values stored under ``keys``; missing keys are absent from the mapping.
+
+        The values are read from one snapshot of the file.
+        """
+        wanted = list(dict.fromkeys(keys))
+        for key in wanted:
+            check_text("key", key)
+
+        def work(conn: sqlite3.Connection) -> dict[str, Versioned]:
+            if len(wanted) <= _CHUNK:
+                return self._select_many(conn, wanted)
+            conn.execute("BEGIN")  # one read snapshot across the chunks
+            try:
+                return self._select_many(conn, wanted)
+            finally:
+                conn.execute("COMMIT")
+
+        return await self._call(work)
+
+    async def list(
+        self, prefix: str = "", *, limit: int | None = None, after: str | None = None
+    ) -> Sequence[Versioned]:
+        """Values whose key starts with ``prefix``, sorted by key, after ``after``."""
+        check_text("prefix", prefix)
+        if after is not None:
+            check_text("after", after)
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+            raise InvalidArgument(f"limit must be None or an int, not {limit!r}")
+        if limit is not None and limit < 0:
+            raise InvalidArgument(f"limit must be None or >= 0, not {limit!r}")
+        sql = [f"SELECT key, value, version FROM {self._table} WHERE key >= ?"]
+        params: list[object] = [prefix]
+        upper = prefix_upper_bound(prefix)
+        if upper is not None:
+            sql.append("AND key < ?")
+            params.append(upper)
+        if after is not None:
+            sql.append("AND key > ?")
+            params.append(after)
+        sql.append("ORDER BY key")
+        if limit is not None:
+            sql.append("LIMIT ?")
+            params.append(limit)
+        statement = " ".join(sql)
+
+        def work(conn: sqlite3.Connection) -> list[Versioned]:
+            return [self._row(row) for row in conn.execute(statement, params)]
+
+        return await self._call(work)
+
+    async def conditional_batch(self, operations: Sequence[Operation]) -> tuple[int | None, ...]:
+        """Apply every operation or none, in one ``BEGIN IMMEDIATE`` transaction.
+
+        Raises:
+            ConflictError: an ``expected_version`` did not hold; nothing was written.
+            InvalidArgument: a malformed batch (a key twice, a non-text key or value).
+        """
+        ops = list(operations)
+        check_operations(ops)
+        if not ops:
+            await trio.lowlevel.checkpoint()
+            self._check_open()
+            return ()
+        table = self._table
+        where = self._where()
+
+        def work(conn: sqlite3.Connection) -> tuple[int | None, ...]:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                current: dict[str, int] = {}
+                keys = [op.key for op in ops]
+                for start in range(0, len(keys), _CHUNK):
+                    chunk = keys[start : start + _CHUNK]
+                    marks = ",".join("?" * len(chunk))
+                    for raw_key, raw_version in conn.execute(
+                        f"SELECT key, version FROM {table} WHERE key IN ({marks})", chunk
+                    ):
+                        key = decode_text(where, raw_key, "key", raw_key)
+                        current[key] = decode_version(where, key, raw_version)
+                check_versions(ops, current)
+                versions: list[int | None] = []
+                for op in ops:
+                    old = current.get(op.key)
+                    if isinstance(op, Put):
+                        if old is None:
+                            conn.execute(
+                                f"INSERT INTO {table} (key, value, version) VALUES (?, ?, 1)",
+                                (op.key, op.value),
+                            )
+                            versions.append(1)
+                        else:
+                            conn.execute(
+                                f"UPDATE {table} SET value = ?, version = ? WHERE key = ?",
+                                (op.value, old + 1, op.key),
+                            )
+                            versions.append(old + 1)
+                    else:
+                        if old is not None:
+                            conn.execute(f"DELETE FROM {table} WHERE key = ?", (op.key,))
+                        versions.append(None)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return tuple(versions)
+
+        return await self._call(work)
+
+    async def aclose(self) -> None:
+        """Wait for calls in flight, then close every connection.
+
+        The store cannot be used afterwards; closing twice is harmless.
+        """
+        if self._closed:
+            await trio.lowlevel.checkpoint()
+            return
+        self._closed = True
+        with trio.CancelScope(shield=True):
+            tokens = [object() for _ in range(self._max_connections)]
+            for token in tokens:  # every token held: nothing is in flight
+                await self._limiter.acquire_on_behalf_of(token)
+            idle, self._idle = self._idle, []
+            try:
+                await trio.to_thread.run_sync(_close_all, idle)
+            finally:
+                for token in tokens:
+                    self._limiter.release_on_behalf_of(token)
+
+    async def __aenter__(self) -> Self:
+        await trio.lowlevel.checkpoint()
+        self._check_open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+def _close_all(connections: Sequence[sqlite3.Connection]) -> None:
+    for conn in connections:
+        conn.close()
