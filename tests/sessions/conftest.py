@@ -6,10 +6,13 @@ The fixture is parametrized by backend name so another store can join the list.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
 from types import TracebackType
 from typing import Self
 
 import pytest
+import trio
+import trio.testing
 
 from operative.sessions import SessionStore, create_session_store
 from operative.storage import ConditionalTextValueStore, MemoryStore, Operation, Versioned
@@ -70,18 +73,36 @@ class HookedStore:
         await self.aclose()
 
 
-def _memory() -> ConditionalTextValueStore:
+def _memory(tmp_path: Path) -> ConditionalTextValueStore:
     return MemoryStore()
 
 
-BACKENDS: dict[str, Callable[[], ConditionalTextValueStore]] = {"memory": _memory}
+BACKENDS: dict[str, Callable[[Path], ConditionalTextValueStore]] = {"memory": _memory}
+"""Store factories (given a temporary directory); add a backend here to run every test on it."""
+
+IN_PROCESS = frozenset({"memory"})
+"""Backends that never wait on a worker thread."""
 
 
 @pytest.fixture(params=sorted(BACKENDS))
-async def kv(request: pytest.FixtureRequest) -> AsyncIterator[ConditionalTextValueStore]:
+def backend(request: pytest.FixtureRequest) -> str:
+    """The name of the store backend under test."""
+    name: str = request.param
+    return name
+
+
+@pytest.fixture
+async def kv(backend: str, tmp_path: Path) -> AsyncIterator[ConditionalTextValueStore]:
     """A fresh, empty conditional text-value store."""
-    async with BACKENDS[request.param]() as store:
+    async with BACKENDS[backend](tmp_path) as store:
         yield store
+
+
+@pytest.fixture
+def autojump_clock(backend: str) -> trio.testing.MockClock:
+    """Virtual time. A store that works in a thread gets a small real-time threshold, so
+    the clock does not jump (and fire timeouts) while a query is in flight."""
+    return trio.testing.MockClock(autojump_threshold=0 if backend in IN_PROCESS else 0.05)
 
 
 @pytest.fixture
