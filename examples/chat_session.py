@@ -6,11 +6,15 @@ transcript was stored and loaded again. Swap ``generate=`` for a real provider.
 
     python examples/chat_session.py chat.db "My name is Ada."
     python examples/chat_session.py chat.db "What is my name?"
+
+Without arguments it plays both invocations against a file in a temporary directory.
 """
 
 from __future__ import annotations
 
 import sys
+import tempfile
+from pathlib import Path
 
 import trio
 
@@ -45,6 +49,10 @@ async def main(path: str, message: str) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
-        sys.exit("usage: chat_session.py DATABASE [MESSAGE]")
-    trio.run(main, sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "Hello!")
+    if len(sys.argv) > 1:
+        trio.run(main, sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "Hello!")
+    else:
+        with tempfile.TemporaryDirectory() as directory:
+            database = str(Path(directory) / "chat.db")
+            trio.run(main, database, "My name is Ada.")
+            trio.run(main, database, "What is my name?")
