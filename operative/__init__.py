@@ -88,6 +88,8 @@ if typing.TYPE_CHECKING:
     from .budgets import Budget as Budget
     from .context import ContextManagement as ContextManagement
     from .steering import Steering as Steering
+    from .storage import PostgresStore as PostgresStore
+    from .storage import SqliteStore as SqliteStore
 
 __all__ = [
     "ActiveRun",
@@ -135,6 +137,7 @@ __all__ = [
     "OutputValidationError",
     "PendingApproval",
     "PermissionPolicy",
+    "PostgresStore",
     "ProviderError",
     "RequestContext",
     "RetryOptions",
@@ -146,6 +149,7 @@ __all__ = [
     "SchemaValidation",
     "SchemaVersionError",
     "SelectionRevalidationError",
+    "SqliteStore",
     "StallPolicy",
     "Steering",
     "StepResult",
@@ -180,6 +184,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Budget": (".budgets", "Budget"),
     "ContextManagement": (".context", "ContextManagement"),
     "Steering": (".steering", "Steering"),
+    "PostgresStore": (".storage", "PostgresStore"),
+    "SqliteStore": (".storage", "SqliteStore"),
 }
 
 
