@@ -27,11 +27,14 @@ from ._errors import ElicitationError as ElicitationError
 from ._errors import HookError as HookError
 from ._errors import InvalidArgument as InvalidArgument
 from ._errors import InvalidResponseError as InvalidResponseError
+from ._errors import MissingRunOptionsError as MissingRunOptionsError
 from ._errors import OperativeError as OperativeError
 from ._errors import OutputValidationError as OutputValidationError
 from ._errors import ProviderError as ProviderError
 from ._errors import SchemaVersionError as SchemaVersionError
 from ._errors import SelectionRevalidationError as SelectionRevalidationError
+from ._errors import SessionNotFoundError as SessionNotFoundError
+from ._errors import SessionPersistenceError as SessionPersistenceError
 from ._errors import ToolDefinitionError as ToolDefinitionError
 from ._events import Event as Event
 from ._events import EventStream as EventStream
@@ -87,6 +90,17 @@ if typing.TYPE_CHECKING:
     from ._lazy import create_lazy_generate as create_lazy_generate
     from .budgets import Budget as Budget
     from .context import ContextManagement as ContextManagement
+    from .sessions import AgentSession as AgentSession
+    from .sessions import RunOutcome as RunOutcome
+    from .sessions import RunRef as RunRef
+    from .sessions import SessionHandle as SessionHandle
+    from .sessions import SessionStore as SessionStore
+    from .sessions import create_agent_session as create_agent_session
+    from .sessions import create_session_store as create_session_store
+    from .sessions import load_agent_session as load_agent_session
+    from .sessions import open_session as open_session
+    from .sessions import resume_session as resume_session
+    from .sessions import save_agent_session as save_agent_session
     from .steering import Steering as Steering
     from .storage import PostgresStore as PostgresStore
     from .storage import SqliteStore as SqliteStore
@@ -97,6 +111,7 @@ __all__ = [
     "AgentContractError",
     "AgentInput",
     "AgentRunContext",
+    "AgentSession",
     "ApprovalDecision",
     "ApprovalError",
     "ApprovalPolicy",
@@ -132,6 +147,7 @@ __all__ = [
     "LivenessSnapshot",
     "MemoryStore",
     "Message",
+    "MissingRunOptionsError",
     "OnElicitation",
     "OperativeError",
     "OutputValidationError",
@@ -144,11 +160,17 @@ __all__ = [
     "RunEvent",
     "RunHandle",
     "RunOptions",
+    "RunOutcome",
+    "RunRef",
     "RunResult",
     "RunnableAgent",
     "SchemaValidation",
     "SchemaVersionError",
     "SelectionRevalidationError",
+    "SessionHandle",
+    "SessionNotFoundError",
+    "SessionPersistenceError",
+    "SessionStore",
     "SqliteStore",
     "StallPolicy",
     "Steering",
@@ -164,14 +186,20 @@ __all__ = [
     "Toolbox",
     "Usage",
     "create_agent",
+    "create_agent_session",
     "create_lazy_agent",
     "create_lazy_generate",
+    "create_session_store",
     "decode",
     "encode",
     "find_dangling_tool_calls",
+    "load_agent_session",
     "open_run",
+    "open_session",
     "repair_dangling_tool_calls",
     "resolve_tool_result",
+    "resume_session",
+    "save_agent_session",
     "stop_when",
     "tool",
 ]
@@ -184,6 +212,17 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Budget": (".budgets", "Budget"),
     "ContextManagement": (".context", "ContextManagement"),
     "Steering": (".steering", "Steering"),
+    "AgentSession": (".sessions", "AgentSession"),
+    "RunRef": (".sessions", "RunRef"),
+    "RunOutcome": (".sessions", "RunOutcome"),
+    "SessionStore": (".sessions", "SessionStore"),
+    "SessionHandle": (".sessions", "SessionHandle"),
+    "create_agent_session": (".sessions", "create_agent_session"),
+    "load_agent_session": (".sessions", "load_agent_session"),
+    "save_agent_session": (".sessions", "save_agent_session"),
+    "create_session_store": (".sessions", "create_session_store"),
+    "resume_session": (".sessions", "resume_session"),
+    "open_session": (".sessions", "open_session"),
     "PostgresStore": (".storage", "PostgresStore"),
     "SqliteStore": (".storage", "SqliteStore"),
 }

@@ -21,6 +21,7 @@ PUBLIC = [
     "operative.tools",
     "operative.storage",
     "operative.testing",
+    "operative.sessions",
 ]
 
 
