@@ -40,6 +40,8 @@ __all__ = [
     "RunError",
     "RunEvent",
     "RunStarted",
+    "SessionLoaded",
+    "SessionSaved",
     "SteeringAccepted",
     "SteeringApplied",
     "SteeringFailed",
@@ -317,6 +319,28 @@ class SteeringFailed(_SteeringCommandEvent, frozen=True, kw_only=True, tag="stee
     """Processing a steering command raised."""
 
 
+class SessionLoaded(Event, frozen=True, kw_only=True, tag="session.loaded"):
+    """A session handle opened its session (``run_id`` is empty: no run yet)."""
+
+    session_id: str
+    agent_name: str
+    revision: int
+    is_new: bool = False
+    """True when no session was stored under this id, so a new one was created."""
+    message_count: int = 0
+
+
+class SessionSaved(Event, frozen=True, kw_only=True, tag="session.saved"):
+    """A session handle stored its session (a turn reserved, or a turn's outcome)."""
+
+    session_id: str
+    agent_name: str
+    revision: int
+    message_count: int = 0
+    outcome: str | None = None
+    """The run's finish reason when this write stored a turn's outcome."""
+
+
 RunEvent: TypeAlias = (
     RunStarted
     | RunCompleted
@@ -349,6 +373,8 @@ RunEvent: TypeAlias = (
     | SteeringRejected
     | SteeringSuperseded
     | SteeringFailed
+    | SessionLoaded
+    | SessionSaved
 )
 """Every event a run emits, one tagged union (decodes in one pass)."""
 

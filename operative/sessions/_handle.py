@@ -29,6 +29,7 @@ import trio
 
 from .._agent import AgentRunContext, RunHandle, RunnableAgent
 from .._errors import InvalidArgument, MissingRunOptionsError, SessionPersistenceError
+from .._events import EventHub, Listener, SessionLoaded, SessionSaved
 from .._results import RunResult
 from .._run import open_run
 from .._types import FinishReason
@@ -101,6 +102,8 @@ class SessionHandle:
         self._nursery = nursery
         self._cleanup_timeout = cleanup_timeout
         self._tracker = LivenessTracker(session.id, kind="session")
+        self._hub = EventHub()
+        self._loaded: SessionLoaded | None = None
         self._runs: set[RunHandle] = set()
         self._scopes: set[trio.CancelScope] = set()
         self._waiters: dict[str, list[_Waiter]] = {}
@@ -120,6 +123,52 @@ class SessionHandle:
     @property
     def store(self) -> SessionStore:
         return self._store
+
+    # -- events ----------------------------------------------------------------------
+
+    def add_listener(self, type: str, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(event)`` for ``session.loaded`` / ``session.saved`` (or ``"*"``).
+
+        A listener for ``session.loaded`` added after the block opened is called at once
+        with the load that opened this handle. Returns a remover.
+        """
+        if type not in ("session.loaded", "session.saved", "*"):
+            raise InvalidArgument(
+                f"a session handle emits 'session.loaded' and 'session.saved', not {type!r}; "
+                "listen to a run's events on the run"
+            )
+        remove = self._hub.add_listener(type, listener)
+        if type in ("session.loaded", "*") and self._loaded is not None:
+            listener(self._loaded)
+        return remove
+
+    def _announce_load(self, is_new: bool) -> None:
+        session = self._session
+        self._loaded = SessionLoaded(
+            run_id="",
+            time=trio.current_time(),
+            session_id=session.id,
+            agent_name=session.agent_name,
+            revision=session.revision,
+            is_new=is_new,
+            message_count=len(session.conversation_history.messages),
+        )
+
+    def _announce_save(self, run_id: str, outcome: str | None = None) -> None:
+        if not self._hub.wants("session.saved"):
+            return
+        session = self._session
+        self._hub.emit_nowait(
+            SessionSaved(
+                run_id=run_id,
+                time=trio.current_time(),
+                session_id=session.id,
+                agent_name=session.agent_name,
+                revision=session.revision,
+                message_count=len(session.conversation_history.messages),
+                outcome=outcome,
+            )
+        )
 
     # -- runs ------------------------------------------------------------------------
 
@@ -170,6 +219,7 @@ class SessionHandle:
             )
 
         self._session = await self._store.update(self.id, reserve)
+        self._announce_save(run_id)
         base = self._session.conversation_history
         self._tracker.pulse("progress")
         token = _current_handle.set(self)
@@ -243,6 +293,8 @@ class SessionHandle:
                 self._session = await self._store.update(self.id, settle)
             except Exception as exc:
                 problem = exc
+            else:
+                self._announce_save(run_id, outcome.finish_reason)
         if scope.cancelled_caught:
             problem = TimeoutError(
                 f"storing the outcome took longer than cleanup_timeout={self._cleanup_timeout}s"
@@ -517,6 +569,7 @@ async def open_session(
             nursery=nursery,
             cleanup_timeout=float(cleanup_timeout),
         )
+        handle._announce_load(resumed.is_new)
         handle._tracker.start()
         try:
             yield handle

@@ -15,7 +15,13 @@ import trio
 import trio.testing
 
 from operative.sessions import SessionStore, create_session_store
-from operative.storage import ConditionalTextValueStore, MemoryStore, Operation, Versioned
+from operative.storage import (
+    ConditionalTextValueStore,
+    MemoryStore,
+    Operation,
+    SqliteStore,
+    Versioned,
+)
 
 
 class FakeClock:
@@ -77,7 +83,14 @@ def _memory(tmp_path: Path) -> ConditionalTextValueStore:
     return MemoryStore()
 
 
-BACKENDS: dict[str, Callable[[Path], ConditionalTextValueStore]] = {"memory": _memory}
+def _sqlite(tmp_path: Path) -> ConditionalTextValueStore:
+    return SqliteStore(tmp_path / "sessions.db")
+
+
+BACKENDS: dict[str, Callable[[Path], ConditionalTextValueStore]] = {
+    "memory": _memory,
+    "sqlite": _sqlite,
+}
 """Store factories (given a temporary directory); add a backend here to run every test on it."""
 
 IN_PROCESS = frozenset({"memory"})

@@ -9,6 +9,7 @@ import pytest
 import trio
 import trio.testing
 
+import operative
 from operative import (
     GenerateRequest,
     GenerateResponse,
@@ -405,3 +406,20 @@ async def test_open_session_validation(sessions: SessionStore) -> None:
     async with open_session("s", store=sessions, agent_name="a") as handle:
         with pytest.raises(InvalidArgument):
             await handle.run(42)  # type: ignore[arg-type]
+
+
+async def test_session_events_announce_loads_and_saves(sessions: SessionStore) -> None:
+    """session.loaded (at open, also for late listeners) and session.saved per write."""
+    agent = create_agent(generate=ScriptedModel(["one"]), name="helper")
+    seen: list[tuple[str, bool | str | None]] = []
+    async with open_session("ev", store=sessions, agent_name="helper", agent=agent) as handle:
+        handle.add_listener("session.loaded", lambda e: seen.append((e.type, e.is_new)))
+        handle.add_listener("session.saved", lambda e: seen.append((e.type, e.outcome)))
+        await handle.run("hello")
+        with pytest.raises(operative.InvalidArgument, match=r"session\.saved"):
+            handle.add_listener("run.started", print)
+    assert seen == [
+        ("session.loaded", True),
+        ("session.saved", None),
+        ("session.saved", "stop-condition"),
+    ]
