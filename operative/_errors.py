@@ -14,6 +14,12 @@
     ├── OutputValidationError(OperativeError, ValueError)  structured output failed validation
     ├── ElicitationError(OperativeError)               a tool asked for input nobody can give
     ├── ProviderError(OperativeError)                  a model provider failed (``.retryable``)
+    │   ├── ProviderRequestError(ProviderError)        the request was rejected (4xx): not retried
+    │   │   └── ProviderAuthenticationError            bad or missing credentials (401, 403)
+    │   ├── ProviderRateLimitError(ProviderError)      429, with ``retry_after``
+    │   ├── ProviderUnavailableError(ProviderError)    5xx, 529 overloaded, 409
+    │   ├── ProviderTimeoutError(ProviderError, TimeoutError)      no answer in time
+    │   └── ProviderConnectionError(ProviderError, ConnectionError) connection failed or cut
     ├── ConflictError(OperativeError)                  a conditional store write lost a race
     ├── DataValidationError(OperativeError, ValueError)  decoded data does not fit its type
     ├── BudgetExceededError(OperativeError)            a run's budget ran out (``.limit``)
@@ -48,7 +54,13 @@ __all__ = [
     "MissingRunOptionsError",
     "OperativeError",
     "OutputValidationError",
+    "ProviderAuthenticationError",
+    "ProviderConnectionError",
     "ProviderError",
+    "ProviderRateLimitError",
+    "ProviderRequestError",
+    "ProviderTimeoutError",
+    "ProviderUnavailableError",
     "SchemaVersionError",
     "SelectionRevalidationError",
     "SessionNotFoundError",
@@ -297,3 +309,33 @@ class SessionPersistenceError(OperativeError):
         self.session_id = session_id
         self.run_id = run_id
         self.result = result
+
+
+class ProviderRequestError(ProviderError):
+    """The provider rejected the request itself (400, 404, 413, 422, ...): not retried.
+
+    Fix the request (model name, message shape, settings) rather than trying again.
+    """
+
+
+class ProviderAuthenticationError(ProviderRequestError):
+    """The provider refused the credentials (401) or their permissions (403).
+
+    The message names the environment variable the adapter reads the key from.
+    """
+
+
+class ProviderRateLimitError(ProviderError):
+    """The provider is rate limiting (429); ``retry_after`` says how long to wait."""
+
+
+class ProviderUnavailableError(ProviderError):
+    """The provider could not serve the request now (5xx, 529 overloaded, 409): retryable."""
+
+
+class ProviderTimeoutError(ProviderError, TimeoutError):
+    """The provider did not answer in time (a client timeout, or 408): retryable."""
+
+
+class ProviderConnectionError(ProviderError, ConnectionError):
+    """The connection failed or was cut, possibly mid-stream: retryable."""

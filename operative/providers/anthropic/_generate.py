@@ -1,0 +1,249 @@
+"""``anthropic_generate``: a ``GenerateFunction`` over the official ``anthropic`` SDK."""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Mapping
+from typing import Any, Literal, NoReturn
+
+import trio
+
+try:
+    import anthropic
+    import httpx2
+except ImportError as error:  # pragma: no cover - exercised without the extra
+    raise ImportError(
+        "operative.providers.anthropic needs the anthropic SDK: pip install 'operative[anthropic]'"
+    ) from error
+
+from ..._errors import InvalidArgument, ProviderAuthenticationError, ProviderError
+from ..._model import GenerateRequest, GenerateResponse
+from .._common import ClientAdapter, DeltaCallback, merge_settings, split_known
+from .._errors import connection_error, status_error, timeout_error
+from ._convert import build_messages, build_tools, response_from_message
+from ._stream import StreamAssembler
+
+__all__ = ["AnthropicGenerate", "anthropic_generate"]
+
+PROVIDER = "anthropic"
+KEY_VARIABLE = "ANTHROPIC_API_KEY"
+
+# The parameters the installed SDK's create() declares; others travel in extra_body.
+_KNOWN = frozenset(inspect.signature(anthropic.resources.AsyncMessages.create).parameters)
+
+# What an in-stream ``error`` event's type means, as an HTTP status.
+_STREAM_ERROR_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "overloaded_error": 529,
+}
+
+
+class AnthropicGenerate(ClientAdapter["anthropic.AsyncAnthropic"]):
+    """The generate function :func:`anthropic_generate` returns (callable, closeable)."""
+
+    provider = PROVIDER
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        client: anthropic.AsyncAnthropic | None,
+        client_options: Mapping[str, Any],
+        max_tokens: int,
+        stream: bool,
+        on_delta: DeltaCallback | None,
+        structured_output: Literal["native", "prompt"],
+        settings: Mapping[str, Any],
+    ) -> None:
+        options = dict(client_options)
+
+        def make_client() -> anthropic.AsyncAnthropic:
+            if "api_key" not in options and not os.environ.get(KEY_VARIABLE):
+                raise ProviderAuthenticationError(
+                    f"no Anthropic API key: set the {KEY_VARIABLE} environment variable, or "
+                    "pass api_key= or a configured client=",
+                    provider=PROVIDER,
+                    model=model,
+                )
+            return anthropic.AsyncAnthropic(**options)
+
+        super().__init__(client=client, make_client=make_client)
+        self.model = model
+        self._defaults: dict[str, Any] = {"model": model, "max_tokens": max_tokens, **settings}
+        self._stream = stream
+        self._on_delta = on_delta
+        self._structured = structured_output
+
+    def __repr__(self) -> str:
+        return f"anthropic_generate(model={self.model!r})"
+
+    async def _close_client(self, client: anthropic.AsyncAnthropic) -> None:
+        await client.close()
+
+    def _params(self, request: GenerateRequest) -> tuple[dict[str, Any], bool]:
+        params, stream = merge_settings(self._defaults, request)
+        schema = request.output_schema
+        native = schema is not None and self._structured == "native"
+        system, messages = build_messages(request, schema_hint=not native)
+        if system:
+            given = params.get("system")
+            if isinstance(given, str) and given:
+                system.insert(0, {"type": "text", "text": given})
+            elif isinstance(given, list):
+                system[:0] = given
+            params["system"] = system
+        params["messages"] = messages
+        if request.tools:
+            params["tools"] = build_tools(request.tools) + list(params.get("tools", ()))
+        if native:
+            config = dict(params.get("output_config") or {})
+            config["format"] = {"type": "json_schema", "schema": schema}
+            params["output_config"] = config
+        return split_known(params, _KNOWN), self._stream if stream is None else stream
+
+    async def __call__(self, request: GenerateRequest) -> GenerateResponse:
+        """One Messages API call for ``request``."""
+        params, stream = self._params(request)
+        model = str(params["model"])
+        client = self.client
+        try:
+            if not stream:
+                message = await client.messages.create(**params)
+                return response_from_message(message)
+            assembler = StreamAssembler(self._on_delta)
+            events = await client.messages.create(**params, stream=True)
+            try:
+                async for event in events:
+                    assembler.feed(event)
+            finally:
+                # On an abort this closes the connection at once (no draining).
+                with trio.CancelScope(shield=True), trio.move_on_after(1.0):
+                    await events.close()
+            if not assembler.finished:
+                raise connection_error(
+                    provider=PROVIDER,
+                    model=model,
+                    detail="the stream ended before message_stop",
+                )
+            return assembler.response()
+        except anthropic.AnthropicError as error:
+            _raise_mapped(error, model)
+        except httpx2.TimeoutException as error:
+            raise timeout_error(provider=PROVIDER, model=model, detail=str(error)) from error
+        except httpx2.TransportError as error:
+            raise connection_error(
+                provider=PROVIDER, model=model, detail=f"the connection was cut: {error}"
+            ) from error
+
+
+def _raise_mapped(error: anthropic.AnthropicError, model: str) -> NoReturn:
+    if isinstance(error, anthropic.APIStatusError):
+        status = error.status_code
+        if status < 400:  # an error event inside a 200 stream
+            status = _STREAM_ERROR_STATUS.get(str(error.type or ""), 500)
+        raise status_error(
+            provider=PROVIDER,
+            model=model,
+            status=status,
+            message=error.api_message or error.message,
+            headers=error.response.headers,
+            request_id=error.request_id,
+            key_variable=KEY_VARIABLE,
+        ) from error
+    if isinstance(error, anthropic.APITimeoutError):
+        raise timeout_error(provider=PROVIDER, model=model) from error
+    if isinstance(error, anthropic.APIConnectionError):
+        raise connection_error(provider=PROVIDER, model=model, detail=error.message) from error
+    if isinstance(error, anthropic.CredentialsError):
+        raise ProviderAuthenticationError(
+            f"anthropic: {error}; set the {KEY_VARIABLE} environment variable",
+            provider=PROVIDER,
+            model=model,
+        ) from error
+    raise ProviderError(f"anthropic ({model}): {error}", provider=PROVIDER, model=model) from error
+
+
+def anthropic_generate(
+    *,
+    model: str,
+    client: anthropic.AsyncAnthropic | None = None,
+    max_tokens: int = 4096,
+    stream: bool = False,
+    on_delta: DeltaCallback | None = None,
+    structured_output: Literal["native", "prompt"] = "native",
+    api_key: str | None = None,
+    base_url: str | None = None,
+    timeout: float | None = None,
+    max_retries: int = 0,
+    **settings: Any,
+) -> AnthropicGenerate:
+    """A ``GenerateFunction`` that calls Anthropic's Messages API.
+
+    Args:
+        model: The model name (``request.settings["model"]`` overrides it per call).
+        client: An ``anthropic.AsyncAnthropic`` you own and close. Without it the
+            adapter makes one on first use (``api_key`` or ``ANTHROPIC_API_KEY``) and
+            closes it in ``aclose()``: use ``async with anthropic_generate(...) as g:``.
+        max_tokens: The API's required output limit (``settings["max_tokens"]`` wins).
+        stream: Stream the answer (per call: ``settings["stream"]``); the response is the
+            same as without streaming, and ``on_delta`` sees each text, thinking and
+            tool-argument delta as it arrives.
+        on_delta: A sync callable given each :class:`~operative.providers.Delta`.
+        structured_output: With an ``output_schema`` on the request, ``"native"`` sends
+            it as ``output_config.format`` (the API constrains the answer; the model
+            must support structured outputs), ``"prompt"`` only adds a system
+            instruction with the schema (no guarantee; the loop still validates).
+        api_key, base_url, timeout, max_retries: For the client the adapter makes
+            (not allowed with ``client=``). ``max_retries`` defaults to 0 so the run's
+            ``RetryOptions`` alone decide on retries.
+        **settings: Any other Messages API parameter (``temperature``, ``thinking``,
+            ``tool_choice``, ``stop_sequences``, ``metadata``, ...); a request's
+            ``settings`` override them.
+    """
+    if not isinstance(model, str) or not model:
+        raise InvalidArgument(f"anthropic_generate() needs a model name, got {model!r}")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise InvalidArgument(f"max_tokens must be an int >= 1, got {max_tokens!r}")
+    if on_delta is not None and not callable(on_delta):
+        raise InvalidArgument(f"on_delta must be a callable, got {on_delta!r}")
+    if structured_output not in ("native", "prompt"):
+        raise InvalidArgument(
+            f"structured_output must be 'native' or 'prompt', got {structured_output!r}"
+        )
+    options: dict[str, Any] = {"max_retries": max_retries}
+    if api_key is not None:
+        options["api_key"] = api_key
+    if base_url is not None:
+        options["base_url"] = base_url
+    if timeout is not None:
+        options["timeout"] = timeout
+    if client is not None:
+        if not isinstance(client, anthropic.AsyncAnthropic):
+            raise InvalidArgument(
+                f"client must be an anthropic.AsyncAnthropic, got {type(client).__name__}"
+            )
+        if len(options) > 1 or max_retries != 0:
+            raise InvalidArgument(
+                "api_key=, base_url=, timeout= and max_retries= configure the client the "
+                "adapter makes; set them on your own client= instead"
+            )
+    for reserved in ("messages", "system_prompt"):
+        if reserved in settings:
+            raise InvalidArgument(f"{reserved}= is built from the conversation; remove it")
+    return AnthropicGenerate(
+        model=model,
+        client=client,
+        client_options=options,
+        max_tokens=max_tokens,
+        stream=stream,
+        on_delta=on_delta,
+        structured_output=structured_output,
+        settings=settings,
+    )
