@@ -151,7 +151,15 @@ class PostgresStore:
                         name="operative postgres cancel",
                     )
 
-            result, cancelled = await run_in_worker_thread(run, on_cancel)
+            try:
+                result, cancelled = await run_in_worker_thread(run, on_cancel)
+            except BaseException:
+                # The cancel landed before the thread started: the connection was never
+                # used, so it goes back to the pool as it is.
+                conn = holder[0]
+                if conn is not None and not (conn.closed or conn.broken):
+                    self._idle.append(conn)
+                raise
             conn = holder[0]
             if conn is not None:
                 if cancelled or conn.closed or conn.broken:

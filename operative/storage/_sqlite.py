@@ -289,10 +289,14 @@ class SqliteStore:
                 if conn is not None:
                     conn.interrupt()  # thread-safe; the worker rolls back and returns
 
-            result, cancelled = await run_in_worker_thread(run, on_cancel)
-            conn = holder[0]
-            if conn is not None:
-                self._idle.append(conn)  # rolled back or committed: fit for reuse
+            try:
+                result, cancelled = await run_in_worker_thread(run, on_cancel)
+            finally:
+                # Also when the cancel landed before the thread started: the connection
+                # goes back to the pool (rolled back, committed, or never used).
+                conn = holder[0]
+                if conn is not None:
+                    self._idle.append(conn)
         if cancelled:
             await trio.lowlevel.checkpoint()  # raises the pending Cancelled
         return result.unwrap()

@@ -9,6 +9,7 @@ consumes the approval exactly once through a conditional write to the state stor
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import inspect
@@ -19,10 +20,11 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 import msgspec
+import trio
 
 from .._errors import ApprovalError, ConflictError, InvalidArgument
 from .._types import Authority, PendingApproval, RequestContext, ToolCall
-from ..storage import ConditionalTextValueStore, Put
+from ..storage import ConditionalTextValueStore, Delete, Put
 from ._tool import Tool
 
 __all__ = [
@@ -230,11 +232,37 @@ class Approvals:
             )
         return checked
 
-    async def consume(self, approval: PendingApproval, decision: str) -> None:
+    async def consume_or_release(self, approval: PendingApproval, decision: str) -> None:
+        """:meth:`consume`, but a consume cut short by cancellation is taken back.
+
+        A store may commit and then deliver the caller's cancellation; the call then never
+        runs, so the marker this consumer wrote (recognised by its nonce) is deleted under
+        a shield, and the approval stays usable. A marker written by anyone else stays.
+        """
+        nonce = os.urandom(8).hex()
+        try:
+            await self.consume(approval, decision, nonce=nonce)
+        except trio.Cancelled:
+            with trio.CancelScope(shield=True), trio.move_on_after(_RELEASE_TIMEOUT):
+                key = APPROVAL_KEY_PREFIX + approval.approval_id
+                stored = await self.state.get(key)
+                if stored is not None and nonce in stored.value:
+                    with contextlib.suppress(ConflictError):
+                        await self.state.conditional_batch(
+                            [Delete(key=key, expected_version=stored.version)]
+                        )
+            raise
+
+    async def consume(self, approval: PendingApproval, decision: str, *, nonce: str = "") -> None:
         """Mark ``approval`` used, once; a second consumer gets ``replayed``."""
         # The expiry lets a sweeper drop markers of approvals that can no longer verify.
         record = _canonical(
-            {"decision": decision, "at": self._now_ms(), "expires_at": approval.expires_at}
+            {
+                "decision": decision,
+                "at": self._now_ms(),
+                "expires_at": approval.expires_at,
+                "nonce": nonce,
+            }
         ).decode()
         key = APPROVAL_KEY_PREFIX + approval.approval_id
         try:
@@ -274,6 +302,10 @@ def _coerce(approval: object) -> PendingApproval:
             reason="malformed",
         ) from None
     return checked
+
+
+_RELEASE_TIMEOUT = 5.0
+"""Seconds a cancelled consume may spend taking its marker back."""
 
 
 def wall_clock() -> float:

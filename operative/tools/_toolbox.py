@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -250,7 +250,12 @@ class Toolbox:
         )
 
     async def _run(
-        self, tool: Tool, call: ToolCall, arguments: Any, context: ExecutionContext
+        self,
+        tool: Tool,
+        call: ToolCall,
+        arguments: Any,
+        context: ExecutionContext,
+        before_invoke: Callable[[], Awaitable[None]] | None = None,
     ) -> ToolResult:
         tool_context = (
             ToolContext(
@@ -267,7 +272,7 @@ class Toolbox:
         )
         timeout = tool.timeout
         try:
-            if self._limiter is None and tool._limiter is None:
+            if self._limiter is None and tool._limiter is None and before_invoke is None:
                 if timeout is None:
                     value = await tool._invoke(arguments, tool_context)
                 else:
@@ -277,12 +282,17 @@ class Toolbox:
                         return _timed_out(tool, call)
             else:
                 async with _Limits(self._limiter, tool._limiter):
+                    if before_invoke is not None:
+                        # Runs once the call holds its places: it starts right after.
+                        await before_invoke()
                     with trio.move_on_after(
                         timeout if timeout is not None else float("inf")
                     ) as scope:
                         value = await tool._invoke(arguments, tool_context)
                 if scope.cancelled_caught:
                     return _timed_out(tool, call)
+        except ApprovalError:
+            raise
         except Exception as exc:
             return ToolResult(
                 call_id=call.id,
@@ -347,7 +357,6 @@ class Toolbox:
         if refusal is not None:
             await trio.lowlevel.checkpoint()
             return ToolResult(call_id=call.id, tool_name=tool.name, outcome="denied", error=refusal)
-        await self._approvals.consume(checked, "approved")
         if context is None:
             context = ExecutionContext(
                 run_id=checked.run_id, agent_id=checked.agent_id, request_context=request_context
@@ -357,8 +366,15 @@ class Toolbox:
         try:
             arguments = tool.parse_arguments(call.arguments)
         except ArgumentError as exc:
+            await self._approvals.consume(checked, "approved")
             return ToolResult(call_id=call.id, tool_name=tool.name, outcome="error", error=str(exc))
-        return await self._run(tool, call, arguments, context)
+
+        async def claim() -> None:
+            # Consumed only when the call can start at once (its capacity is held), so a
+            # resume cancelled while waiting leaves the approval usable.
+            await self._approvals.consume_or_release(checked, "approved")
+
+        return await self._run(tool, call, arguments, context, before_invoke=claim)
 
     async def deny_approval(
         self,

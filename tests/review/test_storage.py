@@ -21,11 +21,6 @@ def _is_open(conn: sqlite3.Connection) -> bool:
     return True
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_call pops an idle connection, then run_in_worker_thread's "
-    "checkpoint_if_cancelled raises and the connection is dropped, never closed",
-)
 async def test_sqlite_cancel_right_after_acquiring_the_limiter_keeps_the_connection(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mock_clock: trio.testing.MockClock
 ) -> None:
@@ -52,11 +47,6 @@ async def test_sqlite_cancel_right_after_acquiring_the_limiter_keeps_the_connect
     assert [conn for conn in opened if _is_open(conn)] == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="PostgresStore._call pops an idle connection, then run_in_worker_thread's "
-    "checkpoint_if_cancelled raises and the connection is dropped, never closed",
-)
 async def test_postgres_cancel_right_after_acquiring_the_limiter_keeps_the_connection(
     postgres_dsn: str, monkeypatch: pytest.MonkeyPatch, mock_clock: trio.testing.MockClock
 ) -> None:

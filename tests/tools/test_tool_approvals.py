@@ -604,6 +604,7 @@ async def test_consumed_marker_is_stored_under_the_documented_key() -> None:
         "decision": "denied",
         "at": int(NOW * 1000),
         "expires_at": approval.expires_at,
+        "nonce": "",
     }
 
 
