@@ -85,8 +85,9 @@ def stream_events(body: dict[str, Any]) -> list[bytes]:
             )
         )
         events.extend(
-            sse_event({"type": "content_block_delta", "index": index, "delta": d},
-                      "content_block_delta")
+            sse_event(
+                {"type": "content_block_delta", "index": index, "delta": d}, "content_block_delta"
+            )
             for d in deltas
         )
         events.append(

@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 import h11
 import trio
+import trio.lowlevel
 
 __all__ = ["JsonReply", "Received", "Reply", "SseReply", "WireServer", "sse_event"]
 
@@ -140,9 +141,8 @@ class WireServer:
             if event is h11.NEED_DATA:
                 data = await stream.receive_some(65536)
                 connection.receive_data(data)
-                if not data and connection.their_state is not h11.DONE:
-                    if request is None:
-                        return None
+                if not data and request is None:
+                    return None
             elif isinstance(event, h11.Request):
                 request = event
             elif isinstance(event, h11.Data):
@@ -186,7 +186,7 @@ class WireServer:
                 return False
             await stream.send_all(connection.send(h11.Data(data=event)))
             self.events_sent += 1
-            await trio.sleep(0)
+            await trio.lowlevel.checkpoint()
         await stream.send_all(connection.send(h11.EndOfMessage()))
         return True
 

@@ -76,7 +76,10 @@ async def test_tool_round_trip_through_an_agent(wire_server: WireServer, stream:
     reply(
         wire_server,
         message(
-            [text_block("Let me look."), tool_use_block("toolu_1", "get_weather", {"city": "Oslo"})],
+            [
+                text_block("Let me look."),
+                tool_use_block("toolu_1", "get_weather", {"city": "Oslo"}),
+            ],
             stop_reason="tool_use",
             usage=usage_of(20, 7),
         ),
@@ -100,14 +103,16 @@ async def test_tool_round_trip_through_an_agent(wire_server: WireServer, stream:
         ToolCall(id="toolu_1", name="get_weather", arguments={"city": "Oslo"}),
     )
     assert result.steps[0].results[0].value == "sunny in Oslo"
-    assert result.usage.prompt == 30 and result.usage.completion == 12
+    assert result.usage.prompt == 30
+    assert result.usage.completion == 12
     first, second = (r.json for r in wire_server.received)
     assert wire_server.received[0].path == "/v1/messages"
     headers = wire_server.received[0].headers
     key = headers.get("x-api-key") or headers["authorization"].removeprefix("Bearer ")
     assert key == "test-key"
     assert headers["anthropic-version"]
-    assert first["model"] == "claude-test-1" and first["max_tokens"] == 4096
+    assert first["model"] == "claude-test-1"
+    assert first["max_tokens"] == 4096
     assert first["temperature"] == 0.2
     assert first["system"] == [{"type": "text", "text": "Be brief."}]
     assert first["messages"] == [
@@ -121,15 +126,22 @@ async def test_tool_round_trip_through_an_agent(wire_server: WireServer, stream:
             "role": "assistant",
             "content": [
                 {"type": "text", "text": "Let me look."},
-                {"type": "tool_use", "id": "toolu_1", "name": "get_weather",
-                 "input": {"city": "Oslo"}},
+                {
+                    "type": "tool_use",
+                    "id": "toolu_1",
+                    "name": "get_weather",
+                    "input": {"city": "Oslo"},
+                },
             ],
         },
         {
             "role": "user",
             "content": [
-                {"type": "tool_result", "tool_use_id": "toolu_1",
-                 "content": [{"type": "text", "text": "sunny in Oslo"}]}
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_1",
+                    "content": [{"type": "text", "text": "sunny in Oslo"}],
+                }
             ],
         },
     ]
@@ -150,7 +162,9 @@ async def test_response_fields_and_cache_usage(
     """Usage keeps cache reads and writes apart; model, stop reason and id are kept."""
     reply(
         wire_server,
-        message([text_block("hi")], id="msg_9", usage=usage_of(3, 4, cache_read=100, cache_write=50)),
+        message(
+            [text_block("hi")], id="msg_9", usage=usage_of(3, 4, cache_read=100, cache_write=50)
+        ),
         stream=stream,
     )
     response = await generate(request_of("hello", settings={"stream": stream}))
@@ -160,11 +174,15 @@ async def test_response_fields_and_cache_usage(
     assert (response.usage.cache_read, response.usage.cache_write) == (100, 50)
     assert response.usage.total == 157
     assert (response.model, response.stop_reason, response.response_id) == (
-        "claude-test-1", "end_turn", "msg_9",
+        "claude-test-1",
+        "end_turn",
+        "msg_9",
     )
 
 
-async def test_images_by_url_and_bytes(wire_server: WireServer, generate: AnthropicGenerate) -> None:
+async def test_images_by_url_and_bytes(
+    wire_server: WireServer, generate: AnthropicGenerate
+) -> None:
     """URL images become url sources, bytes become base64 sources with their media type."""
     reply(wire_server, message([text_block("two images")]), stream=False)
     conversation = Conversation()
@@ -225,8 +243,10 @@ async def test_thinking_blocks_round_trip(
     redacted = {"type": "redacted_thinking", "data": "opaque"}
     reply(
         wire_server,
-        message([thinking, redacted, tool_use_block("toolu_1", "get_weather", {"city": "Oslo"})],
-                stop_reason="tool_use"),
+        message(
+            [thinking, redacted, tool_use_block("toolu_1", "get_weather", {"city": "Oslo"})],
+            stop_reason="tool_use",
+        ),
         stream=stream,
     )
     reply(wire_server, message([text_block("sunny")]), stream=False)
@@ -328,13 +348,15 @@ async def test_error_event_inside_a_stream(
     """An overloaded_error event mid-stream is a retryable 529."""
     events = stream_events(message([text_block("partial answer")]))[:4]
     events.append(
-        sse_event({"type": "error", "error": {"type": "overloaded_error", "message": "busy"}},
-                  "error")
+        sse_event(
+            {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}, "error"
+        )
     )
     wire_server.reply(SseReply(events=events))
     with pytest.raises(ProviderUnavailableError) as caught:
         await generate(request_of("hi", settings={"stream": True}))
-    assert caught.value.status == 529 and caught.value.retryable
+    assert caught.value.status == 529
+    assert caught.value.retryable
 
 
 async def test_stream_dropped_mid_way_is_retryable(

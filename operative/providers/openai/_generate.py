@@ -1,0 +1,256 @@
+"""``openai_generate``: a ``GenerateFunction`` over the official ``openai`` SDK."""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Mapping
+from typing import Any, Literal, NoReturn
+
+try:
+    import httpx2
+    import openai
+    from openai.resources.chat.completions import AsyncCompletions
+except ImportError as error:  # pragma: no cover - exercised without the extra
+    raise ImportError(
+        "operative.providers.openai needs the openai SDK: pip install 'operative[openai]'"
+    ) from error
+
+from ..._errors import InvalidArgument, ProviderAuthenticationError, ProviderError
+from ..._model import GenerateRequest, GenerateResponse
+from .._common import ClientAdapter, DeltaCallback, merge_settings, split_known
+from .._errors import connection_error, status_error, timeout_error
+from ._convert import build_messages, build_response_format, build_tools, response_from_completion
+from ._stream import SseLines, StreamAssembler
+
+__all__ = ["OpenAIGenerate", "openai_generate"]
+
+PROVIDER = "openai"
+KEY_VARIABLE = "OPENAI_API_KEY"
+
+# The parameters the installed SDK's create() declares; others travel in extra_body.
+_KNOWN = frozenset(inspect.signature(AsyncCompletions.create).parameters)
+
+
+class OpenAIGenerate(ClientAdapter["openai.AsyncOpenAI"]):
+    """The generate function :func:`openai_generate` returns (callable, closeable)."""
+
+    provider = PROVIDER
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        client: openai.AsyncOpenAI | None,
+        client_options: Mapping[str, Any],
+        stream: bool,
+        on_delta: DeltaCallback | None,
+        strict_output: bool,
+        settings: Mapping[str, Any],
+    ) -> None:
+        options = dict(client_options)
+
+        def make_client() -> openai.AsyncOpenAI:
+            if "api_key" not in options:
+                key = os.environ.get(KEY_VARIABLE)
+                if key:
+                    options["api_key"] = key
+                elif "base_url" in options:
+                    options["api_key"] = "unused"  # local OpenAI-compatible servers
+                else:
+                    raise ProviderAuthenticationError(
+                        f"no OpenAI API key: set the {KEY_VARIABLE} environment variable, or "
+                        "pass api_key= or a configured client=",
+                        provider=PROVIDER,
+                        model=model,
+                    )
+            return openai.AsyncOpenAI(**options)
+
+        super().__init__(client=client, make_client=make_client)
+        self.model = model
+        self._defaults: dict[str, Any] = {"model": model, **settings}
+        self._stream = stream
+        self._on_delta = on_delta
+        self._strict = strict_output
+
+    def __repr__(self) -> str:
+        return f"openai_generate(model={self.model!r}, api='chat')"
+
+    async def _close_client(self, client: openai.AsyncOpenAI) -> None:
+        await client.close()
+
+    def _params(self, request: GenerateRequest) -> tuple[dict[str, Any], bool]:
+        params, stream = merge_settings(self._defaults, request)
+        params["messages"] = build_messages(request)
+        if request.tools:
+            params["tools"] = build_tools(request.tools) + list(params.get("tools", ()))
+        if request.output_schema is not None and "response_format" not in params:
+            params["response_format"] = build_response_format(
+                request.output_schema, strict=self._strict
+            )
+        stream = self._stream if stream is None else stream
+        if stream:
+            options = dict(params.get("stream_options") or {})
+            options.setdefault("include_usage", True)
+            params["stream_options"] = options
+        return split_known(params, _KNOWN), stream
+
+    async def __call__(self, request: GenerateRequest) -> GenerateResponse:
+        """One Chat Completions call for ``request``."""
+        params, stream = self._params(request)
+        model = str(params["model"])
+        client = self.client
+        try:
+            if not stream:
+                completion = await client.chat.completions.create(**params)
+                return response_from_completion(completion)
+            assembler = StreamAssembler(self._on_delta)
+            sse = SseLines()
+            async with client.chat.completions.with_streaming_response.create(
+                **params, stream=True
+            ) as response:
+                http = response.http_response
+                request_id = response.request_id
+                # Read to the end (never break): the body's generators then all finish.
+                async for data in http.aiter_bytes():
+                    for event in sse.feed(data):
+                        assembler.feed_data(event)
+            if assembler.error is not None:
+                raise _stream_error(assembler.error, model, request_id)
+            if assembler.stop_reason is None:
+                raise connection_error(
+                    provider=PROVIDER,
+                    model=model,
+                    detail="the stream ended before finish_reason",
+                    request_id=request_id,
+                )
+            return assembler.response()
+        except openai.OpenAIError as error:
+            _raise_mapped(error, model)
+        except httpx2.TimeoutException as error:
+            raise timeout_error(provider=PROVIDER, model=model, detail=str(error)) from error
+        except httpx2.TransportError as error:
+            raise connection_error(
+                provider=PROVIDER, model=model, detail=f"the connection was cut: {error}"
+            ) from error
+
+
+def _stream_error(error: Mapping[str, Any], model: str, request_id: str | None) -> ProviderError:
+    """An error object sent inside a 200 stream: a server-side failure, retryable."""
+    code = f"{error.get('code') or ''} {error.get('type') or ''}"
+    return status_error(
+        provider=PROVIDER,
+        model=model,
+        status=429 if "rate_limit" in code else 500,
+        message=str(error.get("message") or "an error occurred during streaming"),
+        headers={},
+        request_id=request_id,
+        key_variable=KEY_VARIABLE,
+    )
+
+
+def _raise_mapped(error: openai.OpenAIError, model: str) -> NoReturn:
+    if isinstance(error, openai.APIStatusError):
+        body = error.body
+        message = error.message
+        if isinstance(body, Mapping) and isinstance(body.get("message"), str):
+            message = body["message"]
+        raise status_error(
+            provider=PROVIDER,
+            model=model,
+            status=error.status_code,
+            message=message,
+            headers=error.response.headers,
+            request_id=error.request_id,
+            key_variable=KEY_VARIABLE,
+        ) from error
+    if isinstance(error, openai.APITimeoutError):
+        raise timeout_error(provider=PROVIDER, model=model) from error
+    if isinstance(error, openai.APIConnectionError):
+        raise connection_error(provider=PROVIDER, model=model, detail=error.message) from error
+    if isinstance(error, openai.APIResponseValidationError):
+        raise ProviderError(
+            f"openai ({model}): {error.message}", provider=PROVIDER, model=model
+        ) from error
+    raise ProviderError(f"openai ({model}): {error}", provider=PROVIDER, model=model) from error
+
+
+def openai_generate(
+    *,
+    model: str,
+    client: openai.AsyncOpenAI | None = None,
+    api: Literal["chat", "responses"] = "chat",
+    stream: bool = False,
+    on_delta: DeltaCallback | None = None,
+    strict_output: bool = False,
+    api_key: str | None = None,
+    base_url: str | None = None,
+    timeout: float | None = None,
+    max_retries: int = 0,
+    **settings: Any,
+) -> OpenAIGenerate:
+    """A ``GenerateFunction`` that calls OpenAI's Chat Completions API.
+
+    Works with any OpenAI-compatible server through ``base_url`` (vLLM, llama.cpp's
+    server, LM Studio, ...).
+
+    Args:
+        model: The model name (``request.settings["model"]`` overrides it per call).
+        client: An ``openai.AsyncOpenAI`` you own and close. Without it the adapter
+            makes one on first use (``api_key`` or ``OPENAI_API_KEY``; with ``base_url``
+            and no key, a placeholder key) and closes it in ``aclose()``: use
+            ``async with openai_generate(...) as g:``.
+        api: ``"chat"`` (Chat Completions). ``"responses"`` is not supported yet and
+            raises ``InvalidArgument``.
+        stream: Stream the answer (per call: ``settings["stream"]``); the response is the
+            same as without streaming, and ``on_delta`` sees each text and tool-argument
+            delta as it arrives. Usage is requested with ``stream_options``.
+        on_delta: A sync callable given each :class:`~operative.providers.Delta`.
+        strict_output: With an ``output_schema`` on the request, the schema goes out as
+            ``response_format`` (``json_schema``); ``strict_output=True`` asks for
+            OpenAI's strict mode (the schema must then meet its rules).
+        api_key, base_url, timeout, max_retries: For the client the adapter makes
+            (not allowed with ``client=``). ``max_retries`` defaults to 0 so the run's
+            ``RetryOptions`` alone decide on retries.
+        **settings: Any other Chat Completions parameter (``temperature``,
+            ``max_completion_tokens``, ``tool_choice``, ``reasoning_effort``, ...);
+            a request's ``settings`` override them.
+    """
+    if api == "responses":
+        raise InvalidArgument(
+            "openai_generate(api='responses') is not yet supported; use api='chat'"
+        )
+    if api != "chat":
+        raise InvalidArgument(f"api must be 'chat' or 'responses', got {api!r}")
+    if not isinstance(model, str) or not model:
+        raise InvalidArgument(f"openai_generate() needs a model name, got {model!r}")
+    if on_delta is not None and not callable(on_delta):
+        raise InvalidArgument(f"on_delta must be a callable, got {on_delta!r}")
+    options: dict[str, Any] = {"max_retries": max_retries}
+    if api_key is not None:
+        options["api_key"] = api_key
+    if base_url is not None:
+        options["base_url"] = base_url
+    if timeout is not None:
+        options["timeout"] = timeout
+    if client is not None:
+        if not isinstance(client, openai.AsyncOpenAI):
+            raise InvalidArgument(
+                f"client must be an openai.AsyncOpenAI, got {type(client).__name__}"
+            )
+        if len(options) > 1 or max_retries != 0:
+            raise InvalidArgument(
+                "api_key=, base_url=, timeout= and max_retries= configure the client the "
+                "adapter makes; set them on your own client= instead"
+            )
+    if "messages" in settings:
+        raise InvalidArgument("messages= is built from the conversation; remove it")
+    return OpenAIGenerate(
+        model=model,
+        client=client,
+        client_options=options,
+        stream=stream,
+        on_delta=on_delta,
+        strict_output=strict_output,
+        settings=settings,
+    )

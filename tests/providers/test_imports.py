@@ -1,0 +1,27 @@
+"""The provider SDKs are optional: ``import operative`` never imports them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import operative.providers
+
+
+def test_import_operative_imports_no_sdk() -> None:
+    """In a fresh interpreter, operative and operative.providers leave both SDKs unloaded."""
+    code = (
+        "import sys, operative, operative.providers; "
+        "print(sorted(m for m in ('anthropic', 'openai', 'httpx2') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"
+
+
+def test_providers_all_is_sorted_and_complete() -> None:
+    """operative.providers re-exports exactly its sorted __all__."""
+    names = operative.providers.__all__
+    assert names == sorted(names)
+    assert all(hasattr(operative.providers, name) for name in names)
