@@ -107,6 +107,9 @@ class SessionHandle:
         self._runs: set[RunHandle] = set()
         self._scopes: set[trio.CancelScope] = set()
         self._waiters: dict[str, list[_Waiter]] = {}
+        self._cancels = 0
+        """How many times cancel() was called: a turn started before a cancel aborts."""
+        self._cancel_reason = ""
 
     def __repr__(self) -> str:
         return f"<SessionHandle {self.id} {self._tracker.status} runs={len(self._session.runs)}>"
@@ -218,7 +221,15 @@ class SessionHandle:
                 runs=(*current.runs, ref),
             )
 
-        self._session = await self._store.update(self.id, reserve)
+        cancels = self._cancels
+        try:
+            self._session = await self._store.update(self.id, reserve)
+        except BaseException:
+            # A store may commit and then deliver the caller's cancellation: settle a
+            # reservation that landed as aborted, so no turn stays without an outcome.
+            with trio.CancelScope(shield=True):
+                await self._settle_unstarted(run_id)
+            raise
         self._announce_save(run_id)
         base = self._session.conversation_history
         self._tracker.pulse("progress")
@@ -230,6 +241,9 @@ class SessionHandle:
             try:
                 async with self._open_run(base, run_id) as handle:
                     self._runs.add(handle)
+                    if self._cancels != cancels:
+                        # cancel() came while the turn was being reserved.
+                        handle.abort(self._cancel_reason)
                     result = await handle.result()
             finally:
                 if handle is not None:
@@ -248,6 +262,33 @@ class SessionHandle:
             raise failure
         assert result is not None
         return result
+
+    async def _settle_unstarted(self, run_id: str) -> None:
+        """Record ``run_id`` as aborted if its reservation was stored (bounded)."""
+
+        def abort_if_reserved(current: AgentSession) -> AgentSession:
+            if not any(ref.run_id == run_id and ref.outcome is None for ref in current.runs):
+                return current
+            history = current.conversation_history
+            return apply_run(
+                current,
+                run_id=run_id,
+                transcript=history,
+                base=history,
+                outcome=RunOutcome(finish_reason=str(FinishReason.ABORTED)),
+                ended_at=self._store.clock(),
+            )
+
+        with trio.move_on_after(self._cleanup_timeout):
+            try:
+                self._session = await self._store.update(self.id, abort_if_reserved)
+            except Exception:
+                logger.exception(
+                    "session %r: could not record turn %s as aborted after its reservation "
+                    "was interrupted",
+                    self.id,
+                    run_id,
+                )
 
     def _open_run(self, base: ConversationHistory, run_id: str) -> Any:
         if self._agent is not None:
@@ -403,6 +444,8 @@ class SessionHandle:
         its ``run`` call returns. Later calls to ``run``/``sleep``/``monitor`` work as
         usual.
         """
+        self._cancels += 1
+        self._cancel_reason = reason
         for run in tuple(self._runs):
             run.abort(reason)
         for scope in tuple(self._scopes):
@@ -428,7 +471,15 @@ class SessionHandle:
             "review" if prompt else "signal", detail=prompt or name
         )
         try:
-            await waiter.event.wait()
+            try:
+                await waiter.event.wait()
+            except trio.Cancelled:
+                if waiter.event.is_set():
+                    # The signal was delivered as the wait was being cancelled: hand the
+                    # payload over (signal() reported it delivered); the cancellation
+                    # surfaces at the caller's next checkpoint.
+                    return waiter.payload
+                raise
             return waiter.payload
         finally:
             waiting = self._waiters.get(name, [])

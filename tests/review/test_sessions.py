@@ -41,11 +41,6 @@ class _GatedStore(MemoryStore):
         return await super().conditional_batch(operations)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="run() registers its RunHandle only after the reservation write, so cancel() "
-    "during the reservation reaches nothing",
-)
 async def test_cancel_during_the_reservation_aborts_the_turn() -> None:
     """handle.cancel() while a turn's reservation is being written stops that turn."""
     kv = _GatedStore()
@@ -80,11 +75,6 @@ class _SlowCommit(sqlite3.Connection):
         return cursor
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a reservation that committed before the caller's Cancelled surfaced is never "
-    "settled: run() only settles after open_run",
-)
 async def test_cancel_during_a_committed_reservation_still_settles_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -113,11 +103,6 @@ async def test_cancel_during_a_committed_reservation_still_settles_the_run(
     assert [ref.outcome for ref in stored.runs if ref.outcome is None] == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="signal() counts a wait whose task was already cancelled (its finally has not "
-    "run yet) as a delivery",
-)
 async def test_signal_does_not_report_delivery_to_a_cancelled_wait() -> None:
     """signal() returns True only when some wait actually receives the payload."""
     sessions = create_session_store(MemoryStore())
