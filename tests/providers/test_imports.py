@@ -25,3 +25,19 @@ def test_providers_all_is_sorted_and_complete() -> None:
     names = operative.providers.__all__
     assert names == sorted(names)
     assert all(hasattr(operative.providers, name) for name in names)
+
+
+def test_provider_benchmark_quick_mode_runs() -> None:
+    """benchmarks/bench_providers.py --quick exits 0 and prints its figures."""
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_providers.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "µs" in done.stdout
