@@ -36,8 +36,8 @@ from ._errors import SelectionRevalidationError as SelectionRevalidationError
 from ._errors import SessionNotFoundError as SessionNotFoundError
 from ._errors import SessionPersistenceError as SessionPersistenceError
 from ._errors import ToolDefinitionError as ToolDefinitionError
+from ._event_hub import EventStream as EventStream
 from ._events import Event as Event
-from ._events import EventStream as EventStream
 from ._events import RunEvent as RunEvent
 from ._model import GenerateFunction as GenerateFunction
 from ._model import GenerateRequest as GenerateRequest

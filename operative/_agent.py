@@ -9,7 +9,7 @@ from typing import Any, Protocol, Unpack, runtime_checkable
 import attrs
 
 from ._errors import InvalidArgument
-from ._events import Listener, Overflow
+from ._event_hub import Listener, Overflow
 from ._model import GenerateFunction
 from ._options import DEFAULT_MAXIMUM_STEPS, RunOptions, configure_run, make_toolbox
 from ._results import RunResult

@@ -31,7 +31,8 @@ from ._errors import (
     InvalidArgument,
     OutputValidationError,
 )
-from ._events import EVENT_TYPES, EventStream, Listener, Overflow, RunAborted, RunError
+from ._event_hub import EventStream, Listener, Overflow
+from ._events import EVENT_TYPES, RunAborted, RunError
 from ._model import GenerateFunction, GenerateRequest, GenerateResponse
 from ._results import RunResult
 from ._run import ActiveRun

@@ -24,10 +24,8 @@ import attrs
 import trio
 
 from ._errors import HookError, InvalidArgument, OutputValidationError
+from ._event_hub import EventStream, Listener, Overflow
 from ._events import (
-    EventStream,
-    Listener,
-    Overflow,
     RunAborted,
     RunCompleted,
     RunError,

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from ._events import BudgetLimitExceeded, BudgetThresholdCrossed, Event, EventHub
+from ._event_hub import EventHub
+from ._events import BudgetLimitExceeded, BudgetThresholdCrossed, Event
 from ._options import RunConfig
 from ._results import RunResult, SchemaValidation, StepResult
 from ._types import FinishReason, ToolCall, ToolResult, Usage

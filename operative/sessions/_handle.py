@@ -29,7 +29,8 @@ import trio
 
 from .._agent import AgentRunContext, RunHandle, RunnableAgent
 from .._errors import InvalidArgument, MissingRunOptionsError, SessionPersistenceError
-from .._events import EventHub, Listener, SessionLoaded, SessionSaved
+from .._event_hub import EventHub, Listener
+from .._events import SessionLoaded, SessionSaved
 from .._results import RunResult
 from .._run import open_run
 from .._types import FinishReason

@@ -1,0 +1,312 @@
+"""Fan-out of a run's events: sync listeners first, then bounded streams.
+
+Streams are held weakly by the hub, so a consumer that walks away from ``async for``
+never keeps a run waiting; emission is all or nothing under cancellation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any, Literal, TypeAlias
+
+import trio
+
+from ._events import EVENT_TYPES
+
+__all__ = ["EventHub", "EventStream", "Listener", "Overflow"]
+
+logger = logging.getLogger("operative.events")
+
+Listener: TypeAlias = Callable[[Any], object]
+Overflow: TypeAlias = Literal["block", "drop-oldest"]
+
+
+class EventStream:
+    """Async iteration over a run's events, through a bounded buffer.
+
+    With ``overflow="block"`` (the default) a slow consumer holds the run back when the
+    buffer is full (backpressure); with ``"drop-oldest"`` the run never waits and
+    ``dropped`` counts what the consumer missed. The stream ends after the run's
+    terminal event. It subscribes when iteration starts; leave early with ``aclose()``
+    or ``async with`` (a stream dropped mid-iteration also lets go of the run).
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_buffer",
+        "_capacity",
+        "_closed",
+        "_consumers",
+        "_hub",
+        "_overflow",
+        "_producers",
+        "_subscribed",
+        "dropped",
+        "types",
+    )
+
+    def __init__(
+        self, hub: EventHub, types: frozenset[str] | None, capacity: int, overflow: Overflow
+    ) -> None:
+        self._hub = hub
+        self.types = types
+        self._capacity = capacity
+        self._overflow = overflow
+        self._buffer: deque[Any] = deque()
+        self._closed = False
+        self._subscribed = False
+        self._consumers = trio.lowlevel.ParkingLot()
+        self._producers = trio.lowlevel.ParkingLot()
+        self.dropped = 0
+        """How many events a ``drop-oldest`` stream discarded."""
+
+    def __aiter__(self) -> EventStream:
+        self._subscribe()
+        return self
+
+    async def __aenter__(self) -> EventStream:
+        self._subscribe()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def _subscribe(self) -> None:
+        if not self._subscribed:
+            self._subscribed = True
+            self._hub._attach(self)
+
+    async def __anext__(self) -> Any:
+        while not self._buffer:
+            if self._closed:
+                raise StopAsyncIteration
+            await self._consumers.park()
+        event = self._buffer.popleft()
+        if self._producers:
+            self._producers.unpark()
+        return event
+
+    async def aclose(self) -> None:
+        """Stop receiving; the run no longer waits for this consumer."""
+        self._detach()
+        await trio.lowlevel.checkpoint()
+
+    def _detach(self) -> None:
+        self._closed = True
+        self._buffer.clear()
+        self._hub._detach(self)
+        self._producers.unpark_all()
+        self._consumers.unpark_all()
+
+    def __del__(self) -> None:
+        if self._subscribed and not self._closed:
+            with contextlib.suppress(Exception):  # interpreter shutdown
+                self._detach()
+
+    def _finish(self) -> None:
+        """The run is over: the consumer drains what is buffered, then iteration ends."""
+        self._closed = True
+        self._consumers.unpark_all()
+        self._producers.unpark_all()
+
+    def _push_nowait(self, event: Any) -> None:
+        """Push without waiting (the terminal event, clean-up): never blocks, never lost.
+
+        A full ``block`` stream grows past its capacity for this one event.
+        """
+        if self._closed:
+            return
+        if self._overflow == "drop-oldest" and len(self._buffer) >= self._capacity:
+            self._buffer.popleft()
+            self.dropped += 1
+        self._buffer.append(event)
+        self._consumers.unpark()
+
+
+async def _push(ref: weakref.ref[EventStream], event: Any) -> None:
+    """Deliver ``event`` to the stream behind ``ref``, waiting while it is full.
+
+    While waiting it holds only the weak reference, so a consumer that walks away from
+    a full stream (``break`` out of ``async for``) lets the stream be collected, which
+    wakes this producer instead of leaving the run stuck.
+    """
+    stream = ref()
+    if stream is None or stream._closed:
+        return
+    buffer = stream._buffer
+    if len(buffer) >= stream._capacity:
+        if stream._overflow == "drop-oldest":
+            buffer.popleft()
+            stream.dropped += 1
+        else:
+            lot = stream._producers
+            del stream, buffer
+            while True:
+                await lot.park()
+                stream = ref()
+                if stream is None or stream._closed:
+                    return
+                buffer = stream._buffer
+                if len(buffer) < stream._capacity:
+                    break
+                del stream, buffer
+    buffer.append(event)
+    if stream._consumers:
+        stream._consumers.unpark()
+
+
+class EventHub:
+    """Fan-out of one run's events: sync listeners first, then streams.
+
+    ``wants(type)`` is a set lookup, so the loop builds an event only when someone
+    listens; emitting with no listener costs next to nothing.
+    """
+
+    __slots__ = ("_all", "_closed", "_listeners", "_streams", "_wanted", "listener_errors")
+
+    def __init__(self) -> None:
+        self._listeners: dict[str, list[Listener]] = {}
+        self._streams: list[weakref.ref[EventStream]] = []
+        """Weak: a stream its consumer dropped must not be kept alive by the run."""
+        self._wanted: frozenset[str] = frozenset()
+        self._all = False
+        self._closed = False
+        self.listener_errors = 0
+        """Listener calls that raised (each is logged to ``operative.events``)."""
+
+    def wants(self, type: str) -> bool:
+        return self._all or type in self._wanted
+
+    def _recompute(self) -> None:
+        wanted: set[str] = set()
+        everything = "*" in self._listeners
+        for key in self._listeners:
+            wanted.add(key)
+        for ref in self._streams:
+            stream = ref()
+            if stream is None:
+                continue
+            if stream.types is None:
+                everything = True
+            else:
+                wanted |= stream.types
+        self._all = everything
+        self._wanted = frozenset(wanted)
+
+    def add_listener(self, type: str, listener: Listener) -> Callable[[], None]:
+        if type != "*" and type not in EVENT_TYPES:
+            from ._errors import InvalidArgument
+
+            raise InvalidArgument(
+                f"unknown event type {type!r}; known types: {', '.join(sorted(EVENT_TYPES))}"
+                " (or '*' for every event)"
+            )
+        checked: object = listener  # callers without type checking pass anything
+        if not callable(checked):
+            from ._errors import InvalidArgument
+
+            raise InvalidArgument(f"listener must be callable, got {listener!r}")
+        self._listeners.setdefault(type, []).append(listener)
+        self._recompute()
+
+        def remove() -> None:
+            listeners = self._listeners.get(type)
+            if listeners is not None and listener in listeners:
+                listeners.remove(listener)
+                if not listeners:
+                    del self._listeners[type]
+                self._recompute()
+
+        return remove
+
+    def stream(
+        self, types: Iterable[str], *, capacity: int = 256, overflow: Overflow = "block"
+    ) -> EventStream:
+        from ._errors import InvalidArgument
+
+        selected = frozenset(types)
+        unknown = selected - EVENT_TYPES
+        if unknown:
+            raise InvalidArgument(
+                f"unknown event type(s) {sorted(unknown)}; known types: "
+                f"{', '.join(sorted(EVENT_TYPES))}"
+            )
+        if capacity < 1:
+            raise InvalidArgument(f"capacity must be at least 1, got {capacity}")
+        if overflow not in ("block", "drop-oldest"):
+            raise InvalidArgument(f"overflow must be 'block' or 'drop-oldest', got {overflow!r}")
+        stream = EventStream(self, selected or None, capacity, overflow)
+        if self._closed:
+            stream._closed = True
+            stream._subscribed = True
+        return stream
+
+    def _attach(self, stream: EventStream) -> None:
+        if self._closed:
+            stream._closed = True
+            return
+        self._streams.append(weakref.ref(stream))
+        self._recompute()
+
+    def _detach(self, stream: EventStream) -> None:
+        self._streams = [ref for ref in self._streams if ref() not in (None, stream)]
+        self._recompute()
+
+    def _call_listeners(self, event: Any, type: str) -> None:
+        for key in (type, "*"):
+            listeners = self._listeners.get(key)
+            if listeners:
+                for listener in tuple(listeners):
+                    try:
+                        listener(event)
+                    except Exception:
+                        self.listener_errors += 1
+                        logger.exception("listener %r for %r raised", listener, type)
+
+    async def emit(self, event: Any) -> None:
+        """Deliver ``event``; waits only for a full ``block`` stream (backpressure).
+
+        Delivery is all or nothing: if the run is cancelled while a slow consumer holds
+        it back, the event is still handed to every stream (past capacity), so no
+        event is ever seen by some observers and not by others.
+        """
+        type = event.__struct_config__.tag
+        if self._listeners:
+            self._call_listeners(event, type)
+        refs = tuple(self._streams)
+        for index, ref in enumerate(refs):
+            stream = ref()
+            if stream is not None and (stream.types is None or type in stream.types):
+                del stream
+                try:
+                    await _push(ref, event)
+                except BaseException:
+                    for rest in refs[index:]:
+                        late = rest()
+                        if late is not None and (late.types is None or type in late.types):
+                            late._push_nowait(event)
+                    raise
+
+    def emit_nowait(self, event: Any) -> None:
+        """Deliver ``event`` without ever waiting (used in shielded clean-up)."""
+        type = event.__struct_config__.tag
+        if self._listeners:
+            self._call_listeners(event, type)
+        for ref in tuple(self._streams):
+            stream = ref()
+            if stream is not None and (stream.types is None or type in stream.types):
+                stream._push_nowait(event)
+
+    def close(self) -> None:
+        """End every stream after what it has buffered; later streams end at once."""
+        self._closed = True
+        for ref in self._streams:
+            stream = ref()
+            if stream is not None:
+                stream._finish()
+        self._streams.clear()
+        self._recompute()
