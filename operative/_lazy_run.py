@@ -1,0 +1,460 @@
+"""The run handle of a lazy agent: answers by itself until the definition loads.
+
+Before the definition loads, :class:`LazyRun` holds listeners and event streams and
+reports ``starting``; once the real run exists, everything is handed over to it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ._agent import AgentInput, AgentRunContext, RunnableAgent
+from ._errors import (
+    AgentContractError,
+    AsyncDefinitionLoadError,
+    InvalidArgument,
+    OutputValidationError,
+)
+from ._event_hub import EventStream, Listener, Overflow
+from ._events import EVENT_TYPES, RunAborted, RunError
+from ._results import RunResult
+from ._run import ActiveRun
+from ._types import FinishReason, Usage
+from .conversation import Conversation, ConversationHistory
+from .liveness import LivenessSnapshot
+
+if TYPE_CHECKING:
+    from ._lazy import _SingleFlight
+
+__all__ = ["LazyEventStream", "LazyRun"]
+
+logger = logging.getLogger("operative.lazy")
+
+_HANDLE_MEMBERS = ("run_id", "abort", "result", "events", "add_listener", "snapshot")
+
+
+def _input_conversation(input: AgentInput) -> Conversation:
+    if isinstance(input, ConversationHistory):
+        return Conversation.from_history(input)
+    conversation = Conversation()
+    conversation.append_user_message(input)
+    return conversation
+
+
+# -- the run handle -------------------------------------------------------------------
+
+
+class _PendingListener:
+    """A listener added before the agent loaded; attached to the real run later."""
+
+    __slots__ = ("listener", "removed", "remover", "type")
+
+    def __init__(self, type: str, listener: Listener) -> None:
+        self.type = type
+        self.listener = listener
+        self.remover: Callable[[], None] | None = None
+        self.removed = False
+
+    def remove(self) -> None:
+        self.removed = True
+        if self.remover is not None:
+            self.remover()
+
+
+class LazyRun:
+    """A run of a :class:`LazyAgent`: a subset of :class:`~operative.ActiveRun`.
+
+    Before the definition loads, the handle answers by itself (``snapshot()`` says
+    ``starting``; listeners and event streams are held); once the real run exists,
+    everything delegates to it. A run that ends before the agent loaded (an abort, a
+    load failure) has a real :class:`~operative.RunResult` with no steps and the input
+    conversation, and one terminal event (``run.aborted`` or ``run.error``).
+    """
+
+    __slots__ = (
+        "_abort_reason",
+        "_context",
+        "_done",
+        "_failure",
+        "_flight",
+        "_forwarded_abort",
+        "_input",
+        "_listeners",
+        "_load_scope",
+        "_opened_at",
+        "_provisional_id",
+        "_real",
+        "_resolved",
+        "_result",
+        "_streams",
+        "_synthetic",
+    )
+
+    def __init__(
+        self,
+        flight: _SingleFlight[RunnableAgent],
+        input: AgentInput,
+        context: AgentRunContext | None,
+    ) -> None:
+        self._flight = flight
+        self._input = input
+        self._context = context
+        self._provisional_id = os.urandom(12).hex()
+        self._real: ActiveRun | None = None
+        self._abort_reason: str | None = None
+        self._forwarded_abort = False
+        self._load_scope = trio.CancelScope()
+        self._resolved = trio.Event()
+        """Set once the real run exists, or the run ended before it could."""
+        self._done = trio.Event()
+        self._result: RunResult | None = None
+        self._failure: BaseException | None = None
+        self._synthetic: RunAborted | RunError | None = None
+        self._listeners: list[_PendingListener] = []
+        self._streams: list[LazyEventStream] = []
+        self._opened_at = trio.current_time()
+
+    def __repr__(self) -> str:
+        return f"<LazyRun {self.run_id} {self.snapshot().status}>"
+
+    @property
+    def run_id(self) -> str:
+        """The real run's id once it exists; a provisional id before."""
+        return self._real.run_id if self._real is not None else self._provisional_id
+
+    @property
+    def resolved(self) -> bool:
+        """True once the real run exists."""
+        return self._real is not None
+
+    # -- control ---------------------------------------------------------------------
+
+    def abort(self, reason: str = "aborted") -> None:
+        """Stop the run. Before the agent loaded, the agent is never run at all."""
+        reason = reason or "aborted"
+        real = self._real
+        if real is not None:
+            if not self._forwarded_abort:
+                self._forwarded_abort = True
+                real.abort(reason)
+            return
+        if self._abort_reason is None and not self._done.is_set():
+            self._abort_reason = reason
+            self._load_scope.cancel()
+
+    # -- observing -------------------------------------------------------------------
+
+    def add_listener(self, type: str, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(event)`` for every event of ``type``; returns the remover."""
+        real = self._real
+        if real is not None:
+            remover: Callable[[], None] = real.add_listener(type, listener)
+            return remover
+        if type != "*" and type not in EVENT_TYPES:
+            raise InvalidArgument(
+                f"unknown event type {type!r}; known types: {', '.join(sorted(EVENT_TYPES))}"
+                " (or '*' for every event)"
+            )
+        checked: object = listener
+        if not callable(checked):
+            raise InvalidArgument(f"listener must be callable, got {listener!r}")
+        pending = _PendingListener(type, listener)
+        if not self._done.is_set():
+            self._listeners.append(pending)
+        return pending.remove
+
+    def events(
+        self, *types: str, capacity: int = 256, overflow: Overflow = "block"
+    ) -> LazyEventStream:
+        """Iterate the run's events (all, or only ``types``) until the terminal one.
+
+        Events are held for a stream only once iteration starts, as for ``ActiveRun``;
+        a stream that iterates before the agent loaded sees every event of the run.
+        """
+        selected = frozenset(types)
+        unknown = selected - EVENT_TYPES
+        if unknown:
+            raise InvalidArgument(
+                f"unknown event type(s) {sorted(unknown)}; known types: "
+                f"{', '.join(sorted(EVENT_TYPES))}"
+            )
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+            raise InvalidArgument(f"capacity must be at least 1, got {capacity!r}")
+        if overflow not in ("block", "drop-oldest"):
+            raise InvalidArgument(f"overflow must be 'block' or 'drop-oldest', got {overflow!r}")
+        return LazyEventStream(self, types, capacity, overflow)
+
+    def snapshot(self) -> LivenessSnapshot:
+        """How the run is doing; ``starting`` while the definition loads."""
+        real = self._real
+        if real is not None:
+            return real.snapshot()
+        result = self._result
+        if result is None:
+            return LivenessSnapshot(
+                id=self._provisional_id,
+                status="starting",
+                revision=0,
+                started_at=self._opened_at,
+                observed_at=trio.current_time(),
+            )
+        return LivenessSnapshot(
+            id=self._provisional_id,
+            status="failed" if result.finish_reason is FinishReason.ERROR else "aborted",
+            revision=1,
+            started_at=self._opened_at,
+            observed_at=trio.current_time(),
+            finish_reason=result.finish_reason,
+        )
+
+    # -- outcome ---------------------------------------------------------------------
+
+    async def result(self) -> RunResult:
+        """Wait for the run to end and return its result."""
+        await self._done.wait()
+        if self._failure is not None:
+            raise self._failure
+        assert self._result is not None
+        return self._result
+
+    async def unwrap(self) -> RunResult:
+        """The result, or the run's error raised when it ended with one."""
+        result = await self.result()
+        if result.finish_reason is FinishReason.ERROR and result.error is not None:
+            raise result.error
+        return result
+
+    async def output(self) -> Any:
+        """The validated structured output (see ``ActiveRun.output``)."""
+        await self._done.wait()
+        real = self._real
+        if real is not None:
+            return await real.output()
+        await self.unwrap()
+        raise OutputValidationError(
+            "the run ended before its agent loaded, so it has no output "
+            f"({self._abort_reason or 'aborted'})"
+        )
+
+    # -- driving ---------------------------------------------------------------------
+
+    async def _drive(self) -> None:
+        try:
+            await self._drive_inner()
+        except BaseException as exc:
+            if self._result is None and self._failure is None:
+                real = self._real
+                if real is not None:
+                    # The real run recorded its own end (its block has exited): take it.
+                    with trio.CancelScope(shield=True):
+                        try:
+                            self._result = await real.result()
+                        except Exception as failure:
+                            self._failure = failure
+                elif isinstance(exc, Exception):
+                    self._failure = exc
+                else:
+                    self._end_unresolved(None, "the run's caller was cancelled")
+            raise
+        finally:
+            self._resolved.set()
+            self._done.set()
+
+    async def _drive_inner(self) -> None:
+        agent: RunnableAgent | None = None
+        try:
+            with self._load_scope:
+                agent = await self._flight.get()
+        except (AsyncDefinitionLoadError, AgentContractError) as exc:
+            self._end_unresolved(exc, None)
+            return
+        if agent is None or self._abort_reason is not None:
+            self._end_unresolved(None, self._abort_reason or "aborted")
+            return
+        try:
+            manager: Any = agent.open_run(self._input, context=self._context)
+        except Exception as exc:
+            self._end_unresolved(exc, None)
+            return
+        if not (hasattr(manager, "__aenter__") and hasattr(manager, "__aexit__")):
+            self._end_unresolved(
+                AgentContractError(
+                    f"{type(agent).__name__}.open_run() returned {type(manager).__name__}, "
+                    "not an async context manager yielding a run handle"
+                ),
+                None,
+            )
+            return
+        contract: AgentContractError | None = None
+        async with manager as real:
+            missing = [name for name in _HANDLE_MEMBERS if not hasattr(real, name)]
+            if missing:
+                abort = getattr(real, "abort", None)
+                if callable(abort):
+                    abort("the run handle broke the agent contract")
+                contract = AgentContractError(
+                    f"{type(agent).__name__}.open_run() yielded {type(real).__name__}, which "
+                    f"lacks {', '.join(missing)}: it is not a run handle"
+                )
+            else:
+                self._bind(real)
+                raced = self._pending_abort()
+                if raced is not None:  # an abort raced with the load finishing
+                    self.abort(raced)
+                self._result = await real.result()
+        if contract is not None:
+            self._end_unresolved(contract, None)
+
+    def _pending_abort(self) -> str | None:
+        return self._abort_reason
+
+    def _bind(self, real: ActiveRun) -> None:
+        """The real run exists and its loop has not started: hand everything over."""
+        self._real = real
+        listeners, self._listeners = self._listeners, []
+        for pending in listeners:
+            if not pending.removed:
+                pending.remover = real.add_listener(pending.type, pending.listener)
+        streams, self._streams = self._streams, []
+        for stream in streams:
+            stream._bind(real)
+        self._resolved.set()
+
+    def _end_unresolved(self, error: BaseException | None, reason: str | None) -> None:
+        """End without a real run: a real result with no steps, and one terminal event."""
+        now = trio.current_time()
+        event: RunAborted | RunError
+        if error is not None:
+            finish = FinishReason.ERROR
+            event = RunError(
+                run_id=self._provisional_id,
+                time=now,
+                error=str(error),
+                error_type=type(error).__name__,
+            )
+        else:
+            finish = FinishReason.ABORTED
+            event = RunAborted(run_id=self._provisional_id, time=now, reason=reason or "")
+        self._result = RunResult(
+            conversation=_input_conversation(self._input),
+            steps=(),
+            content="",
+            usage=Usage(),
+            finish_reason=finish,
+            error=error,
+            run_id=self._provisional_id,
+            abort_reason=reason,
+        )
+        self._synthetic = event
+        listeners, self._listeners = self._listeners, []
+        for pending in listeners:
+            if not pending.removed and pending.type in ("*", event.type):
+                try:
+                    pending.listener(event)
+                except Exception:
+                    logger.exception("listener %r for %r raised", pending.listener, event.type)
+        streams, self._streams = self._streams, []
+        for stream in streams:
+            stream._end(event)
+        self._resolved.set()
+
+
+class LazyEventStream:
+    """Events of a :class:`LazyRun`: the real run's stream once it exists.
+
+    It subscribes when iteration starts; before the agent loaded it waits (holding
+    nothing), and a run that ended before loading yields its one terminal event.
+    """
+
+    __slots__ = (
+        "_capacity",
+        "_closed",
+        "_ended",
+        "_inner",
+        "_overflow",
+        "_run",
+        "_subscribed",
+        "_terminal",
+        "types",
+    )
+
+    def __init__(
+        self, run: LazyRun, types: tuple[str, ...], capacity: int, overflow: Overflow
+    ) -> None:
+        self._run = run
+        self.types = types
+        self._capacity = capacity
+        self._overflow: Overflow = overflow
+        self._inner: EventStream | None = None
+        self._subscribed = False
+        self._closed = False
+        self._ended = False
+        self._terminal: RunAborted | RunError | None = None
+
+    def __aiter__(self) -> LazyEventStream:
+        self._subscribe()
+        return self
+
+    async def __aenter__(self) -> LazyEventStream:
+        self._subscribe()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    @property
+    def dropped(self) -> int:
+        """How many events a ``drop-oldest`` stream discarded."""
+        return self._inner.dropped if self._inner is not None else 0
+
+    def _subscribe(self) -> None:
+        if self._subscribed or self._closed:
+            return
+        self._subscribed = True
+        run = self._run
+        if run._real is not None:
+            self._bind(run._real)
+        elif run._synthetic is not None:
+            self._end(run._synthetic)
+        else:
+            run._streams.append(self)
+
+    def _bind(self, real: ActiveRun) -> None:
+        inner = real.events(*self.types, capacity=self._capacity, overflow=self._overflow)
+        self._inner = inner.__aiter__()  # subscribes now, before the real loop starts
+
+    def _end(self, event: RunAborted | RunError) -> None:
+        self._ended = True
+        if not self.types or event.type in self.types:
+            self._terminal = event
+
+    async def __anext__(self) -> Any:
+        self._subscribe()
+        while True:
+            if self._closed:
+                await trio.lowlevel.checkpoint()
+                raise StopAsyncIteration
+            if self._inner is not None:
+                return await self._inner.__anext__()
+            if self._ended:
+                await trio.lowlevel.checkpoint()
+                terminal, self._terminal = self._terminal, None
+                if terminal is None:
+                    raise StopAsyncIteration
+                return terminal
+            await self._run._resolved.wait()
+
+    async def aclose(self) -> None:
+        """Stop receiving; the run no longer holds events for this consumer."""
+        self._closed = True
+        if self in self._run._streams:
+            self._run._streams.remove(self)
+        if self._inner is not None:
+            await self._inner.aclose()
+        else:
+            await trio.lowlevel.checkpoint()
