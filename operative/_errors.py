@@ -28,17 +28,21 @@
     ├── AgentContractError(OperativeError, TypeError)  a loaded agent is not a RunnableAgent
     ├── MissingRunOptionsError(InvalidArgument)    a session handle has no agent or run options
     ├── SessionNotFoundError(OperativeError, LookupError)  no session is stored under an id
-    └── SessionPersistenceError(OperativeError)    a session run's outcome could not be stored
+    ├── SessionPersistenceError(OperativeError)    a session run's outcome could not be stored
+    ├── AllProvidersFailed(OperativeError, ExceptionGroup)  every provider a fallover tried failed
+    └── NoRouteError(OperativeError, LookupError)  a routing generate matched no route
 
 Messages say what went wrong and what to do about it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 __all__ = [
     "AgentContractError",
+    "AllProvidersFailed",
     "ApprovalError",
     "ApprovalErrorReason",
     "AsyncDefinitionLoadError",
@@ -52,6 +56,7 @@ __all__ = [
     "InvalidArgument",
     "InvalidResponseError",
     "MissingRunOptionsError",
+    "NoRouteError",
     "OperativeError",
     "OutputValidationError",
     "ProviderAuthenticationError",
@@ -339,3 +344,70 @@ class ProviderTimeoutError(ProviderError, TimeoutError):
 
 class ProviderConnectionError(ProviderError, ConnectionError):
     """The connection failed or was cut, possibly mid-stream: retryable."""
+
+
+class AllProvidersFailed(OperativeError, ExceptionGroup[Exception]):
+    """Every provider a fallover tried failed; ``exceptions`` holds each failure in order.
+
+    Both an ``ExceptionGroup`` (so ``except* ProviderUnavailableError`` picks out the
+    failures it handles) and an :class:`OperativeError` (so ``except OperativeError``
+    catches it whole). ``providers`` names the provider behind each failure, in the same
+    order; ``split`` and ``subgroup`` keep the type and the names.
+    """
+
+    providers: tuple[str, ...]
+
+    def __new__(
+        cls,
+        message: str,
+        exceptions: Sequence[Exception],
+        *,
+        providers: Sequence[str] = (),
+    ) -> AllProvidersFailed:
+        self = super().__new__(cls, message, exceptions)
+        names = tuple(providers)
+        if names and len(names) != len(self.exceptions):
+            raise InvalidArgument(
+                f"AllProvidersFailed got {len(names)} provider names for "
+                f"{len(self.exceptions)} failures"
+            )
+        self.providers = names or tuple("" for _ in self.exceptions)
+        return self
+
+    def __init__(
+        self,
+        message: str,
+        exceptions: Sequence[Exception],
+        *,
+        providers: Sequence[str] = (),
+    ) -> None:
+        super().__init__(message, exceptions)
+
+    def derive(  # type: ignore[override]
+        self, excs: Sequence[Exception]
+    ) -> AllProvidersFailed:
+        by_identity = {id(e): name for e, name in zip(self.exceptions, self.providers, strict=True)}
+        return AllProvidersFailed(
+            self.message, excs, providers=[by_identity.get(id(e), "") for e in excs]
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild_all_providers_failed, (self.message, self.exceptions, self.providers))
+
+
+def _rebuild_all_providers_failed(
+    message: str, exceptions: Sequence[Exception], providers: Sequence[str]
+) -> AllProvidersFailed:
+    return AllProvidersFailed(message, exceptions, providers=providers)
+
+
+class NoRouteError(OperativeError, LookupError):
+    """A routing generate function found no route for a request and has no default.
+
+    ``routes`` names the routes that were considered. Add a route that matches the
+    request, or give ``routing(..., default=...)``.
+    """
+
+    def __init__(self, message: str, *, routes: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.routes = tuple(routes)

@@ -6,10 +6,14 @@ imported itself (never from ``import operative``)::
     from operative.providers.anthropic import anthropic_generate
     from operative.providers.openai import openai_generate
 
-This package holds only what all of them share: the streamed :class:`Delta` and the
-provider error tree.
+This package holds what all of them share (the streamed :class:`Delta` and the provider
+error tree) and the combinators over any generate functions: :func:`fallover` (try the
+next provider when one fails, optionally hedging a slow one) and :func:`routing` (pick a
+provider per request). Test doubles live in ``operative.providers.test``.
 """
 
+from .._errors import AllProvidersFailed as AllProvidersFailed
+from .._errors import NoRouteError as NoRouteError
 from .._errors import ProviderAuthenticationError as ProviderAuthenticationError
 from .._errors import ProviderConnectionError as ProviderConnectionError
 from .._errors import ProviderError as ProviderError
@@ -19,10 +23,23 @@ from .._errors import ProviderTimeoutError as ProviderTimeoutError
 from .._errors import ProviderUnavailableError as ProviderUnavailableError
 from ._common import Delta as Delta
 from ._common import DeltaCallback as DeltaCallback
+from ._fallover import Fallover as Fallover
+from ._fallover import fallover as fallover
+from ._routing import Route as Route
+from ._routing import Router as Router
+from ._routing import by_model as by_model
+from ._routing import estimate_tokens as estimate_tokens
+from ._routing import fits_tokens as fits_tokens
+from ._routing import needs_tools as needs_tools
+from ._routing import per_token_cost as per_token_cost
+from ._routing import routing as routing
 
 __all__ = [
+    "AllProvidersFailed",
     "Delta",
     "DeltaCallback",
+    "Fallover",
+    "NoRouteError",
     "ProviderAuthenticationError",
     "ProviderConnectionError",
     "ProviderError",
@@ -30,4 +47,13 @@ __all__ = [
     "ProviderRequestError",
     "ProviderTimeoutError",
     "ProviderUnavailableError",
+    "Route",
+    "Router",
+    "by_model",
+    "estimate_tokens",
+    "fallover",
+    "fits_tokens",
+    "needs_tools",
+    "per_token_cost",
+    "routing",
 ]

@@ -1,0 +1,330 @@
+"""fallover(): in-turn fallover, hedging on trio's clock, AllProvidersFailed."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+import trio
+import trio.testing
+
+from operative import (
+    Conversation,
+    GenerateRequest,
+    GenerateResponse,
+    InvalidArgument,
+    OperativeError,
+    RetryOptions,
+    create_agent,
+)
+from operative.providers import (
+    AllProvidersFailed,
+    ProviderError,
+    ProviderRequestError,
+    ProviderUnavailableError,
+    fallover,
+)
+from operative.providers.test import MockProvider, provider_error
+
+
+def request_of(text: str = "hi") -> GenerateRequest:
+    conversation = Conversation()
+    conversation.append_user_message(text)
+    return GenerateRequest(conversation=conversation.current)
+
+
+def answers(text: str, *, after: float = 0.0, name: str = "mock") -> MockProvider:
+    async def handler(request: GenerateRequest) -> str:
+        await trio.sleep(after)
+        return text
+
+    return MockProvider(handler, name=name)
+
+
+def fails(status: int, *, after: float = 0.0, name: str = "mock") -> MockProvider:
+    async def handler(request: GenerateRequest) -> Exception:
+        await trio.sleep(after)
+        return provider_error(status, provider=name)
+
+    return MockProvider(handler, name=name)
+
+
+# -- in turn ------------------------------------------------------------------------
+
+
+async def test_an_overloaded_provider_falls_over_to_the_next_through_an_agent() -> None:
+    first, second = fails(529, name="primary"), answers("from backup", name="backup")
+    agent = create_agent(generate=fallover([first, second]), retry=RetryOptions(max_attempts=1))
+    result = await agent.run("hi")
+    assert result.finish_reason == "stop-condition"
+    assert result.content == "from backup"
+    assert (first.calls, second.calls) == (1, 1)
+    message = result.conversation.messages[-1]
+    assert message.metadata["operative.provider"] == "backup"
+    record = message.metadata["operative.fallover"]
+    assert record["provider"] == "backup"
+    assert record["index"] == 1
+    assert [f["provider"] for f in record["failed"]] == ["primary"]
+
+
+async def test_the_first_provider_that_answers_is_the_only_one_called() -> None:
+    first, second = answers("one", name="a"), answers("two", name="b")
+    response = await fallover([first, second])(request_of())
+    assert response.content == "one"
+    assert response.metadata["operative.provider"] == "a"
+    assert second.calls == 0
+
+
+async def test_a_non_transient_error_propagates_at_once_unwrapped() -> None:
+    first, second = fails(400, name="a"), answers("two", name="b")
+    with pytest.raises(ProviderRequestError):
+        await fallover([first, second])(request_of())
+    assert second.calls == 0
+
+
+async def test_retry_on_decides_what_falls_over() -> None:
+    first = MockProvider(lambda r: ValueError("odd"), name="a")
+    second = answers("two", name="b")
+    generate = fallover([first, second], retry_on=lambda e: isinstance(e, ValueError))
+    assert (await generate(request_of())).content == "two"
+
+
+async def test_all_failing_raises_an_exception_group_that_is_an_operative_error() -> None:
+    a, b, c = fails(529, name="a"), fails(429, name="b"), fails(503, name="c")
+    generate = fallover([a, b, c])
+    with pytest.raises(AllProvidersFailed) as caught:
+        await generate(request_of())
+    group = caught.value
+    assert isinstance(group, ExceptionGroup)
+    assert isinstance(group, OperativeError)
+    assert group.providers == ("a", "b", "c")
+    assert [getattr(e, "status", None) for e in group.exceptions] == [529, 429, 503]
+    assert "all 3 providers failed" in str(group)
+
+    caught_whole: list[BaseException] = []
+    try:
+        await generate(request_of())
+    except OperativeError as error:  # caught whole by ``except OperativeError``
+        caught_whole.append(error)
+    assert [type(e) for e in caught_whole] == [AllProvidersFailed]
+
+    parts: list[BaseExceptionGroup[BaseException]] = []
+    try:
+        await generate(request_of())
+    except* ProviderUnavailableError as unavailable:
+        parts.append(unavailable)
+    except* ProviderError as other:
+        parts.append(other)
+    assert [type(p) for p in parts] == [AllProvidersFailed, AllProvidersFailed]
+    assert [p.providers for p in parts] == [("a", "c"), ("b",)]  # type: ignore[attr-defined]
+    assert [len(p.exceptions) for p in parts] == [2, 1]
+
+
+def test_all_providers_failed_splits_and_pickles_keeping_its_type() -> None:
+    group = AllProvidersFailed(
+        "all failed",
+        [provider_error(529), ValueError("x")],
+        providers=["a", "b"],
+    )
+    match, rest = group.split(ProviderError)
+    assert isinstance(match, AllProvidersFailed)
+    assert match.providers == ("a",)
+    assert isinstance(rest, AllProvidersFailed)
+    assert rest.providers == ("b",)
+    sub = group.subgroup(ValueError)
+    assert isinstance(sub, AllProvidersFailed)
+    assert sub.providers == ("b",)
+    again = pickle.loads(pickle.dumps(group))
+    assert isinstance(again, AllProvidersFailed)
+    assert again.providers == ("a", "b")
+    with pytest.raises(InvalidArgument):
+        AllProvidersFailed("x", [ValueError()], providers=["a", "b"])
+
+
+async def test_an_agent_run_that_exhausts_every_provider_ends_in_error() -> None:
+    generate = fallover([fails(529, name="a"), fails(500, name="b")])
+    result = await create_agent(generate=generate, retry=RetryOptions(max_attempts=1)).run("hi")
+    assert result.finish_reason == "error"
+    assert isinstance(result.error, AllProvidersFailed)
+
+
+def test_bad_arguments_are_rejected_eagerly() -> None:
+    ok = answers("x")
+    with pytest.raises(InvalidArgument):
+        fallover([])
+    with pytest.raises(InvalidArgument):
+        fallover(ok)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument):
+        fallover([ok, "nope"])  # type: ignore[list-item]
+    for bad in (-1, float("nan"), True, "1"):
+        with pytest.raises(InvalidArgument):
+            fallover([ok], hedge_after=bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument):
+        fallover([ok], retry_on=3)  # type: ignore[arg-type]
+
+
+def test_names_come_from_a_mapping_or_the_generate_functions() -> None:
+    a, b = answers("x", name="same"), answers("y", name="same")
+    assert fallover([a, b]).names == ("same#1", "same#2")
+    assert fallover({"fast": a, "slow": b}).names == ("fast", "slow")
+
+
+def fallover_tasks() -> list[str]:
+    """The names of every live task a fallover started."""
+    found: list[str] = []
+    root = trio.lowlevel.current_root_task()
+    assert root is not None
+    pending = [root]
+    while pending:
+        task = pending.pop()
+        if task.name.startswith("fallover "):
+            found.append(task.name)
+        for nursery in task.child_nurseries:
+            pending.extend(nursery.child_tasks)
+    return found
+
+
+# -- hedging --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("hedge_after", [0.5, 1.0, 2.5])
+async def test_the_next_provider_starts_exactly_at_hedge_after_and_the_winner_cancels_the_loser(
+    autojump_clock: trio.testing.MockClock, hedge_after: float
+) -> None:
+    started: dict[str, float] = {}
+    begin = trio.current_time()
+
+    def timed(name: str, after: float) -> MockProvider:
+        async def handler(request: GenerateRequest) -> str:
+            started[name] = trio.current_time() - begin
+            await trio.sleep(after)
+            return f"from {name}"
+
+        return MockProvider(handler, name=name)
+
+    slow, fast = timed("slow", 100.0), timed("fast", 1.0)
+    response = await fallover([slow, fast], hedge_after=hedge_after)(request_of())
+    assert started == {"slow": 0.0, "fast": hedge_after}
+    assert trio.current_time() - begin == hedge_after + 1.0
+    assert response.content == "from fast"
+    assert response.metadata["operative.provider"] == "fast"
+    assert response.metadata["operative.fallover"]["cancelled"] == ["slow"]
+    assert len(slow.cancelled) == 1
+    assert fast.cancelled == []
+    assert slow.cancel_reasons == ["fallover: fast answered first"]
+
+
+async def test_a_first_provider_that_answers_before_hedge_after_runs_alone(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    first, second = answers("one", after=0.9, name="a"), answers("two", name="b")
+    response = await fallover([first, second], hedge_after=1.0)(request_of())
+    assert response.content == "one"
+    assert second.calls == 0
+    assert response.metadata["operative.fallover"]["cancelled"] == []
+
+
+async def test_the_first_started_can_still_win_the_race(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    first, second = answers("one", after=1.5, name="a"), answers("two", after=5.0, name="b")
+    response = await fallover([first, second], hedge_after=1.0)(request_of())
+    assert response.content == "one"
+    assert len(second.cancelled) == 1
+    assert response.metadata["operative.fallover"]["cancelled"] == ["b"]
+
+
+async def test_a_failure_starts_the_next_provider_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    begin = trio.current_time()
+    first, second = fails(529, after=0.2, name="a"), answers("two", after=0.1, name="b")
+    response = await fallover([first, second], hedge_after=10.0)(request_of())
+    assert response.content == "two"
+    assert trio.current_time() - begin == pytest.approx(0.3)
+    assert [f["provider"] for f in response.metadata["operative.fallover"]["failed"]] == ["a"]
+
+
+async def test_losers_that_fail_are_not_errors_unless_all_fail(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    slow = answers("slow answer", after=3.0, name="slow")
+    broken = fails(503, after=0.5, name="broken")
+    response = await fallover([slow, broken], hedge_after=1.0)(request_of())
+    assert response.content == "slow answer"
+
+    with pytest.raises(AllProvidersFailed) as caught:
+        await fallover(
+            [fails(503, after=3.0, name="a"), fails(529, after=0.5, name="b")], hedge_after=1.0
+        )(request_of())
+    assert caught.value.providers == ("a", "b")  # in provider order, not finishing order
+
+
+async def test_a_non_transient_failure_while_hedging_cancels_the_rest_and_propagates(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    slow = answers("slow", after=10.0, name="slow")
+    with pytest.raises(ProviderRequestError):
+        await fallover([slow, fails(401, after=0.5, name="auth")], hedge_after=1.0)(request_of())
+    assert len(slow.cancelled) == 1
+
+
+async def test_hedge_after_zero_starts_everyone_together(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    a, b, c = (answers(n, after=t, name=n) for n, t in (("a", 3.0), ("b", 1.0), ("c", 2.0)))
+    response = await fallover([a, b, c], hedge_after=0)(request_of())
+    assert response.content == "b"
+    assert sorted(response.metadata["operative.fallover"]["cancelled"]) == ["a", "c"]
+
+
+async def test_cancelling_the_caller_cancels_every_attempt_and_leaves_no_task(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    providers = [answers(n, after=100.0, name=n) for n in "abc"]
+    generate = fallover(providers, hedge_after=1.0)
+    seen_running: list[str] = []
+
+    async def watch() -> None:
+        await trio.sleep(4.0)
+        seen_running.extend(fallover_tasks())
+
+    begin = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watch)
+        with trio.move_on_after(5.0) as scope:
+            await generate(request_of())
+    assert scope.cancelled_caught
+    assert trio.current_time() - begin == 5.0  # promptly: no attempt outlived the caller
+    assert sorted(seen_running) == ["fallover a", "fallover b", "fallover c"]
+    assert [len(p.cancelled) for p in providers] == [1, 1, 1]
+    assert fallover_tasks() == []
+
+
+async def test_cancelling_the_caller_during_the_first_attempt_starts_no_other(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    first, second = answers("a", after=100.0, name="a"), answers("b", name="b")
+    with trio.move_on_after(0.5):
+        await fallover([first, second], hedge_after=1.0)(request_of())
+    assert len(first.cancelled) == 1
+    assert second.calls == 0
+
+
+async def test_a_hedged_fallover_answers_an_agent_from_the_faster_provider(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    slow, fast = answers("slow", after=30.0, name="slow"), answers("fast", after=0.5, name="fast")
+    agent = create_agent(
+        generate=fallover([slow, fast], hedge_after=2.0), retry=RetryOptions(max_attempts=1)
+    )
+    result = await agent.run("hi")
+    assert result.content == "fast"
+    assert result.conversation.messages[-1].metadata["operative.provider"] == "fast"
+
+
+async def test_a_generate_returning_junk_is_left_for_the_loop_to_report() -> None:
+    async def junk(request: GenerateRequest) -> GenerateResponse:
+        return "not a response"  # type: ignore[return-value]
+
+    assert await fallover([junk])(request_of()) == "not a response"  # type: ignore[comparison-overlap]
