@@ -16,6 +16,7 @@ from ._agent import create_agent as create_agent
 from ._codec import decode as decode
 from ._codec import encode as encode
 from ._errors import AgentContractError as AgentContractError
+from ._errors import AllProvidersFailed as AllProvidersFailed
 from ._errors import ApprovalError as ApprovalError
 from ._errors import AsyncDefinitionLoadError as AsyncDefinitionLoadError
 from ._errors import BudgetExceededError as BudgetExceededError
@@ -28,6 +29,7 @@ from ._errors import HookError as HookError
 from ._errors import InvalidArgument as InvalidArgument
 from ._errors import InvalidResponseError as InvalidResponseError
 from ._errors import MissingRunOptionsError as MissingRunOptionsError
+from ._errors import NoRouteError as NoRouteError
 from ._errors import OperativeError as OperativeError
 from ._errors import OutputValidationError as OutputValidationError
 from ._errors import ProviderError as ProviderError
@@ -112,6 +114,7 @@ __all__ = [
     "AgentInput",
     "AgentRunContext",
     "AgentSession",
+    "AllProvidersFailed",
     "ApprovalDecision",
     "ApprovalError",
     "ApprovalPolicy",
@@ -148,6 +151,7 @@ __all__ = [
     "MemoryStore",
     "Message",
     "MissingRunOptionsError",
+    "NoRouteError",
     "OnElicitation",
     "OperativeError",
     "OutputValidationError",
