@@ -25,6 +25,7 @@ __all__ = [
     "ElicitationResolved",
     "Event",
     "GenerateCompleted",
+    "GenerateDelta",
     "GenerateError",
     "GenerateRetry",
     "GenerateStarted",
@@ -143,6 +144,18 @@ class GenerateCompleted(Event, frozen=True, kw_only=True, tag="generate.complete
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage = Usage()
     model: str | None = None
+
+
+class GenerateDelta(Event, frozen=True, kw_only=True, tag="generate.delta"):
+    """A piece of a streamed answer, as the provider sent it (only when listened for)."""
+
+    attempt: int = 1
+    kind: str = "text"
+    """``"text"``, ``"tool_arguments"`` or ``"thinking"``."""
+    text: str = ""
+    index: int = 0
+    call_id: str | None = None
+    tool_name: str | None = None
 
 
 class GenerateError(Event, frozen=True, kw_only=True, tag="generate.error"):
@@ -346,6 +359,7 @@ RunEvent: TypeAlias = (
     | StepAborted
     | GenerateStarted
     | GenerateCompleted
+    | GenerateDelta
     | GenerateError
     | GenerateRetry
     | ResponseValidated

@@ -12,13 +12,17 @@ attempt that reported usage was still paid for, so it counts too.
 
 from __future__ import annotations
 
+from typing import Any
+
 import trio
 
+from ._deltas import deliver_deltas
 from ._errors import HookError, InvalidResponseError
 from ._events import (
     BackpressureApplied,
     BackpressureReleased,
     GenerateCompleted,
+    GenerateDelta,
     GenerateError,
     GenerateRetry,
     GenerateStarted,
@@ -66,6 +70,33 @@ class GeneratePhase(RunState):
     __slots__ = ()
 
     async def _call_model(self, request: GenerateRequest) -> GenerateResponse:
+        """One attempt, with streamed deltas delivered as events when someone listens."""
+        if not self._hub.wants("generate.delta"):
+            return await self._attempt(request)
+        hub = self._hub
+        run_id = self.run_id
+        step = request.step
+        attempt = request.attempt
+
+        def sink(delta: Any) -> None:
+            hub.emit_nowait(
+                GenerateDelta(
+                    run_id=run_id,
+                    step=step,
+                    time=self._now(),
+                    attempt=attempt,
+                    kind=str(getattr(delta, "kind", "text")),
+                    text=str(getattr(delta, "text", "")),
+                    index=int(getattr(delta, "index", 0)),
+                    call_id=getattr(delta, "call_id", None),
+                    tool_name=getattr(delta, "tool_name", None),
+                )
+            )
+
+        with deliver_deltas(sink):
+            return await self._attempt(request)
+
+    async def _attempt(self, request: GenerateRequest) -> GenerateResponse:
         """One attempt: the backpressure slot, the attempt's timeout, the type check."""
         cfg = self._cfg
         strategy = cfg.backpressure

@@ -172,3 +172,45 @@ async def test_event_times_are_monotonic(autojump_clock: Any) -> None:
         run.add_listener("*", heard.append)
     times = [event.time for event in heard]
     assert times == sorted(times)
+
+
+async def test_streamed_deltas_become_generate_delta_events(autojump_clock: Any) -> None:
+    """A streaming model's deltas reach run listeners as generate.delta, in order."""
+    from operative.providers import Delta
+    from operative.providers.test import StreamChunk, StreamReplayer
+
+    model = StreamReplayer(
+        [
+            StreamChunk(delta=Delta(kind="text", text="Hel"), gap=0.1),
+            StreamChunk(delta=Delta(kind="text", text="lo"), gap=0.1),
+        ]
+    )
+    async with open_run(
+        generate=model, conversation=_conversation(), stop_when=stop_when.no_tool_calls()
+    ) as run:
+        deltas: list[str] = []
+        types: list[str] = []
+        run.add_listener("generate.delta", lambda event: deltas.append(event.text))
+        run.add_listener("*", lambda event: types.append(event.type))
+    result = await run.result()
+    assert result.content == "Hello"
+    assert deltas == ["Hel", "lo"]
+    assert types.index("generate.started") < types.index("generate.delta")
+    assert types.index("generate.delta") < types.index("generate.completed")
+
+
+async def test_no_delta_sink_without_listeners() -> None:
+    """Without a generate.delta listener the loop installs no sink."""
+    from operative._deltas import current_delta_sink
+
+    seen: list[object] = []
+
+    async def model(request: operative.GenerateRequest) -> GenerateResponse:
+        seen.append(current_delta_sink())
+        return GenerateResponse(content="ok")
+
+    async with open_run(
+        generate=model, conversation=_conversation(), stop_when=stop_when.no_tool_calls()
+    ):
+        pass
+    assert seen == [None]

@@ -17,6 +17,7 @@ except ImportError as error:  # pragma: no cover - exercised without the extra
         "operative.providers.anthropic needs the anthropic SDK: pip install 'operative[anthropic]'"
     ) from error
 
+from ..._deltas import with_run_sink
 from ..._errors import InvalidArgument, ProviderAuthenticationError, ProviderError
 from ..._model import GenerateRequest, GenerateResponse
 from .._common import ClientAdapter, DeltaCallback, merge_settings, split_known
@@ -117,7 +118,7 @@ class AnthropicGenerate(ClientAdapter["anthropic.AsyncAnthropic"]):
             if not stream:
                 message = await client.messages.create(**params)
                 return response_from_message(message)
-            assembler = StreamAssembler(self._on_delta)
+            assembler = StreamAssembler(with_run_sink(self._on_delta))
             events = await client.messages.create(**params, stream=True)
             try:
                 async for event in events:

@@ -16,6 +16,7 @@ except ImportError as error:  # pragma: no cover - exercised without the extra
         "operative.providers.openai needs the openai SDK: pip install 'operative[openai]'"
     ) from error
 
+from ..._deltas import with_run_sink
 from ..._errors import InvalidArgument, ProviderAuthenticationError, ProviderError
 from ..._model import GenerateRequest, GenerateResponse
 from .._common import ClientAdapter, DeltaCallback, merge_settings, split_known
@@ -104,7 +105,7 @@ class OpenAIGenerate(ClientAdapter["openai.AsyncOpenAI"]):
             if not stream:
                 completion = await client.chat.completions.create(**params)
                 return response_from_completion(completion)
-            assembler = StreamAssembler(self._on_delta)
+            assembler = StreamAssembler(with_run_sink(self._on_delta))
             sse = SseLines()
             async with client.chat.completions.with_streaming_response.create(
                 **params, stream=True

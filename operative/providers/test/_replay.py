@@ -7,6 +7,7 @@ from collections.abc import Iterable
 import msgspec
 import trio
 
+from ..._deltas import with_run_sink
 from ..._errors import InvalidArgument
 from ..._model import GenerateRequest, GenerateResponse
 from ..._types import ToolCall, Usage
@@ -97,7 +98,8 @@ class StreamReplayer:
 
     async def replay(self, on_delta: DeltaCallback | None = None) -> GenerateResponse:
         """Play the chunks once (to ``on_delta``, default the constructor's) and assemble."""
-        callback = on_delta if on_delta is not None else self.on_delta
+        # Like the real adapters: the run being served (if it listens) sees every delta.
+        callback = with_run_sink(on_delta if on_delta is not None else self.on_delta)
         texts: list[str] = []
         calls: dict[int, list[str | None]] = {}  # index -> [call_id, tool_name]
         arguments: dict[int, list[str]] = {}
