@@ -198,7 +198,7 @@ PAGE = Path(__file__).resolve().parents[2] / "docs" / "providers.md"
 
 def _offline_samples() -> list[str]:
     text = PAGE.read_text()
-    text = text[text.index("## Fallover") :]
+    text = text[text.index("## Fallover") : text.index("## Streamed deltas")]
     return re.findall(r"^```python\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import trio
 
+from ..._deltas import with_run_sink
 from ..._errors import InvalidArgument, ProviderAuthenticationError, ProviderError
 from ..._model import GenerateRequest, GenerateResponse
 from ..._types import ToolCall, ToolSpec, Usage
@@ -367,7 +368,7 @@ class GeminiGenerate(ClientAdapter[httpx.AsyncClient]):
             json=body,
             headers={"x-goog-api-key": key},
         )
-        assembler = _Assembler(request, self._on_delta if stream else None)
+        assembler = _Assembler(request, with_run_sink(self._on_delta) if stream else None)
         try:
             response = await client.send(http_request, stream=True)
             try:

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import trio
 
+from ..._deltas import with_run_sink
 from ..._errors import InvalidArgument, ProviderError
 from ..._model import GenerateRequest, GenerateResponse
 from ..._types import ToolCall, ToolSpec, Usage
@@ -258,7 +259,7 @@ class OllamaGenerate(ClientAdapter[httpx.AsyncClient]):
         http_request = client.build_request(
             "POST", f"{self.base_url}/api/chat", json=body, headers=self._headers()
         )
-        assembler = _Assembler(request, self._on_delta if stream else None)
+        assembler = _Assembler(request, with_run_sink(self._on_delta) if stream else None)
         try:
             response = await client.send(http_request, stream=True)
             try:
