@@ -7,8 +7,8 @@ from ._duration import Duration as Duration
 from ._duration import parse_duration as parse_duration
 from ._handle import MonitorResult as MonitorResult
 from ._handle import SessionHandle as SessionHandle
-from ._handle import open_session as open_session
 from ._handle import wait_for_signal as wait_for_signal
+from ._open import open_session as open_session
 from ._records import SESSION_SCHEMA_VERSION as SESSION_SCHEMA_VERSION
 from ._records import AgentSession as AgentSession
 from ._records import RunOutcome as RunOutcome

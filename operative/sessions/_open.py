@@ -1,0 +1,83 @@
+"""``open_session``: the block a session handle lives in."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
+
+from .._agent import RunnableAgent
+from .._errors import InvalidArgument
+from ._handle import SessionHandle
+from ._resume import resume_session
+from ._store import SessionStore
+
+__all__ = ["open_session"]
+
+
+@asynccontextmanager
+async def open_session(
+    id: str,
+    *,
+    store: SessionStore,
+    agent_name: str,
+    agent: RunnableAgent | None = None,
+    run_options: Mapping[str, Any] | None = None,
+    cleanup_timeout: float = 10.0,
+) -> AsyncIterator[SessionHandle]:
+    """Open session ``id`` (created and stored when new) for runs, timers and signals.
+
+    Args:
+        id: the session's id.
+        store: where it lives (:func:`create_session_store`).
+        agent_name: the agent the session belongs to.
+        agent: runs go through ``agent.open_run(history, context=...)``.
+        run_options: or through ``open_run(**run_options)`` (``generate=``, ``tools=``,
+            ``stop_when=`` ...; the conversation and run id are the session's).
+        cleanup_timeout: bound, in seconds, on storing a run's outcome.
+
+    Leaving the block cancels the tasks the handle started in it (:meth:`start_monitor`)
+    and waits for them.
+    """
+    if not isinstance(store, SessionStore):
+        raise InvalidArgument(
+            f"store= takes a SessionStore (create_session_store(kv)), got {type(store).__name__}"
+        )
+    if agent is not None and run_options is not None:
+        raise InvalidArgument("pass agent= or run_options=, not both")
+    if agent is not None and not callable(getattr(agent, "open_run", None)):
+        raise InvalidArgument(f"agent= takes an agent (create_agent(...)), got {agent!r}")
+    if run_options is not None:
+        if not isinstance(run_options, Mapping):
+            raise InvalidArgument(f"run_options= takes a mapping, got {type(run_options).__name__}")
+        for taken in ("conversation", "run_id"):
+            if taken in run_options:
+                raise InvalidArgument(
+                    f"run_options= cannot set {taken}=: the session provides it for every run"
+                )
+        if "generate" not in run_options:
+            raise InvalidArgument("run_options= needs generate= (the model to call)")
+        run_options = dict(run_options)
+    if isinstance(cleanup_timeout, bool) or not isinstance(cleanup_timeout, int | float):
+        raise InvalidArgument(f"cleanup_timeout= takes seconds, got {cleanup_timeout!r}")
+    resumed = await resume_session(store, id, agent_name=agent_name)
+    session = resumed.session
+    if resumed.is_new:
+        session = await store.save(session)
+    async with trio.open_nursery() as nursery:
+        handle = SessionHandle(
+            session=session,
+            store=store,
+            agent=agent,
+            run_options=run_options,
+            nursery=nursery,
+            cleanup_timeout=float(cleanup_timeout),
+        )
+        handle._announce_load(resumed.is_new)
+        handle._tracker.start()
+        try:
+            yield handle
+        finally:
+            nursery.cancel_scope.cancel()
