@@ -28,6 +28,7 @@ __all__ = [
     "GenerateDelta",
     "GenerateError",
     "GenerateRetry",
+    "GenerateRouted",
     "GenerateStarted",
     "ResponseValidated",
     "RunAborted",
@@ -156,6 +157,20 @@ class GenerateDelta(Event, frozen=True, kw_only=True, tag="generate.delta"):
     index: int = 0
     call_id: str | None = None
     tool_name: str | None = None
+
+
+class GenerateRouted(Event, frozen=True, kw_only=True, tag="generate.routed"):
+    """Which provider answered, when a fallover or a router chose one."""
+
+    attempt: int = 1
+    route: str | None = None
+    """The routing rule that matched (``"default"`` for a router's default)."""
+    provider: str | None = None
+    """The provider that answered."""
+    failed: tuple[str, ...] = ()
+    """Providers a fallover tried first, which failed."""
+    cancelled: tuple[str, ...] = ()
+    """Providers a hedged fallover raced and cancelled once another answered."""
 
 
 class GenerateError(Event, frozen=True, kw_only=True, tag="generate.error"):
@@ -360,6 +375,7 @@ RunEvent: TypeAlias = (
     | GenerateStarted
     | GenerateCompleted
     | GenerateDelta
+    | GenerateRouted
     | GenerateError
     | GenerateRetry
     | ResponseValidated

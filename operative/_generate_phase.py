@@ -12,6 +12,7 @@ attempt that reported usage was still paid for, so it counts too.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import trio
@@ -25,6 +26,7 @@ from ._events import (
     GenerateDelta,
     GenerateError,
     GenerateRetry,
+    GenerateRouted,
     GenerateStarted,
     ResponseValidated,
     UsageAccumulated,
@@ -62,6 +64,37 @@ class _BackpressureEvents:
                     run_id=run.run_id, step=run._step, time=run._now(), waited=waited
                 )
             )
+
+
+def _names(entries: Any) -> tuple[str, ...]:
+    if not isinstance(entries, list | tuple):
+        return ()
+    return tuple(
+        str(entry.get("provider", "")) if isinstance(entry, dict) else str(entry)
+        for entry in entries
+    )
+
+
+def _routed(
+    metadata: Mapping[str, Any],
+) -> tuple[str | None, str | None, tuple[str, ...], tuple[str, ...]] | None:
+    """What a fallover or router recorded in a response's metadata, if anything."""
+    route = metadata.get("operative.route")
+    provider = metadata.get("operative.provider")
+    if route is None and provider is None:
+        return None
+    fallover = metadata.get("operative.fallover")
+    failed: tuple[str, ...] = ()
+    cancelled: tuple[str, ...] = ()
+    if isinstance(fallover, dict):
+        failed = _names(fallover.get("failed"))
+        cancelled = _names(fallover.get("cancelled"))
+    return (
+        None if route is None else str(route),
+        None if provider is None else str(provider),
+        failed,
+        cancelled,
+    )
 
 
 class GeneratePhase(RunState):
@@ -205,6 +238,22 @@ class GeneratePhase(RunState):
                     model=response.model,
                 )
             )
+        if response.metadata and hub.wants("generate.routed"):
+            routed = _routed(response.metadata)
+            if routed is not None:
+                route, provider, failed, cancelled = routed
+                await hub.emit(
+                    GenerateRouted(
+                        run_id=run_id,
+                        step=step,
+                        time=self._now(),
+                        attempt=attempt,
+                        route=route,
+                        provider=provider,
+                        failed=failed,
+                        cancelled=cancelled,
+                    )
+                )
         if usage is not None and hub.wants("usage.accumulated"):
             await hub.emit(
                 UsageAccumulated(

@@ -328,3 +328,28 @@ async def test_a_generate_returning_junk_is_left_for_the_loop_to_report() -> Non
         return "not a response"  # type: ignore[return-value]
 
     assert await fallover([junk])(request_of()) == "not a response"  # type: ignore[comparison-overlap]
+
+
+async def test_the_run_announces_which_provider_answered() -> None:
+    """A run over a fallover emits generate.routed naming the winner and the failures."""
+    from operative import Conversation, open_run, stop_when
+    from operative.providers import fallover as make_fallover
+    from operative.providers.test import MockProvider
+    from operative.providers.test import provider_error as make_error
+
+    primary = MockProvider(lambda request: make_error(529), name="primary")
+    backup = MockProvider(lambda request: "from the backup", name="backup")
+    conversation = Conversation()
+    conversation.append_user_message("hi")
+    routed: list[object] = []
+    async with open_run(
+        generate=make_fallover([primary, backup]),
+        conversation=conversation,
+        stop_when=stop_when.no_tool_calls(),
+    ) as run:
+        run.add_listener("generate.routed", routed.append)
+    result = await run.result()
+    assert result.content == "from the backup"
+    (event,) = routed
+    assert event.provider == "backup"  # type: ignore[attr-defined]
+    assert event.failed == ("primary",)  # type: ignore[attr-defined]
