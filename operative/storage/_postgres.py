@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
 from .._errors import InvalidArgument
+from ._pool import PooledStore
 from ._protocol import Delete, Operation, Versioned
 from ._sqlite import (
     check_operations,
@@ -65,7 +65,7 @@ class _Restart(Exception):
     """A concurrent writer created a key this batch meant to create: start over."""
 
 
-class PostgresStore:
+class PostgresStore(PooledStore):
     """A :class:`~operative.storage.ConditionalTextValueStore` in a PostgreSQL table.
 
     For many processes on many machines sharing one database. Connections open lazily.
@@ -77,11 +77,7 @@ class PostgresStore:
     """
 
     __slots__ = (
-        "_closed",
         "_dsn",
-        "_idle",
-        "_limiter",
-        "_max_connections",
         "_psycopg",
         "_table",
     )
@@ -107,10 +103,6 @@ class PostgresStore:
         return f"<PostgresStore table {self._table!r}{' closed' if self._closed else ''}>"
 
     # -- plumbing -------------------------------------------------------------------
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise InvalidArgument("this PostgresStore is closed; create a new one")
 
     def _connect(self) -> psycopg.Connection[Any]:
         conn: psycopg.Connection[Any] = self._psycopg.connect(self._dsn, autocommit=True)
@@ -313,41 +305,3 @@ class PostgresStore:
                     raise _Restart(op.key)
                 versions.append(1)
         return tuple(versions)
-
-    async def aclose(self) -> None:
-        """Wait for calls in flight, then close every connection.
-
-        The store cannot be used afterwards; closing twice is harmless.
-        """
-        if self._closed:
-            await trio.lowlevel.checkpoint()
-            return
-        self._closed = True
-        with trio.CancelScope(shield=True):
-            tokens = [object() for _ in range(self._max_connections)]
-            for token in tokens:  # every token held: nothing is in flight
-                await self._limiter.acquire_on_behalf_of(token)
-            idle, self._idle = self._idle, []
-            try:
-                await trio.to_thread.run_sync(_close_all, idle)
-            finally:
-                for token in tokens:
-                    self._limiter.release_on_behalf_of(token)
-
-    async def __aenter__(self) -> Self:
-        await trio.lowlevel.checkpoint()
-        self._check_open()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-
-def _close_all(connections: Sequence[psycopg.Connection[Any]]) -> None:
-    for conn in connections:
-        conn.close()

@@ -21,13 +21,13 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
 import outcome
 import trio
 
 from .._errors import ConflictError, CorruptRecordError, InvalidArgument, OperativeError
+from ._pool import PooledStore
 from ._protocol import ANY, AnyVersion, Delete, Operation, Put, Versioned
 
 __all__ = ["SqliteStore"]
@@ -157,7 +157,7 @@ def decode_text(where: str, key: object, what: str, raw: object) -> str:
     raise corrupt(where, key, f"its {what} is {type(raw).__name__} {raw!r}, not text")
 
 
-class SqliteStore:
+class SqliteStore(PooledStore):
     """A :class:`~operative.storage.ConditionalTextValueStore` in one SQLite file.
 
     The embedded default: no server, one file, safe for many tasks and many processes.
@@ -174,10 +174,6 @@ class SqliteStore:
 
     __slots__ = (
         "_busy_timeout",
-        "_closed",
-        "_idle",
-        "_limiter",
-        "_max_connections",
         "_path",
         "_table",
     )
@@ -224,10 +220,6 @@ class SqliteStore:
         return self._path
 
     # -- plumbing -------------------------------------------------------------------
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise InvalidArgument("this SqliteStore is closed; create a new one")
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
@@ -454,41 +446,3 @@ class SqliteStore:
             return tuple(versions)
 
         return await self._call(work)
-
-    async def aclose(self) -> None:
-        """Wait for calls in flight, then close every connection.
-
-        The store cannot be used afterwards; closing twice is harmless.
-        """
-        if self._closed:
-            await trio.lowlevel.checkpoint()
-            return
-        self._closed = True
-        with trio.CancelScope(shield=True):
-            tokens = [object() for _ in range(self._max_connections)]
-            for token in tokens:  # every token held: nothing is in flight
-                await self._limiter.acquire_on_behalf_of(token)
-            idle, self._idle = self._idle, []
-            try:
-                await trio.to_thread.run_sync(_close_all, idle)
-            finally:
-                for token in tokens:
-                    self._limiter.release_on_behalf_of(token)
-
-    async def __aenter__(self) -> Self:
-        await trio.lowlevel.checkpoint()
-        self._check_open()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-
-def _close_all(connections: Sequence[sqlite3.Connection]) -> None:
-    for conn in connections:
-        conn.close()
