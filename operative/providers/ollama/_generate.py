@@ -16,7 +16,6 @@ from ..._model import GenerateRequest, GenerateResponse
 from ..._types import ToolCall, ToolSpec, Usage
 from ...conversation import ImagePart, Message, TextPart
 from .._common import (
-    ClientAdapter,
     Delta,
     DeltaCallback,
     image_base64,
@@ -24,6 +23,7 @@ from .._common import (
     parse_arguments,
 )
 from .._errors import connection_error, status_error, timeout_error
+from .._httpx import HttpxAdapter
 
 __all__ = ["OllamaGenerate", "ollama_generate"]
 
@@ -193,39 +193,13 @@ class _Assembler:
         )
 
 
-class OllamaGenerate(ClientAdapter[httpx.AsyncClient]):
+class OllamaGenerate(HttpxAdapter):
     """The generate function :func:`ollama_generate` returns (callable, closeable)."""
 
     provider = PROVIDER
 
-    def __init__(
-        self,
-        *,
-        model: str,
-        base_url: str,
-        http_client: httpx.AsyncClient | None,
-        api_key: str | None,
-        timeout: float | None,
-        stream: bool,
-        on_delta: DeltaCallback | None,
-        settings: Mapping[str, Any],
-    ) -> None:
-        def make_client() -> httpx.AsyncClient:
-            return httpx.AsyncClient(timeout=timeout)
-
-        super().__init__(client=http_client, make_client=make_client)
-        self.model = model
-        self.base_url = base_url.rstrip("/")
-        self._api_key = api_key
-        self._defaults: dict[str, Any] = {"model": model, **settings}
-        self._stream = stream
-        self._on_delta = on_delta
-
     def __repr__(self) -> str:
         return f"ollama_generate(model={self.model!r}, base_url={self.base_url!r})"
-
-    async def _close_client(self, client: httpx.AsyncClient) -> None:
-        await client.aclose()
 
     def body(self, request: GenerateRequest) -> tuple[dict[str, Any], bool]:
         """The JSON body for ``request``, and whether to stream."""
