@@ -1,4 +1,5 @@
-"""OpenAI's Chat Completions API (and compatible servers) through the ``openai`` SDK.
+"""OpenAI's Chat Completions and Responses APIs (and compatible servers) through the
+``openai`` SDK.
 
 Importing this module imports the SDK (``pip install 'operative[openai]'``);
 ``import operative`` never does.

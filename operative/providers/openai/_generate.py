@@ -1,4 +1,8 @@
-"""``openai_generate``: a ``GenerateFunction`` over the official ``openai`` SDK."""
+"""``openai_generate``: a ``GenerateFunction`` over the official ``openai`` SDK.
+
+Both APIs (Chat Completions and Responses) stream by reading the SSE body themselves
+(see ``_stream.py`` for why) and share the error mapping below.
+"""
 
 from __future__ import annotations
 
@@ -11,17 +15,22 @@ try:
     import httpx2
     import openai
     from openai.resources.chat.completions import AsyncCompletions
+    from openai.resources.responses import AsyncResponses
 except ImportError as error:  # pragma: no cover - exercised without the extra
     raise ImportError(
         "operative.providers.openai needs the openai SDK: pip install 'operative[openai]'"
     ) from error
+
+import msgspec
 
 from ..._deltas import with_run_sink
 from ..._errors import InvalidArgument, ProviderAuthenticationError, ProviderError
 from ..._model import GenerateRequest, GenerateResponse
 from .._common import ClientAdapter, DeltaCallback, merge_settings, split_known
 from .._errors import connection_error, status_error, timeout_error
+from . import _responses
 from ._convert import build_messages, build_response_format, build_tools, response_from_completion
+from ._responses_stream import ResponsesAssembler
 from ._stream import SseLines, StreamAssembler
 
 __all__ = ["OpenAIGenerate", "openai_generate"]
@@ -31,6 +40,8 @@ KEY_VARIABLE = "OPENAI_API_KEY"
 
 # The parameters the installed SDK's create() declares; others travel in extra_body.
 _KNOWN = frozenset(inspect.signature(AsyncCompletions.create).parameters)
+_KNOWN_RESPONSES = frozenset(inspect.signature(AsyncResponses.create).parameters)
+_ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
 
 class OpenAIGenerate(ClientAdapter["openai.AsyncOpenAI"]):
@@ -43,6 +54,7 @@ class OpenAIGenerate(ClientAdapter["openai.AsyncOpenAI"]):
         *,
         model: str,
         client: openai.AsyncOpenAI | None,
+        api: Literal["chat", "responses"],
         client_options: Mapping[str, Any],
         stream: bool,
         on_delta: DeltaCallback | None,
@@ -69,13 +81,16 @@ class OpenAIGenerate(ClientAdapter["openai.AsyncOpenAI"]):
 
         super().__init__(client=client, make_client=make_client)
         self.model = model
+        self.api = api
+        if api == "responses":
+            settings = _responses.normalise_settings(settings)
         self._defaults: dict[str, Any] = {"model": model, **settings}
         self._stream = stream
         self._on_delta = on_delta
         self._strict = strict_output
 
     def __repr__(self) -> str:
-        return f"openai_generate(model={self.model!r}, api='chat')"
+        return f"openai_generate(model={self.model!r}, api={self.api!r})"
 
     async def _close_client(self, client: openai.AsyncOpenAI) -> None:
         await client.close()
@@ -96,36 +111,38 @@ class OpenAIGenerate(ClientAdapter["openai.AsyncOpenAI"]):
             params["stream_options"] = options
         return split_known(params, _KNOWN), stream
 
-    async def __call__(self, request: GenerateRequest) -> GenerateResponse:
-        """One Chat Completions call for ``request``."""
-        params, stream = self._params(request)
-        model = str(params["model"])
-        client = self.client
-        try:
-            if not stream:
-                completion = await client.chat.completions.create(**params)
-                return response_from_completion(completion)
-            assembler = StreamAssembler(with_run_sink(self._on_delta))
-            sse = SseLines()
-            async with client.chat.completions.with_streaming_response.create(
-                **params, stream=True
-            ) as response:
-                http = response.http_response
-                request_id = response.request_id
-                # Read to the end (never break): the body's generators then all finish.
-                async for data in http.aiter_bytes():
-                    for event in sse.feed(data):
-                        assembler.feed_data(event)
-            if assembler.error is not None:
-                raise _stream_error(assembler.error, model, request_id)
-            if assembler.stop_reason is None:
-                raise connection_error(
-                    provider=PROVIDER,
-                    model=model,
-                    detail="the stream ended before finish_reason",
-                    request_id=request_id,
+    def _responses_params(self, request: GenerateRequest) -> tuple[dict[str, Any], bool]:
+        if request.settings:
+            settings = _responses.normalise_settings(request.settings)
+            request = msgspec.structs.replace(request, settings=settings)
+        params, stream = merge_settings(self._defaults, request)
+        stateless = params.get("store") is False
+        params["input"] = _responses.build_input(request, stateless=stateless)
+        if stateless:
+            include = list(params.get("include") or ())
+            if _ENCRYPTED_REASONING not in include:
+                params["include"] = [*include, _ENCRYPTED_REASONING]
+        if request.tools:
+            params["tools"] = _responses.build_tools(request.tools) + list(params.get("tools", ()))
+        if request.output_schema is not None:
+            text = dict(params.get("text") or {})
+            if "format" not in text:
+                text["format"] = _responses.build_text_format(
+                    request.output_schema, strict=self._strict
                 )
-            return assembler.response()
+                params["text"] = text
+        stream = self._stream if stream is None else stream
+        return split_known(params, _KNOWN_RESPONSES), stream
+
+    async def __call__(self, request: GenerateRequest) -> GenerateResponse:
+        """One Chat Completions (or Responses) call for ``request``."""
+        responses = self.api == "responses"
+        params, stream = self._responses_params(request) if responses else self._params(request)
+        model = str(params["model"])
+        try:
+            if responses:
+                return await self._responses_call(params, stream, model)
+            return await self._chat_call(params, stream, model)
         except openai.OpenAIError as error:
             _raise_mapped(error, model)
         except httpx2.TimeoutException as error:
@@ -135,9 +152,74 @@ class OpenAIGenerate(ClientAdapter["openai.AsyncOpenAI"]):
                 provider=PROVIDER, model=model, detail=f"the connection was cut: {error}"
             ) from error
 
+    async def _chat_call(
+        self, params: dict[str, Any], stream: bool, model: str
+    ) -> GenerateResponse:
+        client = self.client
+        if not stream:
+            completion = await client.chat.completions.create(**params)
+            return response_from_completion(completion)
+        assembler = StreamAssembler(with_run_sink(self._on_delta))
+        sse = SseLines()
+        async with client.chat.completions.with_streaming_response.create(
+            **params, stream=True
+        ) as response:
+            http = response.http_response
+            request_id = response.request_id
+            # Read to the end (never break): the body's generators then all finish.
+            async for data in http.aiter_bytes():
+                for event in sse.feed(data):
+                    assembler.feed_data(event)
+        if assembler.error is not None:
+            raise _stream_error(assembler.error, model, request_id)
+        if assembler.stop_reason is None:
+            raise connection_error(
+                provider=PROVIDER,
+                model=model,
+                detail="the stream ended before finish_reason",
+                request_id=request_id,
+            )
+        return assembler.response()
+
+    async def _responses_call(
+        self, params: dict[str, Any], stream: bool, model: str
+    ) -> GenerateResponse:
+        """``POST /responses``; the same SSE reading as the chat path when streaming."""
+        client = self.client
+        if not stream:
+            answer = await client.responses.create(**params)
+            body = answer.to_dict(mode="json")
+            if body.get("status") == "failed":
+                error = body.get("error")
+                request_id = answer._request_id
+                raise _stream_error(error if isinstance(error, Mapping) else {}, model, request_id)
+            return _responses.response_from_body(body)
+        assembler = ResponsesAssembler(with_run_sink(self._on_delta))
+        sse = SseLines()
+        async with client.responses.with_streaming_response.create(
+            **params, stream=True
+        ) as response:
+            http = response.http_response
+            request_id = response.request_id
+            # Read to the end (never break): the body's generators then all finish.
+            async for data in http.aiter_bytes():
+                for event in sse.feed(data):
+                    assembler.feed_data(event)
+        if assembler.error is not None:
+            raise _stream_error(assembler.error, model, request_id)
+        if not assembler.finished:
+            raise connection_error(
+                provider=PROVIDER,
+                model=model,
+                detail="the stream ended before response.completed",
+                request_id=request_id,
+            )
+        return assembler.response()
+
 
 def _stream_error(error: Mapping[str, Any], model: str, request_id: str | None) -> ProviderError:
-    """An error object sent inside a 200 stream: a server-side failure, retryable."""
+    """An error object sent inside a 200 answer (a stream's error event, a failed
+    response): a server-side failure, retryable."""
     code = f"{error.get('code') or ''} {error.get('type') or ''}"
     return status_error(
         provider=PROVIDER,
@@ -190,7 +272,7 @@ def openai_generate(
     max_retries: int = 0,
     **settings: Any,
 ) -> OpenAIGenerate:
-    """A ``GenerateFunction`` that calls OpenAI's Chat Completions API.
+    """A ``GenerateFunction`` that calls OpenAI's Chat Completions or Responses API.
 
     Works with any OpenAI-compatible server through ``base_url`` (vLLM, llama.cpp's
     server, LM Studio, ...).
@@ -201,27 +283,34 @@ def openai_generate(
             makes one on first use (``api_key`` or ``OPENAI_API_KEY``; with ``base_url``
             and no key, a placeholder key) and closes it in ``aclose()``: use
             ``async with openai_generate(...) as g:``.
-        api: ``"chat"`` (Chat Completions). ``"responses"`` is not supported yet and
-            raises ``InvalidArgument``.
+        api: ``"chat"`` (``POST /chat/completions``) or ``"responses"``
+            (``POST /responses``). With ``"responses"`` the conversation goes out as
+            ``input`` items (messages, ``function_call`` and ``function_call_output``),
+            tools as flat ``function`` tools, an output schema as ``text.format``.
+            Reasoning items the model returns are kept in the answer's
+            ``metadata["openai"]["output"]`` (so on the assistant message) and sent
+            back, with their ``encrypted_content``, before the calls they led to;
+            with ``store=False`` item ids are left out and ``include`` asks for
+            ``reasoning.encrypted_content``. ``max_tokens`` is sent as
+            ``max_output_tokens`` and ``reasoning_effort`` as ``reasoning.effort``.
         stream: Stream the answer (per call: ``settings["stream"]``); the response is the
             same as without streaming, and ``on_delta`` sees each text and tool-argument
-            delta as it arrives. Usage is requested with ``stream_options``.
+            delta as it arrives (and reasoning summaries, as ``"thinking"``, from the
+            Responses API). Chat usage is requested with ``stream_options``.
         on_delta: A sync callable given each :class:`~operative.providers.Delta`.
         strict_output: With an ``output_schema`` on the request, the schema goes out as
-            ``response_format`` (``json_schema``); ``strict_output=True`` asks for
-            OpenAI's strict mode (the schema must then meet its rules).
+            ``response_format`` (Chat) or ``text.format`` (Responses), ``json_schema``;
+            ``strict_output=True`` asks for OpenAI's strict mode (the schema must then
+            meet its rules).
         api_key, base_url, timeout, max_retries: For the client the adapter makes
             (not allowed with ``client=``). ``max_retries`` defaults to 0 so the run's
             ``RetryOptions`` alone decide on retries.
-        **settings: Any other Chat Completions parameter (``temperature``,
-            ``max_completion_tokens``, ``tool_choice``, ``reasoning_effort``, ...);
+        **settings: Any other parameter of the chosen API (``temperature``,
+            ``max_completion_tokens``, ``tool_choice``, ``reasoning_effort``;
+            ``instructions``, ``reasoning``, ``store``, ``include`` for Responses, ...);
             a request's ``settings`` override them.
     """
-    if api == "responses":
-        raise InvalidArgument(
-            "openai_generate(api='responses') is not yet supported; use api='chat'"
-        )
-    if api != "chat":
+    if api not in ("chat", "responses"):
         raise InvalidArgument(f"api must be 'chat' or 'responses', got {api!r}")
     if not isinstance(model, str) or not model:
         raise InvalidArgument(f"openai_generate() needs a model name, got {model!r}")
@@ -249,6 +338,7 @@ def openai_generate(
     return OpenAIGenerate(
         model=model,
         client=client,
+        api=api,
         client_options=options,
         stream=stream,
         on_delta=on_delta,
