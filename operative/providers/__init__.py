@@ -24,6 +24,7 @@ from .._errors import ProviderUnavailableError as ProviderUnavailableError
 from ._common import Delta as Delta
 from ._common import DeltaCallback as DeltaCallback
 from ._fallover import Fallover as Fallover
+from ._fallover import FalloverEntry as FalloverEntry
 from ._fallover import fallover as fallover
 from ._routing import Route as Route
 from ._routing import Router as Router
@@ -39,6 +40,7 @@ __all__ = [
     "Delta",
     "DeltaCallback",
     "Fallover",
+    "FalloverEntry",
     "NoRouteError",
     "ProviderAuthenticationError",
     "ProviderConnectionError",

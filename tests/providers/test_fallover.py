@@ -353,3 +353,232 @@ async def test_the_run_announces_which_provider_answered() -> None:
     (event,) = routed
     assert event.provider == "backup"  # type: ignore[attr-defined]
     assert event.failed == ("primary",)  # type: ignore[attr-defined]
+
+
+# -- retry budgets ------------------------------------------------------------------
+
+
+def flaky(
+    *failures: int, answer: str = "ok", name: str = "mock", retry_after: float | None = None
+) -> tuple[MockProvider, list[float]]:
+    """Fails with each status in turn, then answers; also returns when each call began."""
+    pending = list(failures)
+    calls: list[float] = []
+
+    async def handler(request: GenerateRequest) -> str | Exception:
+        calls.append(trio.current_time())
+        await trio.lowlevel.checkpoint()
+        if pending:
+            return provider_error(pending.pop(0), provider=name, retry_after=retry_after)
+        return answer
+
+    return MockProvider(handler, name=name), calls
+
+
+NO_JITTER = RetryOptions(max_attempts=3, initial_delay=1.0, multiplier=2.0, jitter=False)
+
+
+async def test_a_transient_failure_is_retried_at_the_same_provider_with_back_off(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    primary, times = flaky(529, 503, answer="from primary", name="primary")
+    backup = answers("from backup", name="backup")
+    begin = trio.current_time()
+    response = await fallover([primary, backup], retry=NO_JITTER)(request_of())
+    assert response.content == "from primary"
+    assert [t - begin for t in times] == [0.0, 1.0, 3.0]
+    assert backup.calls == 0
+    record = response.metadata["operative.fallover"]
+    assert record["failed"] == []
+    assert [(r["provider"], r["attempt"], r["delay"]) for r in record["retried"]] == [
+        ("primary", 1, 1.0),
+        ("primary", 2, 2.0),
+    ]
+    assert "ProviderUnavailableError" in record["retried"][0]["error"]
+    assert [r.attempt for r in primary.requests] == [1, 1, 1]  # the run's attempt number
+
+
+async def test_an_exhausted_budget_falls_over_to_the_next_provider(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    primary, times = flaky(503, 503, 503, name="primary")
+    backup, backup_times = flaky(answer="from backup", name="backup")
+    begin = trio.current_time()
+    retry = RetryOptions(max_attempts=2, initial_delay=0.5, jitter=False)
+    response = await fallover([primary, backup], retry=retry)(request_of())
+    assert response.content == "from backup"
+    assert [t - begin for t in times] == [0.0, 0.5]
+    assert [t - begin for t in backup_times] == [0.5]
+    record = response.metadata["operative.fallover"]
+    assert [f["provider"] for f in record["failed"]] == ["primary"]
+    assert len(record["retried"]) == 1
+
+
+async def test_retry_after_is_honoured_and_a_long_one_falls_over_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    primary, times = flaky(429, name="primary", retry_after=5.0)
+    begin = trio.current_time()
+    response = await fallover([primary, answers("b", name="b")], retry=NO_JITTER)(request_of())
+    assert response.metadata["operative.provider"] == "primary"
+    assert [t - begin for t in times] == [0.0, 5.0]  # the server's wait, not the back-off
+
+    slow_down, slow_times = flaky(429, name="primary", retry_after=120.0)
+    backup, backup_times = flaky(answer="from backup", name="backup")
+    begin = trio.current_time()
+    retry = RetryOptions(max_attempts=5, max_delay=30.0)
+    response = await fallover([slow_down, backup], retry=retry)(request_of())
+    assert response.content == "from backup"
+    assert [t - begin for t in slow_times] == [0.0]  # 120 s is past max_delay: no wait
+    assert [t - begin for t in backup_times] == [0.0]
+    assert response.metadata["operative.fallover"]["retried"] == []
+
+
+async def test_each_entry_may_carry_its_own_budget(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    a, _ = flaky(503, 503, 503, 503, name="a")
+    b, _ = flaky(503, 503, name="b")
+    c, _ = flaky(503, answer="from c", name="c")
+    d = answers("from d", name="d")
+    generate = fallover(
+        [(a, RetryOptions(max_attempts=4, initial_delay=0)), (b, None), c, d],
+        retry=RetryOptions(max_attempts=2, initial_delay=0),
+    )
+    response = await generate(request_of())
+    assert response.content == "from c"
+    assert (a.calls, b.calls, c.calls, d.calls) == (4, 1, 2, 0)
+    assert generate.retries[1] is None
+
+    e, _ = flaky(503, answer="from e", name="e")
+    by_name = fallover({"first": (e, RetryOptions(max_attempts=2, initial_delay=0)), "second": d})
+    assert (await by_name(request_of())).content == "from e"
+    assert by_name.names == ("first", "second")
+    assert by_name.retries[1] is None
+
+
+async def test_errors_the_budget_does_not_retry_are_not_retried(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    bad, _ = flaky(400, name="bad")
+    backup = answers("b", name="b")
+    with pytest.raises(ProviderRequestError):
+        await fallover([bad, backup], retry=NO_JITTER)(request_of())
+    assert (bad.calls, backup.calls) == (1, 0)
+
+    only_429 = RetryOptions(max_attempts=3, initial_delay=0, retry_on=lambda e: False)
+    busy, _ = flaky(503, name="busy")
+    assert (await fallover([busy, backup], retry=only_429)(request_of())).content == "b"
+    assert busy.calls == 1
+
+
+async def test_attempt_timeout_bounds_each_call_at_a_provider(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    hanging = answers("never", after=100.0, name="hanging")
+    backup, backup_times = flaky(answer="from backup", name="backup")
+    retry = RetryOptions(max_attempts=2, initial_delay=1.0, jitter=False, attempt_timeout=2.0)
+    begin = trio.current_time()
+    response = await fallover([hanging, backup], retry=retry)(request_of())
+    assert response.content == "from backup"
+    assert hanging.calls == 2
+    assert [t - begin for t in backup_times] == [5.0]  # 2 s, 1 s back-off, 2 s
+    assert "TooSlowError" in response.metadata["operative.fallover"]["failed"][0]["error"]
+
+
+async def test_the_budgets_mutators_change_the_retried_request(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    from operative.retry import fallback_model
+
+    primary, _ = flaky(529, name="primary")
+    retry = RetryOptions(max_attempts=2, initial_delay=0, mutators=[fallback_model("small")])
+    await fallover([primary], retry=retry)(request_of())
+    assert [r.settings.get("model") for r in primary.requests] == [None, "small"]
+    assert [r.attempt for r in primary.requests] == [1, 1]
+
+
+async def test_every_budget_spent_raises_all_providers_failed_with_the_last_errors(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    a, _ = flaky(503, 529, name="a")
+    b, _ = flaky(500, 429, name="b")
+    with pytest.raises(AllProvidersFailed) as caught:
+        await fallover([a, b], retry=RetryOptions(max_attempts=2, initial_delay=0))(request_of())
+    assert caught.value.providers == ("a", "b")
+    assert [getattr(e, "status", None) for e in caught.value.exceptions] == [529, 429]
+
+
+async def test_hedging_races_a_provider_that_is_backing_off(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The hedge timer counts from a provider's first call, retries included; the winner
+    cancels a loser's back-off sleep."""
+    primary, times = flaky(529, 529, name="primary")
+    backup, backup_times = flaky(answer="from backup", name="backup")
+    retry = RetryOptions(max_attempts=3, initial_delay=10.0, jitter=False)
+    begin = trio.current_time()
+    response = await fallover([primary, backup], retry=retry, hedge_after=0.5)(request_of())
+    assert response.content == "from backup"
+    assert trio.current_time() - begin == 0.5
+    assert [t - begin for t in times] == [0.0]
+    assert [t - begin for t in backup_times] == [0.5]
+    record = response.metadata["operative.fallover"]
+    assert record["cancelled"] == ["primary"]
+    assert record["failed"] == []
+    assert fallover_tasks() == []
+
+    quick, quick_times = flaky(503, answer="from quick", name="quick")
+    slow = answers("slow", after=50.0, name="slow")
+    retry = RetryOptions(max_attempts=2, initial_delay=1.0, jitter=False)
+    begin = trio.current_time()
+    response = await fallover([quick, slow], retry=retry, hedge_after=0.5)(request_of())
+    assert response.content == "from quick"  # its retry answered before the hedge did
+    assert [t - begin for t in quick_times] == [0.0, 1.0]
+    assert len(slow.cancelled) == 1
+
+
+async def test_cancelling_the_caller_cancels_a_back_off_sleep(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    for hedge_after in (None, 1.0):
+        primary, times = flaky(529, 529, name="primary")
+        backup = answers("b", after=100.0, name="backup")
+        retry = RetryOptions(max_attempts=3, initial_delay=60.0, jitter=False)
+        begin = trio.current_time()
+        with trio.move_on_after(3.0) as scope:
+            await fallover([primary, backup], retry=retry, hedge_after=hedge_after)(request_of())
+        assert scope.cancelled_caught
+        assert trio.current_time() - begin == 3.0
+        assert len(times) == 1
+        assert fallover_tasks() == []
+
+
+async def test_a_fallover_with_budgets_answers_an_agent(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    primary, _ = flaky(529, 529, 529, name="primary")
+    backup, _ = flaky(503, answer="from backup", name="backup")
+    agent = create_agent(
+        generate=fallover([primary, backup], retry=RetryOptions(max_attempts=2)),
+        retry=RetryOptions(max_attempts=1),
+    )
+    result = await agent.run("hi")
+    assert result.content == "from backup"
+    assert (primary.calls, backup.calls) == (2, 2)
+    record = result.conversation.messages[-1].metadata["operative.fallover"]
+    assert [r["provider"] for r in record["retried"]] == ["primary", "backup"]
+
+
+def test_bad_retry_budgets_are_rejected_eagerly() -> None:
+    ok = answers("x")
+    with pytest.raises(InvalidArgument):
+        fallover([ok], retry=3)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument):
+        fallover([(ok, 3)])  # type: ignore[list-item]
+    with pytest.raises(InvalidArgument):
+        fallover([(ok, RetryOptions(), None)])  # type: ignore[list-item]
+    with pytest.raises(InvalidArgument):
+        fallover({"a": (ok, "x")})  # type: ignore[dict-item]
+    assert "retries=" in repr(fallover([ok], retry=RetryOptions()))
+    assert "retries=" not in repr(fallover([ok]))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeAlias
 
 from anthropic.types import (
     Message as AnthropicMessage,
@@ -19,9 +19,11 @@ from ..._model import GenerateRequest, GenerateResponse
 from ..._types import ToolCall, ToolSpec, Usage
 from ...conversation import ContentPart, FilePart, ImagePart, Message, TextPart
 from .._common import image_base64, is_error_outcome, output_schema_hint, parse_arguments
+from ._cache import CACHE_CONTROL_KEY, cache_control_of
 
 __all__ = [
     "METADATA_KEY",
+    "CacheHints",
     "build_messages",
     "build_tools",
     "response_from_message",
@@ -81,21 +83,40 @@ def _tool_result_block(message: Message) -> dict[str, Any]:
     return block
 
 
+CacheHints: TypeAlias = list[tuple[dict[str, Any], dict[str, Any]]]
+"""``(block, cache_control)`` for each message that asked for a cache breakpoint."""
+
+
+def _hint(message: Message, blocks: list[dict[str, Any]], hints: CacheHints) -> None:
+    control = cache_control_of(message.metadata.get(CACHE_CONTROL_KEY))
+    if control is None:
+        return
+    for block in reversed(blocks):  # thinking blocks cannot carry a breakpoint
+        if block.get("type") not in ("thinking", "redacted_thinking"):
+            hints.append((block, control))
+            return
+
+
 def build_messages(
     request: GenerateRequest, *, schema_hint: bool
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """``(system, messages)``: system text blocks, and alternating user/assistant turns.
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], CacheHints]:
+    """``(system, messages, hints)``: system text blocks, alternating user/assistant
+    turns, and the blocks whose messages carry ``metadata["anthropic.cache_control"]``.
 
     Consecutive messages that land on the same role (tool results, then a user message)
     are merged into one turn, as the API expects.
     """
     system: list[dict[str, Any]] = []
     turns: list[dict[str, Any]] = []
+    hints: CacheHints = []
     for message in request.conversation.messages:
         role = message.role
         if role == "system":
             if message.text:
-                system.append({"type": "text", "text": message.text})
+                block = {"type": "text", "text": message.text}
+                system.append(block)
+                if CACHE_CONTROL_KEY in message.metadata:
+                    _hint(message, [block], hints)
             continue
         if role == "assistant":
             blocks = _assistant_blocks(message)
@@ -108,13 +129,15 @@ def build_messages(
             wire_role = "user"
         if not blocks:
             continue
+        if CACHE_CONTROL_KEY in message.metadata:
+            _hint(message, blocks, hints)
         if turns and turns[-1]["role"] == wire_role:
             turns[-1]["content"].extend(blocks)
         else:
             turns.append({"role": wire_role, "content": blocks})
     if schema_hint and request.output_schema is not None:
         system.append({"type": "text", "text": output_schema_hint(request.output_schema)})
-    return system, turns
+    return system, turns, hints
 
 
 def build_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:

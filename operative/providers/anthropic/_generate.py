@@ -22,6 +22,7 @@ from ..._errors import InvalidArgument, ProviderAuthenticationError, ProviderErr
 from ..._model import GenerateRequest, GenerateResponse
 from .._common import ClientAdapter, DeltaCallback, merge_settings, split_known
 from .._errors import connection_error, status_error, timeout_error
+from ._cache import CacheSetting, PromptCache, apply_breakpoints, prompt_cache
 from ._convert import build_messages, build_tools, response_from_message
 from ._stream import StreamAssembler
 
@@ -61,6 +62,7 @@ class AnthropicGenerate(ClientAdapter["anthropic.AsyncAnthropic"]):
         stream: bool,
         on_delta: DeltaCallback | None,
         structured_output: Literal["native", "prompt"],
+        cache: PromptCache | None,
         settings: Mapping[str, Any],
     ) -> None:
         options = dict(client_options)
@@ -81,6 +83,8 @@ class AnthropicGenerate(ClientAdapter["anthropic.AsyncAnthropic"]):
         self._stream = stream
         self._on_delta = on_delta
         self._structured = structured_output
+        self.cache = cache
+        """Where breakpoints go by themselves (``settings["cache"]`` overrides it per call)."""
 
     def __repr__(self) -> str:
         return f"anthropic_generate(model={self.model!r})"
@@ -90,9 +94,10 @@ class AnthropicGenerate(ClientAdapter["anthropic.AsyncAnthropic"]):
 
     def _params(self, request: GenerateRequest) -> tuple[dict[str, Any], bool]:
         params, stream = merge_settings(self._defaults, request)
+        cache = prompt_cache(params.pop("cache")) if "cache" in params else self.cache
         schema = request.output_schema
         native = schema is not None and self._structured == "native"
-        system, messages = build_messages(request, schema_hint=not native)
+        system, messages, hints = build_messages(request, schema_hint=not native)
         if system:
             given = params.get("system")
             if isinstance(given, str) and given:
@@ -107,6 +112,7 @@ class AnthropicGenerate(ClientAdapter["anthropic.AsyncAnthropic"]):
             config = dict(params.get("output_config") or {})
             config["format"] = {"type": "json_schema", "schema": schema}
             params["output_config"] = config
+        apply_breakpoints(params, cache, hints)
         return split_known(params, _KNOWN), self._stream if stream is None else stream
 
     async def __call__(self, request: GenerateRequest) -> GenerateResponse:
@@ -179,6 +185,7 @@ def anthropic_generate(
     stream: bool = False,
     on_delta: DeltaCallback | None = None,
     structured_output: Literal["native", "prompt"] = "native",
+    cache: CacheSetting = None,
     api_key: str | None = None,
     base_url: str | None = None,
     timeout: float | None = None,
@@ -201,6 +208,13 @@ def anthropic_generate(
             it as ``output_config.format`` (the API constrains the answer; the model
             must support structured outputs), ``"prompt"`` only adds a system
             instruction with the schema (no guarantee; the loop still validates).
+        cache: Prompt caching. ``"auto"`` (or ``PromptCache()``) marks the system
+            prompt, the last tool spec and the latest user turn with
+            ``cache_control``; a :class:`PromptCache` chooses which and the TTL; ``None``
+            (the default) marks nothing by itself. Either way a message whose
+            ``metadata["anthropic.cache_control"]`` is ``True``, ``"5m"``, ``"1h"`` or a
+            ``cache_control`` mapping gets a breakpoint on its last block. At most four
+            breakpoints are sent. ``settings["cache"]`` overrides it per call.
         api_key, base_url, timeout, max_retries: For the client the adapter makes
             (not allowed with ``client=``). ``max_retries`` defaults to 0 so the run's
             ``RetryOptions`` alone decide on retries.
@@ -235,6 +249,7 @@ def anthropic_generate(
                 "api_key=, base_url=, timeout= and max_retries= configure the client the "
                 "adapter makes; set them on your own client= instead"
             )
+    cache_policy = prompt_cache(cache)
     for reserved in ("messages", "system_prompt"):
         if reserved in settings:
             raise InvalidArgument(f"{reserved}= is built from the conversation; remove it")
@@ -246,5 +261,6 @@ def anthropic_generate(
         stream=stream,
         on_delta=on_delta,
         structured_output=structured_output,
+        cache=cache_policy,
         settings=settings,
     )
