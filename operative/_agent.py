@@ -116,11 +116,17 @@ class Agent:
         )
 
     def open_run(
-        self, input: AgentInput, *, context: AgentRunContext | None = None
+        self, input: AgentInput, *, context: AgentRunContext | None = None, durable: Any = None
     ) -> AbstractAsyncContextManager[ActiveRun]:
-        """Start a run of this agent; use as ``async with agent.open_run(...) as run:``."""
+        """Start a run of this agent; use as ``async with agent.open_run(...) as run:``.
+
+        ``durable=`` (an :class:`operative.durable.Durable`) routes this run through a
+        durable engine, overriding any the agent was defined with.
+        """
         conversation = self._conversation(input)
         options = dict(self.options)
+        if durable is not None:
+            options["durable"] = durable
         options.setdefault("agent_name", self.name)
         if context is not None:
             if context.agent_name is not None:
@@ -171,6 +177,11 @@ def create_agent(
         raise InvalidArgument(f"name= takes a non-empty str, got {name!r}")
     if "run_id" in options:
         raise InvalidArgument("run_id= is per run: pass it to open_run, not to an agent")
+    if getattr(options.get("durable"), "run_id", None) is not None:
+        raise InvalidArgument(
+            "an agent's durable= must not name a run_id (every run needs its own): pass "
+            "Durable(run_id=...) to agent.open_run(..., durable=...) instead"
+        )
     built = make_toolbox(toolbox, tools, permissions)
     conditions: tuple[StopCondition, ...]
     if stop_when is None:

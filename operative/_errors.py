@@ -30,7 +30,9 @@
     ├── SessionNotFoundError(OperativeError, LookupError)  no session is stored under an id
     ├── SessionPersistenceError(OperativeError)    a session run's outcome could not be stored
     ├── AllProvidersFailed(OperativeError, ExceptionGroup)  every provider a fallover tried failed
-    └── NoRouteError(OperativeError, LookupError)  a routing generate matched no route
+    ├── NoRouteError(OperativeError, LookupError)  a routing generate matched no route
+    ├── LeaseLostError(OperativeError)             another worker took over a durable run
+    └── RunNotFoundError(OperativeError, LookupError)  no durable run is stored under an id
 
 Messages say what went wrong and what to do about it.
 """
@@ -55,6 +57,7 @@ __all__ = [
     "HookError",
     "InvalidArgument",
     "InvalidResponseError",
+    "LeaseLostError",
     "MissingRunOptionsError",
     "NoRouteError",
     "OperativeError",
@@ -66,6 +69,7 @@ __all__ = [
     "ProviderRequestError",
     "ProviderTimeoutError",
     "ProviderUnavailableError",
+    "RunNotFoundError",
     "SchemaVersionError",
     "SelectionRevalidationError",
     "SessionNotFoundError",
@@ -411,3 +415,24 @@ class NoRouteError(OperativeError, LookupError):
     def __init__(self, message: str, *, routes: Sequence[str] = ()) -> None:
         super().__init__(message)
         self.routes = tuple(routes)
+
+
+class LeaseLostError(OperativeError):
+    """This worker's lease on a durable run is gone: another worker claimed the run.
+
+    The run stops without writing anything more (its fence is stale); the worker that
+    holds the run now finishes it. Nothing needs doing, unless leases expire because a
+    worker is starved: then raise ``lease_seconds``.
+    """
+
+    def __init__(self, message: str, *, run_id: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+
+
+class RunNotFoundError(OperativeError, LookupError):
+    """No durable run is stored under this id (check the id and the database)."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"no durable run {run_id!r} is stored here; check the id and database")
+        self.run_id = run_id

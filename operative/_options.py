@@ -64,6 +64,7 @@ class RunOptions(TypedDict, total=False):
     stall_policy: StallPolicy | None
     on_approval: Callable[..., Any] | None
     approval_timeout: float | None
+    durable: Any
 
 
 @attrs.frozen(kw_only=True)
@@ -116,6 +117,8 @@ class RunConfig:
     on_approval: Callable[..., Any] | None = None
     """Decides parked approvals while the run stays alive (see the tool phase)."""
     approval_timeout: float | None = None
+    durable: Any = None
+    """A ``Durable`` routing (or a recovered run's resume state); None for in-memory runs."""
 
 
 def _as_tuple(value: Any, what: str) -> tuple[Any, ...]:
@@ -223,6 +226,23 @@ def configure_run(
     settings = options.get("settings")
     if settings is not None and not isinstance(settings, Mapping):
         raise InvalidArgument(f"settings= takes a mapping, got {type(settings).__name__}")
+    durable = options.get("durable")
+    if durable is not None:
+        from .durable._driver import Durable, Resumed
+
+        if not isinstance(durable, Durable | Resumed):
+            raise InvalidArgument(
+                "durable= takes operative.durable.Durable(engine=..., checkpoint_store=..., "
+                f"run_id=...), got {type(durable).__name__}"
+            )
+        durable_id = durable.lease.run_id if isinstance(durable, Resumed) else durable.run_id
+        if durable_id is not None:
+            if options.get("run_id") not in (None, durable_id):
+                raise InvalidArgument(
+                    f"run_id={options.get('run_id')!r} and the durable run id "
+                    f"{durable_id!r} differ: give the id once"
+                )
+            options["run_id"] = durable_id
     run_id = options.get("run_id") or os.urandom(12).hex()
     if not isinstance(run_id, str):
         raise InvalidArgument(f"run_id= takes a str, got {type(run_id).__name__}")
@@ -311,5 +331,6 @@ def configure_run(
         stall_policy=stall_policy,
         on_approval=on_approval,
         approval_timeout=None if approval_timeout is None else float(approval_timeout),
+        durable=durable,
     )
     return config, live

@@ -132,6 +132,20 @@ class ActiveRun(StepLoop):
         """Iterate snapshots as they change, ending after the terminal one."""
         return self._liveness.snapshots(capacity=capacity)
 
+    async def wait_durably_started(self) -> None:
+        """Return once the durable run record is committed (the run id is then safe to
+        acknowledge: the run survives any later crash). Raises what stopped the write.
+
+        Raises:
+            InvalidArgument: the run is not durable (no ``durable=`` was given).
+        """
+        if self._durable is None:
+            raise InvalidArgument(
+                "this run is not durable: pass durable=Durable(engine=..., "
+                "checkpoint_store=...) to open_run to make it so"
+            )
+        await self._durable.wait_started()
+
     def statistics(self) -> dict[str, int]:
         """Counters for debugging: steps so far, listener failures."""
         return {"steps": len(self._steps), "listener_errors": self._hub.listener_errors}
@@ -218,6 +232,8 @@ class ActiveRun(StepLoop):
         try:
             with self._scope:
                 try:
+                    if self._durable is not None:
+                        await self._durable.begin(self)
                     for hook in self._cfg.hooks.on_run_start:
                         await call_hook(hook, self._hook_context())
                     finish = await self._loop()
@@ -248,7 +264,10 @@ class ActiveRun(StepLoop):
                 finish, reason = cancel.finish_reason, cancel.message
         if remove_steering_listener is not None:
             remove_steering_listener()
-        await self._finish(finish, error, reason, budget_status)
+        # Cancelled from outside with no abort asked for: the process is shutting down,
+        # and a durable run is left for another worker instead of ending here.
+        shutdown = escaping is not None and self._cancel_reason is None
+        await self._finish(finish, error, reason, budget_status, shutdown=shutdown)
         if escaping is not None:
             raise escaping
 
@@ -308,6 +327,8 @@ class ActiveRun(StepLoop):
         error: BaseException | None,
         reason: str | None,
         budget_status: BudgetStatus | None = None,
+        *,
+        shutdown: bool = False,
     ) -> None:
         """Repair, record and announce the end of the run.
 
@@ -388,6 +409,16 @@ class ActiveRun(StepLoop):
                     run_id,
                     cfg.cleanup_timeout,
                 )
+        if self._durable is not None:
+            with trio.CancelScope(shield=True), trio.move_on_after(cfg.cleanup_timeout) as cleanup:
+                result = await self._durable.finish(self, result, shutdown=shutdown)
+            if cleanup.cancelled_caught:
+                logger.error(
+                    "durable run %s: committing the outcome took over cleanup_timeout=%ss; "
+                    "the run stays claimable and another worker will finish it",
+                    run_id,
+                    cfg.cleanup_timeout,
+                )
         self._result = result
         finish = result.finish_reason
         end = self._now()
@@ -461,6 +492,13 @@ async def open_run(
             watchdog = create_stall_watchdog(run._liveness, config.stall_policy, on_abort=run.abort)
             # It returns by itself once the run's liveness is terminal.
             nursery.start_soon(watchdog.run, name=f"operative stall watchdog {run.run_id}")
+        if run._durable is not None:
+            # It returns by itself once the run has finished.
+            nursery.start_soon(
+                run._durable.keep_lease,
+                lambda why: run._cancel(CancelReason(_ABORTED, why)),
+                name=f"operative lease renewer {run.run_id}",
+            )
         try:
             yield run
         except BaseException as exc:

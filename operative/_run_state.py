@@ -26,6 +26,7 @@ from .liveness import DeclaredWait, LivenessTracker
 if TYPE_CHECKING:
     from .budgets import BudgetStatus, BudgetTracker
     from .context import ContextManager
+    from .durable._driver import DurableDriver
     from .steering import SteeringCursor
 
 __all__ = ["NO_USAGE", "CancelReason", "Inflight", "RunState"]
@@ -70,6 +71,7 @@ class RunState:
         "_context",
         "_deadlines",
         "_done",
+        "_durable",
         "_elicit",
         "_hub",
         "_inflight",
@@ -135,6 +137,11 @@ class RunState:
                 on_park=self._steering_parked,
                 on_unpark=self._steering_resumed,
             )
+        self._durable: DurableDriver | None = None
+        if config.durable is not None:
+            from .durable._driver import make_driver
+
+            self._durable = make_driver(config.durable)
         self._context: ContextManager | None = None
         if config.context_management is not None:
             from .context import ContextManager

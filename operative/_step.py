@@ -49,7 +49,21 @@ class StepLoop(GeneratePhase, ToolPhase):
         specs = cfg.toolbox.specs()
         budget = self._budget
         steering = self._steering
-        for step in range(1, cfg.maximum_steps + 1):
+        durable = self._durable
+        first = 1
+        if durable is not None and durable.replay is not None:
+            # A recovered run goes on from the journal's last step; one that had already
+            # met a stop condition when it was cut ends here.
+            first = durable.replay.next_step
+            if durable.replay.partial is None and self._steps:
+                stopped = await self._stopped(self._steps[-1])
+                if stopped is not None:
+                    return stopped
+        for step in range(first, cfg.maximum_steps + 1):
+            if durable is not None and durable.cancel_reason is not None:
+                from ._run_state import CancelReason
+
+                self._cancel(CancelReason(FinishReason.ABORTED, durable.cancel_reason))
             await trio.lowlevel.checkpoint()
             self._step = step
             self._touch()
@@ -67,21 +81,27 @@ class StepLoop(GeneratePhase, ToolPhase):
                 await hub.emit(StepStarted(run_id=run_id, step=step, time=self._now()))
             if budget is not None and budget.budget.max_duration is not None:
                 await self._enforce_budget(budget.check_time(self._now()))
-            history = conversation.current
-            if self._context is not None:
-                history = await self._assemble_context(history, inflight)
-            request = GenerateRequest(
-                conversation=history,
-                tools=specs,
-                step=step,
-                run_id=run_id,
-                settings=cfg.settings,
-                output_schema=cfg.output_schema,
-            )
             offered: frozenset[str] | None = None
-            if hooks.select_tools or hooks.prepare_step:
-                request, offered = await self._prepare(request)
-            response = await self._generate(request, inflight)
+            replayed = durable.take_pending(step) if durable is not None else None
+            if replayed is not None:
+                # Generated before a crash and journaled: the recorded answer stands.
+                response = replayed
+                inflight.usage = replayed.usage or NO_USAGE
+            else:
+                history = conversation.current
+                if self._context is not None:
+                    history = await self._assemble_context(history, inflight)
+                request = GenerateRequest(
+                    conversation=history,
+                    tools=specs,
+                    step=step,
+                    run_id=run_id,
+                    settings=cfg.settings,
+                    output_schema=cfg.output_schema,
+                )
+                if hooks.select_tools or hooks.prepare_step:
+                    request, offered = await self._prepare(request)
+                response = await self._generate(request, inflight)
 
             calls = response.tool_calls
             if calls:
@@ -92,6 +112,8 @@ class StepLoop(GeneratePhase, ToolPhase):
                 response.content, calls, metadata=response.metadata
             )
             inflight.generated = True
+            if durable is not None:
+                await durable.generated(step, conversation, inflight.usage, response.model)
             if hub.wants("step.generated"):
                 await hub.emit(
                     StepGenerated(
@@ -118,6 +140,8 @@ class StepLoop(GeneratePhase, ToolPhase):
                 usage=inflight.usage,
                 run_usage=self._usage,
             )
+            if durable is not None:
+                await durable.step_done(step, results, conversation)
             self._steps.append(step_result)
             inflight.completed = True
             if hub.wants("step.completed"):
@@ -138,14 +162,10 @@ class StepLoop(GeneratePhase, ToolPhase):
                 for hook in hooks.on_step:
                     await call_hook(hook, step_result, context)
 
-            for condition in cfg.stop_when:
-                stop = condition(step_result)
-                if stop.__class__ is not bool and inspect.isawaitable(stop):
-                    stop = await stop
-                if stop:
-                    if cfg.output is not None and not self._accept_output(step_result):
-                        break  # the model gets another attempt at the output
-                    return FinishReason.STOP_CONDITION
+            if cfg.stop_when:
+                stopped = await self._stopped(step_result)
+                if stopped is not None:
+                    return stopped
 
         if hooks.on_maximum_steps:
             context = self._hook_context()
@@ -161,6 +181,18 @@ class StepLoop(GeneratePhase, ToolPhase):
         if cfg.output is not None and self._schema_validation is None and self._steps:
             self._validate_final(self._content_override or self._steps[-1].content)
         return FinishReason.MAXIMUM_STEPS
+
+    async def _stopped(self, step_result: StepResult) -> FinishReason | None:
+        """``STOP_CONDITION`` when a stop condition holds (and the output validates)."""
+        for condition in self._cfg.stop_when:
+            stop = condition(step_result)
+            if stop.__class__ is not bool and inspect.isawaitable(stop):
+                stop = await stop
+            if stop:
+                if self._cfg.output is not None and not self._accept_output(step_result):
+                    return None  # the model gets another attempt at the output
+                return FinishReason.STOP_CONDITION
+        return None
 
     async def _assemble_context(
         self, history: ConversationHistory, inflight: Inflight

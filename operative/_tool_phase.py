@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -122,7 +122,11 @@ class ToolPhase(RunState):
             on_elicitation=self._elicit,
             emit=hub.emit,
         )
-        execute = cfg.toolbox.execute if cfg.on_approval is None else self._execute_or_park
+        execute: Callable[[ToolCall, ExecutionContext], Awaitable[ToolResult]] = (
+            cfg.toolbox.execute if cfg.on_approval is None else self._execute_or_park
+        )
+        if self._durable is not None:
+            execute = self._durable.journaled(execute, step, cfg.toolbox)
         if len(to_run) == 1:
             index, call = to_run[0]
             results[index] = await execute(call, execution)

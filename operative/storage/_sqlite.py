@@ -30,7 +30,7 @@ from .._errors import ConflictError, CorruptRecordError, InvalidArgument, Operat
 from ._pool import PooledStore
 from ._protocol import ANY, AnyVersion, Delete, Operation, Put, Versioned
 
-__all__ = ["SqliteStore"]
+__all__ = ["SqlitePooled", "SqliteStore"]
 
 _T = TypeVar("_T")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}\Z")
@@ -157,69 +157,22 @@ def decode_text(where: str, key: object, what: str, raw: object) -> str:
     raise corrupt(where, key, f"its {what} is {type(raw).__name__} {raw!r}, not text")
 
 
-class SqliteStore(PooledStore):
-    """A :class:`~operative.storage.ConditionalTextValueStore` in one SQLite file.
+class SqlitePooled(PooledStore):
+    """Base of SQLite-backed classes: a pool of connections to one file, in WAL mode.
 
-    The embedded default: no server, one file, safe for many tasks and many processes.
-    The file is put in WAL mode with ``synchronous=NORMAL`` (a crash of the machine may
-    lose the last commits, never corrupt the file; a killed process loses nothing it
-    committed). Writers wait up to ``busy_timeout`` seconds for each other.
-
-    Args:
-        path: the database file; created if missing.
-        max_connections: connections (and worker threads) per store and process.
-        busy_timeout: seconds a statement waits for another writer's lock.
-        table: the table holding the values (created if missing).
+    A subclass sets ``_path``, ``_busy_timeout`` and the pool fields of
+    :class:`PooledStore`, and creates its tables in ``_setup``. ``_call(work)`` runs
+    ``work(connection)`` in a worker thread, retrying while another writer holds the
+    lock, and interrupts it when the caller is cancelled (see the module docstring).
     """
 
-    __slots__ = (
-        "_busy_timeout",
-        "_path",
-        "_table",
-    )
+    __slots__ = ("_busy_timeout", "_path")
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        max_connections: int = 4,
-        busy_timeout: float = 10.0,
-        table: str = "operative_kv",
-    ) -> None:
-        if not isinstance(path, str | os.PathLike):
-            raise InvalidArgument(f"path must be a str or os.PathLike, not {path!r}")
-        text = os.fspath(path)
-        if not isinstance(text, str):
-            raise InvalidArgument(f"path must be text, not {text!r}")
-        if text in ("", ":memory:") or text.startswith("file:"):
-            raise InvalidArgument(
-                f"SqliteStore needs a file path, not {text!r}; use MemoryStore for memory"
-            )
-        if isinstance(max_connections, bool) or not isinstance(max_connections, int):
-            raise InvalidArgument(f"max_connections must be an int, not {max_connections!r}")
-        if max_connections < 1:
-            raise InvalidArgument(f"max_connections must be >= 1, not {max_connections!r}")
-        if not isinstance(busy_timeout, int | float) or not busy_timeout >= 0:
-            raise InvalidArgument(f"busy_timeout must be seconds >= 0, not {busy_timeout!r}")
-        if not isinstance(table, str) or not _IDENTIFIER.match(table):
-            raise InvalidArgument(f"table must be a plain SQL identifier, not {table!r}")
-        self._path = text
-        self._max_connections = max_connections
-        self._busy_timeout = float(busy_timeout)
-        self._table = table
-        self._limiter = trio.CapacityLimiter(max_connections)
-        self._idle: list[sqlite3.Connection] = []
-        self._closed = False
+    _path: str
+    _busy_timeout: float
 
-    def __repr__(self) -> str:
-        return f"<SqliteStore {self._path!r}{' closed' if self._closed else ''}>"
-
-    @property
-    def path(self) -> str:
-        """The database file."""
-        return self._path
-
-    # -- plumbing -------------------------------------------------------------------
+    def _setup(self, conn: sqlite3.Connection) -> None:
+        """Create this class's tables (called once per new connection)."""
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
@@ -240,11 +193,7 @@ class SqliteStore(PooledStore):
                     "use a local file system"
                 )
             conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {self._table} ("
-                "key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL, version INTEGER NOT NULL"
-                ") WITHOUT ROWID"
-            )
+            self._setup(conn)
         except BaseException:
             conn.close()
             raise
@@ -292,6 +241,74 @@ class SqliteStore(PooledStore):
         if cancelled:
             await trio.lowlevel.checkpoint()  # raises the pending Cancelled
         return result.unwrap()
+
+
+class SqliteStore(SqlitePooled):
+    """A :class:`~operative.storage.ConditionalTextValueStore` in one SQLite file.
+
+    The embedded default: no server, one file, safe for many tasks and many processes.
+    The file is put in WAL mode with ``synchronous=NORMAL`` (a crash of the machine may
+    lose the last commits, never corrupt the file; a killed process loses nothing it
+    committed). Writers wait up to ``busy_timeout`` seconds for each other.
+
+    Args:
+        path: the database file; created if missing.
+        max_connections: connections (and worker threads) per store and process.
+        busy_timeout: seconds a statement waits for another writer's lock.
+        table: the table holding the values (created if missing).
+    """
+
+    __slots__ = ("_table",)
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        max_connections: int = 4,
+        busy_timeout: float = 10.0,
+        table: str = "operative_kv",
+    ) -> None:
+        if not isinstance(path, str | os.PathLike):
+            raise InvalidArgument(f"path must be a str or os.PathLike, not {path!r}")
+        text = os.fspath(path)
+        if not isinstance(text, str):
+            raise InvalidArgument(f"path must be text, not {text!r}")
+        if text in ("", ":memory:") or text.startswith("file:"):
+            raise InvalidArgument(
+                f"SqliteStore needs a file path, not {text!r}; use MemoryStore for memory"
+            )
+        if isinstance(max_connections, bool) or not isinstance(max_connections, int):
+            raise InvalidArgument(f"max_connections must be an int, not {max_connections!r}")
+        if max_connections < 1:
+            raise InvalidArgument(f"max_connections must be >= 1, not {max_connections!r}")
+        if not isinstance(busy_timeout, int | float) or not busy_timeout >= 0:
+            raise InvalidArgument(f"busy_timeout must be seconds >= 0, not {busy_timeout!r}")
+        if not isinstance(table, str) or not _IDENTIFIER.match(table):
+            raise InvalidArgument(f"table must be a plain SQL identifier, not {table!r}")
+        self._path = text
+        self._max_connections = max_connections
+        self._busy_timeout = float(busy_timeout)
+        self._table = table
+        self._limiter = trio.CapacityLimiter(max_connections)
+        self._idle: list[sqlite3.Connection] = []
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<SqliteStore {self._path!r}{' closed' if self._closed else ''}>"
+
+    @property
+    def path(self) -> str:
+        """The database file."""
+        return self._path
+
+    # -- plumbing -------------------------------------------------------------------
+
+    def _setup(self, conn: sqlite3.Connection) -> None:
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {self._table} ("
+            "key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL, version INTEGER NOT NULL"
+            ") WITHOUT ROWID"
+        )
 
     def _where(self) -> str:
         return f"table {self._table!r} of {self._path!r}"

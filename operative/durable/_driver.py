@@ -1,0 +1,417 @@
+"""The durable branch of a run: what the loop writes, when, and how it resumes.
+
+::
+
+    open_run(..., durable=Durable(...))
+    ├── loop task        begin → per step: generated, tool.started/settled, step.done → finish
+    └── lease renewer    renews the lease every lease_seconds / 3 while the run is alive
+
+Each write commits before the loop goes on, so what a listener has seen is durable.
+A write names the run's lease; once another worker holds the run (the lease expired and
+was claimed), the next write raises :class:`~operative.LeaseLostError` and this run
+stops without writing anything more.
+
+Leaving the run by cancellation from outside (a worker shutting down) is not an abort:
+the lease is released, nothing terminal is written, and another worker resumes the run.
+``run.abort()`` and :meth:`DurableEngine.cancel` end it ``aborted``, for good.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import socket
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import msgspec
+import trio
+
+from .._errors import InvalidArgument, LeaseLostError, OperativeError
+from .._model import GenerateResponse
+from .._types import ToolCall, ToolResult, Usage
+from ..conversation import Message
+from ._protocols import CheckpointStore, DurableEngine
+from ._records import Finished, Generated, Lease, RunOutcome, Started, StepDone, ToolSettled
+from ._records import ToolStarted as ToolStartedRecord
+from ._replay import Replay
+
+if TYPE_CHECKING:
+    from .._options import RunConfig
+    from .._results import RunResult
+    from .._run import ActiveRun
+    from ..tools import ExecutionContext
+
+__all__ = ["Durable", "DurableDriver", "Resumed", "default_worker_id", "fingerprint", "make_driver"]
+
+logger = logging.getLogger("operative.durable")
+
+Execute = Callable[[ToolCall, "ExecutionContext"], Awaitable[ToolResult]]
+
+UNKNOWN_OUTCOME = (
+    "The outcome of this call is unknown: the process running it stopped before the "
+    "call settled, and the tool is not declared idempotent, so it was not run again. "
+    "Check whether its effect happened before relying on it."
+)
+
+
+def default_worker_id() -> str:
+    """``host:pid:random``: unique per process, readable in the run records."""
+    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
+
+
+@attrs.frozen(kw_only=True)
+class Durable:
+    """Route a run through a durable engine: ``open_run(..., durable=Durable(...))``.
+
+    Args:
+        engine: the run records and leases (:class:`SqliteEngine`, :class:`PostgresEngine`).
+        checkpoint_store: the journal, in the same database as ``engine``.
+        run_id: the run's identity (generated when omitted).
+        worker_id: who holds the lease (default: host, pid and a random suffix).
+        lease_seconds: how long the lease lasts unrenewed; the run renews it every
+            third of this. A worker that stalls longer loses the run to another.
+        session_id: the session the run belongs to (recorded, queryable).
+    """
+
+    engine: DurableEngine
+    checkpoint_store: CheckpointStore
+    run_id: str | None = None
+    worker_id: str | None = None
+    lease_seconds: float = 30.0
+    session_id: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.engine, DurableEngine):
+            raise InvalidArgument(
+                f"engine= takes a DurableEngine (SqliteEngine, PostgresEngine), got {self.engine!r}"
+            )
+        if not isinstance(self.checkpoint_store, CheckpointStore):
+            raise InvalidArgument(
+                "checkpoint_store= takes a CheckpointStore (SqliteCheckpointStore, "
+                f"PostgresCheckpointStore), got {self.checkpoint_store!r}"
+            )
+        if self.engine.database != self.checkpoint_store.database:
+            raise InvalidArgument(
+                f"the engine ({self.engine.database}) and the checkpoint store "
+                f"({self.checkpoint_store.database}) must share one database: a journal write "
+                "checks the run's lease in the same transaction"
+            )
+        if self.run_id is not None and (not isinstance(self.run_id, str) or not self.run_id):
+            raise InvalidArgument(f"run_id= takes a non-empty str, got {self.run_id!r}")
+        seconds = self.lease_seconds
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
+            raise InvalidArgument(f"lease_seconds= takes seconds > 0, got {seconds!r}")
+
+
+def fingerprint(config: RunConfig) -> str:
+    """A digest of the options that shape a run, to notice a changed agent on recovery."""
+    shape = {
+        "tools": sorted(
+            (tool.name, tool.version, tool.spec.input_schema) for tool in config.toolbox
+        ),
+        "maximum_steps": config.maximum_steps,
+        "output_schema": config.output_schema,
+        "settings": config.settings,
+    }
+    try:
+        raw = msgspec.json.encode(shape, order="sorted")
+    except (TypeError, ValueError):
+        raw = repr(shape).encode()
+    return hashlib.sha256(raw).hexdigest()[:32]
+
+
+class DurableDriver:
+    """One run's durable writes. Created by the run; the loop calls it at each boundary."""
+
+    __slots__ = (
+        "_durable",
+        "_failed",
+        "_journaled",
+        "_lease",
+        "_lock",
+        "_lost",
+        "_renew_scope",
+        "_replay",
+        "_seq",
+        "_started",
+        "cancel_reason",
+        "worker_id",
+    )
+
+    def __init__(
+        self, durable: Durable, *, replay: Replay | None = None, lease: Lease | None = None
+    ) -> None:
+        self._durable = durable
+        self.worker_id = durable.worker_id or (lease.worker_id if lease else default_worker_id())
+        self._replay = replay
+        self._lease = lease
+        self._seq = replay.next_seq if replay is not None else 1
+        self._journaled = 0
+        self._lock = trio.Lock()
+        self._started = trio.Event()
+        self._failed: BaseException | None = None
+        self._lost: LeaseLostError | None = None
+        self._renew_scope = trio.CancelScope()
+        self.cancel_reason: str | None = None
+        """A cancellation requested through the engine, seen at the next step boundary."""
+
+    @property
+    def replay(self) -> Replay | None:
+        return self._replay
+
+    @property
+    def lease(self) -> Lease | None:
+        return self._lease
+
+    # -- start -----------------------------------------------------------------------
+
+    async def begin(self, run: ActiveRun) -> None:
+        """Commit the run record (a fresh run) or take up the replayed state (a recovery)."""
+        durable = self._durable
+        if self._replay is not None:
+            # Recovered: the conversation was rebuilt from the journal before the run.
+            self._journaled = len(run.conversation)
+            self._restore(run, self._replay)
+            self._started.set()
+            return
+        cfg = run._cfg
+        conversation = run.conversation
+        started = Started(
+            messages=conversation.messages,
+            conversation_metadata=dict(conversation.metadata),
+            agent_name=cfg.agent_name,
+            fingerprint=fingerprint(cfg),
+        )
+        try:
+            self._lease = await durable.engine.start(
+                started,
+                run_id=run.run_id,
+                worker_id=self.worker_id,
+                lease_seconds=durable.lease_seconds,
+                session_id=durable.session_id,
+            )
+        except BaseException as exc:
+            self._failed = exc
+            self._started.set()
+            raise
+        self._journaled = len(conversation)
+        self._started.set()
+
+    def _restore(self, run: ActiveRun, replay: Replay) -> None:
+        run._steps.extend(replay.steps)
+        run._usage = replay.usage
+        run._seen_call_ids.update(
+            call.id
+            for message in replay.history.messages
+            if message.tool_calls
+            for call in message.tool_calls
+        )
+        if replay.started.fingerprint and replay.started.fingerprint != fingerprint(run._cfg):
+            logger.warning(
+                "durable run %s: the agent %r changed since the run started (its tools, "
+                "limits or settings differ); the run continues with the current definition",
+                run.run_id,
+                run._cfg.agent_name,
+            )
+
+    async def wait_started(self) -> None:
+        """Return once the run record is committed; raise what stopped the write."""
+        await self._started.wait()
+        if self._failed is not None:
+            if isinstance(self._failed, trio.Cancelled):
+                raise OperativeError(
+                    "the durable run record was never written: the run was cancelled first"
+                )
+            raise self._failed
+
+    # -- the loop's boundaries -------------------------------------------------------
+
+    def take_pending(self, step: int) -> GenerateResponse | None:
+        """The recorded answer of a step cut short before the crash, once."""
+        replay = self._replay
+        if replay is None or replay.partial is None or replay.partial.step != step:
+            return None
+        partial = replay.partial
+        message = partial.message
+        content = message.content if isinstance(message.content, str) else message.text
+        return GenerateResponse(
+            content=content,
+            tool_calls=message.tool_calls,
+            usage=partial.usage,
+            model=partial.model,
+            metadata=dict(message.metadata),
+        )
+
+    async def generated(
+        self, step: int, conversation: Any, usage: Usage, model: str | None
+    ) -> None:
+        """Journal the step's assistant message (and any message appended before it)."""
+        messages: tuple[Message, ...] = conversation.messages
+        replay = self._replay
+        if replay is not None and replay.partial is not None and replay.partial.step == step:
+            # The recorded message, appended again by the loop: already journaled.
+            self._journaled = len(messages)
+            return
+        before = messages[self._journaled : -1]
+        await self._append([Generated(step=step, message=messages[-1], usage=usage,
+                                      model=model, before=before)])  # fmt: skip
+        self._journaled = len(messages)
+
+    def journaled(self, execute: Execute, step: int, toolbox: Any) -> Execute:
+        """Wrap a step's ``execute`` with ``tool.started`` / ``tool.settled`` records."""
+        replay = self._replay
+        partial = replay.partial if replay is not None else None
+        if partial is not None and partial.step != step:
+            partial = None
+        now = trio.current_time
+
+        async def execute_journaled(call: ToolCall, context: ExecutionContext) -> ToolResult:
+            if partial is not None:
+                recorded = partial.settled.get(call.id)
+                if recorded is not None:
+                    return recorded  # settled before the crash: never run twice
+                if call.id in partial.started and not _idempotent(toolbox, call):
+                    result = ToolResult(
+                        call_id=call.id,
+                        tool_name=call.name,
+                        outcome="error",
+                        error=UNKNOWN_OUTCOME,
+                        detail="started before a crash, never settled; not idempotent",
+                    )
+                    await self._append([ToolSettled(step=step, result=result)])
+                    return result
+            await self._append([ToolStartedRecord(step=step, call_id=call.id, tool_name=call.name)])
+            began = now()
+            result = await execute(call, context)
+            await self._append([ToolSettled(step=step, result=result, duration=now() - began)])
+            return result
+
+        return execute_journaled
+
+    async def step_done(
+        self, step: int, results: tuple[ToolResult, ...], conversation: Any
+    ) -> None:
+        """Journal the step's final results; the step is then never run again."""
+        replay = self._replay
+        if replay is not None and replay.partial is not None and replay.partial.step == step:
+            replay.partial = None
+        await self._append([StepDone(step=step, results=results)])
+        self._journaled = len(conversation)
+
+    async def _append(self, records: list[Any]) -> None:
+        lease = self._lease
+        if lease is None:
+            raise OperativeError("a durable run wrote before its run record existed")
+        async with self._lock:
+            try:
+                cancel = await self._durable.checkpoint_store.append(lease, self._seq, records)
+            except LeaseLostError as exc:
+                self._lost = exc
+                raise
+            self._seq += len(records)
+        if cancel and self.cancel_reason is None:
+            self.cancel_reason = cancel
+
+    # -- the lease -------------------------------------------------------------------
+
+    async def keep_lease(self, on_lost: Callable[[str], None]) -> None:
+        """Renew the lease until the run ends (a child task of the run)."""
+        durable = self._durable
+        interval = durable.lease_seconds / 3
+        with self._renew_scope:
+            await self._started.wait()
+            if self._failed is not None:
+                return
+            while True:
+                await trio.sleep(interval)
+                lease = self._lease
+                assert lease is not None
+                try:
+                    self._lease, cancel = await durable.engine.renew(
+                        lease, lease_seconds=durable.lease_seconds
+                    )
+                except LeaseLostError as exc:
+                    self._lost = exc
+                    on_lost(str(exc))
+                    return
+                except Exception:
+                    # A database hiccup: try again; if it lasts past the lease, another
+                    # worker takes over and this run's next write fails with LeaseLostError.
+                    logger.warning(
+                        "renewing the lease of run %s failed", lease.run_id, exc_info=True
+                    )
+                    continue
+                if cancel and self.cancel_reason is None:
+                    self.cancel_reason = cancel
+
+    # -- the end ---------------------------------------------------------------------
+
+    async def finish(self, run: ActiveRun, result: RunResult, *, shutdown: bool) -> RunResult:
+        """Commit the outcome (or, on shutdown, release the lease); called shielded."""
+        self._renew_scope.cancel()
+        if not self._started.is_set():  # the run ended before it began its record
+            self._failed = result.error or OperativeError(
+                f"the run ended ({result.finish_reason}) before its durable record was written"
+            )
+            self._started.set()
+        lease = self._lease
+        if lease is None or self._lost is not None or isinstance(result.error, LeaseLostError):
+            return result
+        engine = self._durable.engine
+        if shutdown:
+            try:
+                await engine.release(lease)
+            except Exception:
+                logger.warning("releasing run %s failed; it is claimable once its lease "
+                               "expires", lease.run_id, exc_info=True)  # fmt: skip
+            return result
+        error = result.error
+        outcome = RunOutcome(
+            finish_reason=str(result.finish_reason),
+            content=result.content,
+            error=None if error is None else str(error),
+            error_type=None if error is None else type(error).__name__,
+            abort_reason=result.abort_reason,
+            usage=result.usage,
+            steps=len(result.steps),
+        )
+        tail = run.conversation.messages[self._journaled :]
+        try:
+            async with self._lock:
+                await engine.finish(lease, self._seq, Finished(outcome=outcome, messages=tail))
+                self._seq += 1
+        except Exception as exc:
+            logger.error("the outcome of durable run %s was not committed", lease.run_id,
+                         exc_info=True)  # fmt: skip
+            if result.error is None:
+                return attrs.evolve(result, finish_reason=_error(), error=exc)
+        return result
+
+
+def _error() -> Any:
+    from .._types import FinishReason
+
+    return FinishReason.ERROR
+
+
+def _idempotent(toolbox: Any, call: ToolCall) -> bool:
+    tool = toolbox.get(call.name)
+    return bool(getattr(tool, "idempotent", False))
+
+
+@attrs.frozen(kw_only=True)
+class Resumed:
+    """A recovered run's durable routing: the claimed lease and the replayed journal."""
+
+    durable: Durable
+    lease: Lease
+    replay: Replay
+
+
+def make_driver(option: Durable | Resumed) -> DurableDriver:
+    if isinstance(option, Resumed):
+        return DurableDriver(option.durable, replay=option.replay, lease=option.lease)
+    return DurableDriver(option)

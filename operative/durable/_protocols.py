@@ -1,0 +1,149 @@
+"""What a durable run needs from a database: an engine and a checkpoint store.
+
+The **engine** keeps one record per run: its status, the lease a worker holds on it
+(owner, expiry, fence) and its terminal outcome. The **checkpoint store** keeps each
+run's journal. Every write a worker makes names its :class:`Lease`; the write commits
+only if the lease's fence is still the run's fence, in the same transaction. So a worker
+whose lease was taken over (it stalled past the expiry, another worker claimed the run)
+can never write again: its next write raises :class:`~operative.LeaseLostError`.
+
+Engine and checkpoint store therefore live in one database (the fence check and the
+journal append are one transaction); :class:`~operative.durable.Durable` refuses a pair
+that does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from ._records import Finished, JournalEntry, JournalRecord, Lease, RunRecord, RunStatus, Started
+
+__all__ = ["CheckpointStore", "DurableEngine"]
+
+
+@runtime_checkable
+class CheckpointStore(Protocol):
+    """The append-only journal of every durable run."""
+
+    @property
+    def database(self) -> str:
+        """Where the journal lives (a file path or a DSN without its password)."""
+        ...
+
+    async def append(self, lease: Lease, seq: int, records: Sequence[JournalRecord]) -> str | None:
+        """Append ``records`` at ``seq``, ``seq + 1``, ... in one transaction.
+
+        Commits only if ``lease`` is still the run's lease and ``seq`` is the next free
+        sequence number. Returns the cancellation reason an operator requested through
+        :meth:`DurableEngine.cancel`, or ``None``.
+
+        Raises:
+            LeaseLostError: the lease was taken over, or the run is already finished.
+            ConflictError: ``seq`` is taken (another writer appended first).
+        """
+        ...
+
+    async def read(self, run_id: str, *, after: int = -1) -> list[JournalEntry]:
+        """The run's journal entries with ``seq > after``, in order.
+
+        Raises:
+            CorruptRecordError: an entry cannot be decoded (names run and sequence).
+        """
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class DurableEngine(Protocol):
+    """Run records, leases and outcomes."""
+
+    @property
+    def database(self) -> str:
+        """Where the run records live (a file path or a DSN without its password)."""
+        ...
+
+    async def start(
+        self,
+        started: Started,
+        *,
+        run_id: str,
+        worker_id: str,
+        lease_seconds: float,
+        session_id: str | None = None,
+    ) -> Lease:
+        """Commit a new run record, leased to ``worker_id``, with its journal's first entry.
+
+        Raises:
+            ConflictError: a run with this id exists already.
+        """
+        ...
+
+    async def claim(
+        self,
+        *,
+        worker_id: str,
+        lease_seconds: float,
+        limit: int = 10,
+        run_ids: Sequence[str] | None = None,
+        agent_names: Sequence[str] | None = None,
+    ) -> list[Lease]:
+        """Lease up to ``limit`` running runs nobody holds (their lease expired).
+
+        Each claim increments the run's fence. Two workers never claim the same run.
+        """
+        ...
+
+    async def renew(self, lease: Lease, *, lease_seconds: float) -> tuple[Lease, str | None]:
+        """Extend ``lease``; returns the new lease and any requested cancellation reason.
+
+        Raises:
+            LeaseLostError: the lease was taken over or the run is finished.
+        """
+        ...
+
+    async def finish(self, lease: Lease, seq: int, finished: Finished) -> RunRecord:
+        """Commit the terminal outcome and the journal's last entry (at ``seq``).
+
+        Raises:
+            LeaseLostError: the lease was taken over or the run is already finished.
+        """
+        ...
+
+    async def release(self, lease: Lease) -> None:
+        """Give the run up without finishing it: any worker may claim it right away.
+
+        A lease already lost is ignored.
+        """
+        ...
+
+    async def cancel(self, run_id: str, reason: str = "cancelled") -> RunRecord:
+        """Ask a running run to stop; it ends ``aborted`` at its next step boundary.
+
+        A run no worker holds (its lease expired) is finished ``aborted`` right away.
+        A finished run is returned unchanged.
+
+        Raises:
+            RunNotFoundError: no run has this id.
+        """
+        ...
+
+    async def get(self, run_id: str) -> RunRecord | None:
+        """The run's record, or ``None``."""
+        ...
+
+    async def list(
+        self,
+        *,
+        status: RunStatus | Sequence[RunStatus] | None = None,
+        agent_name: str | None = None,
+        session_id: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        limit: int = 100,
+    ) -> list[RunRecord]:
+        """Runs matching every filter given, newest first (by creation time)."""
+        ...
+
+    async def aclose(self) -> None: ...

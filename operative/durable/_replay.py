@@ -1,0 +1,164 @@
+"""Replaying a journal: the state a recovered run continues from.
+
+Completed steps come back whole (assistant message and final results, in the transcript
+and as ``StepResult``s). A step cut short comes back as its recorded assistant message
+plus what its calls did: settled calls keep their recorded result and are never run
+again; a call that started but never settled is run again only if its tool is
+idempotent, otherwise it gets an error result that says the outcome is unknown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+from .._errors import CorruptRecordError
+from .._results import StepResult
+from .._types import ToolResult, Usage
+from ..conversation import ConversationHistory, Message, tool_result_message
+from ._records import Finished, Generated, JournalEntry, Started, StepDone, ToolSettled, ToolStarted
+
+__all__ = ["PartialStep", "Replay", "replay_journal", "transcript"]
+
+
+@attrs.define(kw_only=True)
+class PartialStep:
+    """A step whose assistant message is recorded but whose step record is not."""
+
+    step: int
+    message: Message
+    usage: Usage
+    model: str | None
+    settled: dict[str, ToolResult] = attrs.Factory(dict)
+    started: set[str] = attrs.Factory(set)
+
+
+@attrs.define(kw_only=True)
+class Replay:
+    """What a journal says: enough to continue the run where it stopped."""
+
+    run_id: str
+    started: Started
+    history: ConversationHistory
+    """The transcript up to the last completed step (the partial step not included)."""
+    steps: list[StepResult]
+    usage: Usage
+    partial: PartialStep | None
+    next_seq: int
+    finished: Finished | None = None
+
+    @property
+    def next_step(self) -> int:
+        """The step the recovered run starts with (the partial one, if any)."""
+        if self.partial is not None:
+            return self.partial.step
+        return (self.steps[-1].step if self.steps else 0) + 1
+
+
+def _broken(run_id: str, entry: JournalEntry | None, problem: str) -> CorruptRecordError:
+    where = f"journal of run {run_id!r}" + (f" at seq {entry.seq}" if entry is not None else "")
+    return CorruptRecordError(
+        f"the {where} cannot be replayed: {problem}. The journal is left as it is; cancel "
+        "the run or repair the journal",
+        what=where,
+        detail=problem,
+    )
+
+
+def replay_journal(run_id: str, entries: Sequence[JournalEntry]) -> Replay:
+    """Rebuild a run's state from its journal (entries in ``seq`` order).
+
+    Raises:
+        CorruptRecordError: the journal is not one a run could have written (no start,
+            a gap, a step out of order, a result for a call nobody made).
+    """
+    if not entries or not isinstance(entries[0].record, Started) or entries[0].seq != 0:
+        raise _broken(run_id, entries[0] if entries else None, "it does not begin with 'started'")
+    started = entries[0].record
+    messages: list[Message] = list(started.messages)
+    steps: list[StepResult] = []
+    usage = Usage()
+    partial: PartialStep | None = None
+    finished: Finished | None = None
+    for expected, entry in enumerate(entries):
+        if entry.seq != expected:
+            raise _broken(run_id, entry, f"sequence number {entry.seq} where {expected} belongs")
+        if finished is not None:
+            raise _broken(run_id, entry, "an entry follows 'finished'")
+        record = entry.record
+        if expected == 0:
+            continue
+        if isinstance(record, Generated):
+            if partial is not None:
+                raise _broken(run_id, entry, f"step {partial.step} has no 'step.done'")
+            last = steps[-1].step if steps else 0
+            if record.step <= last:
+                raise _broken(run_id, entry, f"step {record.step} comes after step {last}")
+            messages.extend(record.before)
+            partial = PartialStep(
+                step=record.step, message=record.message, usage=record.usage, model=record.model
+            )
+            usage = usage + record.usage
+        elif isinstance(record, ToolStarted | ToolSettled):
+            call_id = record.call_id if isinstance(record, ToolStarted) else record.result.call_id
+            if partial is None or record.step != partial.step:
+                raise _broken(run_id, entry, f"call {call_id!r} belongs to no open step")
+            if call_id not in {call.id for call in partial.message.tool_calls}:
+                raise _broken(run_id, entry, f"step {partial.step} made no call {call_id!r}")
+            if isinstance(record, ToolStarted):
+                partial.started.add(call_id)
+            else:
+                partial.settled[call_id] = record.result
+        elif isinstance(record, StepDone):
+            if partial is None or record.step != partial.step:
+                raise _broken(run_id, entry, f"'step.done' for step {record.step}, not open")
+            calls = partial.message.tool_calls
+            if [r.call_id for r in record.results] != [c.id for c in calls]:
+                raise _broken(run_id, entry, "its results do not answer the step's calls")
+            messages.append(partial.message)
+            messages.extend(tool_result_message(result) for result in record.results)
+            steps.append(
+                StepResult(
+                    step=record.step,
+                    content=partial.message.text,
+                    tool_calls=calls,
+                    results=record.results,
+                    usage=partial.usage,
+                    run_usage=usage,
+                )
+            )
+            partial = None
+        elif isinstance(record, Finished):
+            finished = record
+        else:  # pragma: no cover - the union is exhaustive
+            raise _broken(run_id, entry, f"unexpected {type(record).__name__}")
+    return Replay(
+        run_id=run_id,
+        started=started,
+        history=ConversationHistory(
+            messages=tuple(messages), metadata=dict(started.conversation_metadata)
+        ),
+        steps=steps,
+        usage=usage,
+        partial=partial,
+        next_seq=len(entries),
+        finished=finished,
+    )
+
+
+def transcript(replay: Replay) -> ConversationHistory:
+    """The run's transcript as the journal knows it (what a finished run ended with)."""
+    messages = list(replay.history.messages)
+    partial = replay.partial
+    if partial is not None:
+        messages.append(partial.message)
+        if replay.finished is None:
+            messages.extend(
+                tool_result_message(partial.settled[call.id])
+                for call in partial.message.tool_calls
+                if call.id in partial.settled
+            )
+    if replay.finished is not None:
+        messages.extend(replay.finished.messages)  # the step's results, as clean-up left them
+    return ConversationHistory(messages=tuple(messages), metadata=replay.history.metadata)
