@@ -11,7 +11,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("script", ["bench_loop.py", "bench_codec.py", "bench_storage.py"])
+@pytest.mark.parametrize(
+    "script", ["bench_loop.py", "bench_codec.py", "bench_storage.py", "bench_durable.py"]
+)
 def test_benchmark_quick_mode_runs(script: str) -> None:
     """Each benchmark's --quick run exits 0 and prints its figures."""
     done = subprocess.run(

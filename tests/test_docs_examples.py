@@ -21,6 +21,7 @@ EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py") if p.name != "quic
 EXPECTED = {
     "approvals.py": "second resume refused: replayed",
     "chat_host.py": "final answer: Done: I deleted /reports/q3.txt.",
+    "durable_resume.py": "  reserve_stock: run again -> success",
     "live_host.py": "run-2 finished: aborted (host shutting down)",
     "structured_output.py": "output: Forecast(city='Lisbon', high_c=24, summary='Sunny')",
 }

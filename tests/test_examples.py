@@ -1,12 +1,18 @@
-"""The README's quick start example runs and prints what the README says."""
+"""The README's quick start and the durable runs page: their samples run as they say."""
 
 from __future__ import annotations
 
+import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+PyCF_TOP_LEVEL_AWAIT = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 
 
 def test_quickstart_runs_offline() -> None:
@@ -36,3 +42,38 @@ def test_import_is_light() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+DURABLE_PAGE = ROOT / "docs" / "durable.md"
+
+
+def _python_blocks(page: Path) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", page.read_text(), flags=re.DOTALL | re.MULTILINE)
+
+
+def test_the_durable_page_shows_the_example_file_as_it_is() -> None:
+    """The last sample of docs/durable.md is examples/durable_resume.py, verbatim."""
+    assert _python_blocks(DURABLE_PAGE)[-1] == (ROOT / "examples" / "durable_resume.py").read_text()
+
+
+async def test_the_durable_page_samples_run_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every other sample of docs/durable.md runs, top to bottom, in one namespace."""
+    monkeypatch.chdir(tmp_path)  # the samples keep their runs in ./runs.db
+    namespace: dict[str, Any] = {"__name__": "docs.durable"}
+    blocks = _python_blocks(DURABLE_PAGE)[:-1]
+    assert len(blocks) >= 5
+    try:
+        for index, block in enumerate(blocks):
+            code = compile(
+                block, f"docs/durable.md sample {index + 1}", "exec", flags=PyCF_TOP_LEVEL_AWAIT
+            )
+            pending = eval(code, namespace)
+            if pending is not None:
+                await pending
+        assert (await namespace["engine"].get(namespace["braga"])).status == "aborted"
+    finally:
+        for name in ("engine", "journal"):
+            if name in namespace:
+                await namespace[name].aclose()

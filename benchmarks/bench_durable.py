@@ -1,0 +1,489 @@
+"""What durability costs a run per step, and how long recovering 1,000 interrupted runs takes.
+
+Measures, for each backend (SQLite, and PostgreSQL when one is available):
+
+1. **Checkpoint overhead per step.** The run of ``bench_loop.py``: 20 steps, one
+   ``add(a, b)`` tool call on each of the first 19 (arguments as a raw JSON string) and
+   then an answer, through ``open_run(..., stop_when=no_tool_calls())`` with a model that
+   returns prebuilt responses. Once in memory, once durable on each backend
+   (``open_run(..., durable=Durable(...))``, one engine and checkpoint store per backend
+   kept open across runs, as a worker would). Reported: median microseconds per step over
+   interleaved runs (set-up amortised in), the overhead per step over the in-memory run,
+   the marginal overhead of one more step (20-step run minus 1-step run, over 19), the
+   fixed cost durability adds to a run (its 1-step run minus the in-memory one), and
+   the commits per step (counted on one extra run by subclasses of the engine and store
+   that count their writing calls; each is one transaction), and the marginal overhead
+   divided by the marginal commits: what one journal write costs.
+2. **Recovery.** ``--recover-runs`` (1,000) runs of one agent are started durably, all
+   at once; each completes two tool-calling steps and then parks in its third model
+   call. Once every run is parked the caller is cancelled: that is a shutdown, so each
+   run releases its lease and its journal stops after step 2 (nine entries). Then one
+   ``recover(...)`` call claims every run and finishes it (the model now answers step
+   3). Reported: wall time of that call, runs/s and ms per run; and, for scale, how long
+   starting and parking the runs took.
+
+SQLite uses a file in a temporary directory (WAL, ``synchronous=NORMAL``). PostgreSQL
+uses ``--dsn`` (or ``OPERATIVE_POSTGRES_DSN``); without one it starts a throwaway cluster
+as ``bench_storage.py`` does (``initdb`` + ``pg_ctl``, 127.0.0.1, ``fsync=off``, so its
+figures are an upper bound for a server that syncs), and prints why it skips PostgreSQL
+when it cannot. Each phase gets a schema of its own (selected through the DSN's
+``search_path``), dropped afterwards.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_durable.py                # full run
+    .venv/bin/python benchmarks/bench_durable.py --quick        # smoke run, a few seconds
+    .venv/bin/python benchmarks/bench_durable.py --json out.json --recover-runs 5000
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import gc
+import itertools
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine, median, print_table, write_json
+
+from operative import (
+    Conversation,
+    GenerateRequest,
+    GenerateResponse,
+    Toolbox,
+    ToolCall,
+    create_agent,
+    open_run,
+    stop_when,
+    tool,
+)
+from operative.durable import (
+    CheckpointStore,
+    Durable,
+    DurableEngine,
+    SqliteCheckpointStore,
+    SqliteEngine,
+    recover,
+)
+
+STEPS = 20
+"""Steps in the per-step run: 19 with one tool call, then the answer."""
+RECOVER_RUNS = 1000
+PARK_AT = 3
+"""The step whose model call parks in the recovery phase (steps before it complete)."""
+
+# --------------------------------------------------------------------------------------
+# backends
+# --------------------------------------------------------------------------------------
+
+Opener = Callable[[], tuple[DurableEngine, CheckpointStore]]
+WRITES: Counter[str] = Counter()
+"""Writing calls made through the counting engine and store classes."""
+
+
+def counting(cls: type[Any]) -> type[Any]:
+    """A subclass of an engine or checkpoint store class that counts its writing calls."""
+
+    def wrap(name: str) -> Callable[..., Awaitable[Any]]:
+        method = getattr(cls, name)
+
+        async def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+            WRITES[name] += 1
+            return await method(self, *args, **kwargs)
+
+        return counted
+
+    writing = ("append", "start", "claim", "renew", "finish", "release")
+    methods = {name: wrap(name) for name in writing if hasattr(cls, name)}
+    return type(f"Counting{cls.__name__}", (cls,), methods)
+
+
+def sqlite_opener(path: str, *, count: bool = False) -> Opener:
+    engine_cls: type[Any] = counting(SqliteEngine) if count else SqliteEngine
+    store_cls: type[Any] = counting(SqliteCheckpointStore) if count else SqliteCheckpointStore
+    return lambda: (engine_cls(path), store_cls(path))
+
+
+def postgres_classes() -> tuple[type[Any], type[Any]] | str:
+    """``(PostgresEngine, PostgresCheckpointStore)``, or why they cannot be used here."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        return "psycopg is not installed (pip install 'operative[postgres]')"
+    import operative.durable
+
+    engine = getattr(operative.durable, "PostgresEngine", None)
+    store = getattr(operative.durable, "PostgresCheckpointStore", None)
+    if engine is None or store is None:
+        return "operative.durable has no PostgresEngine / PostgresCheckpointStore"
+    return engine, store
+
+
+_schemas = itertools.count()
+
+
+@contextlib.contextmanager
+def postgres_schema(dsn: str) -> Iterator[str]:
+    """A DSN whose ``search_path`` is a fresh schema, dropped on the way out."""
+    import psycopg
+
+    schema = f"bench_durable_{os.getpid()}_{next(_schemas)}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield f"{dsn} options='-csearch_path={schema}'"
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+def postgres_opener(
+    dsn: str, classes: tuple[type[Any], type[Any]], *, count: bool = False
+) -> Opener:
+    engine_cls, store_cls = classes
+    if count:
+        engine_cls, store_cls = counting(engine_cls), counting(store_cls)
+    return lambda: (engine_cls(dsn), store_cls(dsn))
+
+
+# --------------------------------------------------------------------------------------
+# 1. checkpoint overhead per step
+# --------------------------------------------------------------------------------------
+
+
+@tool
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+TOOLBOX = Toolbox([add])
+NO_TOOL_CALLS = stop_when.no_tool_calls()
+
+
+def script(steps: int) -> tuple[GenerateResponse, ...]:
+    calls = [
+        GenerateResponse(
+            tool_calls=(ToolCall(id=f"call_{k}", name="add", arguments=f'{{"a": {k}, "b": 1}}'),)
+        )
+        for k in range(1, steps)
+    ]
+    return (*calls, GenerateResponse(content="the answer is 42"))
+
+
+def scripted(steps: int) -> Callable[[GenerateRequest], Awaitable[GenerateResponse]]:
+    responses = script(steps)
+
+    async def generate(request: GenerateRequest) -> GenerateResponse:
+        return responses[request.step - 1]
+
+    return generate
+
+
+async def one_run(generate: Any, pair: tuple[DurableEngine, CheckpointStore] | None) -> None:
+    conversation = Conversation()
+    conversation.append_user_message("What is 1 + 1, twenty times over?")
+    extra: dict[str, Any] = {}
+    if pair is not None:
+        extra["durable"] = Durable(engine=pair[0], checkpoint_store=pair[1])
+    async with open_run(
+        generate=generate,
+        conversation=conversation,
+        toolbox=TOOLBOX,
+        stop_when=NO_TOOL_CALLS,
+        **extra,
+    ) as run:
+        pass
+    result = await run.result()
+    if result.finish_reason != "stop-condition":  # pragma: no cover - a broken run
+        raise RuntimeError(f"run ended with {result.finish_reason}: {result.error!r}")
+
+
+async def count_commits(opener: Opener, steps: int) -> int:
+    engine, store = opener()
+    try:
+        WRITES.clear()
+        await one_run(scripted(steps), (engine, store))
+        return sum(WRITES.values())
+    finally:
+        await engine.aclose()
+        await store.aclose()
+
+
+async def measure_per_step(
+    openers: dict[str, Opener], counted: dict[str, Opener], repetitions: int, warmup: int
+) -> dict[str, Any]:
+    pairs = {name: opener() for name, opener in openers.items()}
+    try:
+        long, short = scripted(STEPS), scripted(1)
+        backends: dict[str, tuple[DurableEngine, CheckpointStore] | None] = {"memory": None}
+        backends.update(pairs)
+        cases: dict[str, Callable[[], Awaitable[None]]] = {}
+        for name, pair in backends.items():
+            cases[name] = functools.partial(one_run, long, pair)
+            cases[f"{name}_1"] = functools.partial(one_run, short, pair)
+        samples: dict[str, list[int]] = {name: [] for name in cases}
+        for _ in range(warmup):
+            for fn in cases.values():
+                await fn()
+        gc.collect()
+        # Interleave the cases so drift (frequency scaling, neighbours) hits them alike.
+        for _ in range(repetitions):
+            for name, fn in cases.items():
+                start = time.perf_counter_ns()
+                await fn()
+                samples[name].append(time.perf_counter_ns() - start)
+    finally:
+        for engine, store in pairs.values():
+            await engine.aclose()
+            await store.aclose()
+    us = {name: median(values) / 1000 for name, values in samples.items()}
+    memory, memory_1 = us["memory"], us["memory_1"]
+    out: dict[str, Any] = {"steps": STEPS, "repetitions": repetitions, "warmup": warmup}
+    for name in backends:
+        whole, one = us[name], us[f"{name}_1"]
+        row: dict[str, Any] = {
+            "us_per_step": whole / STEPS,
+            "us_per_run": whole,
+            "us_run_1_step": one,
+            "overhead_us_per_step": (whole - memory) / STEPS,
+            "overhead_us_per_step_marginal": ((whole - one) - (memory - memory_1)) / (STEPS - 1),
+            "overhead_us_run_fixed": one - memory_1,
+        }
+        if name in counted:
+            commits = await count_commits(counted[name], STEPS)
+            commits_1 = await count_commits(counted[name], 1)
+            row["commits_per_run"] = commits
+            row["commits_per_step"] = commits / STEPS
+            row["commits_per_step_marginal"] = marginal = (commits - commits_1) / (STEPS - 1)
+            row["overhead_us_per_commit"] = row["overhead_us_per_step_marginal"] / marginal
+        out[name] = row
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# 2. recovery of interrupted runs
+# --------------------------------------------------------------------------------------
+
+
+class ParkingModel:
+    """Answers from the script, except that step ``PARK_AT`` parks while ``parking``."""
+
+    def __init__(self, expected: int) -> None:
+        self.responses = script(PARK_AT)
+        self.parking = True
+        self.parked = 0
+        self.expected = expected
+        self.all_parked = trio.Event()
+
+    async def __call__(self, request: GenerateRequest) -> GenerateResponse:
+        if request.step == PARK_AT and self.parking:
+            self.parked += 1
+            if self.parked == self.expected:
+                self.all_parked.set()
+            await trio.sleep_forever()
+        await trio.lowlevel.checkpoint()
+        return self.responses[request.step - 1]
+
+
+async def measure_recovery(opener: Opener, runs: int) -> dict[str, Any]:
+    model = ParkingModel(runs)
+    agent = create_agent(generate=model, tools=[add], name="bench", maximum_steps=10)
+    engine, store = opener()
+    try:
+        durable = Durable(engine=engine, checkpoint_store=store)
+
+        async def start(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+            async with agent.open_run("What is 1 + 1?", durable=durable) as run:
+                await run.wait_durably_started()
+                task_status.started()
+
+        began = time.perf_counter()
+        async with trio.open_nursery() as nursery:
+            for _ in range(runs):
+                nursery.start_soon(start)
+            await model.all_parked.wait()
+            parked_s = time.perf_counter() - began
+            nursery.cancel_scope.cancel()  # a shutdown: every run releases its lease
+        setup_s = time.perf_counter() - began
+        interrupted = await engine.list(status="running", limit=runs + 1)
+        if len(interrupted) != runs:  # pragma: no cover - a broken shutdown
+            raise RuntimeError(f"{len(interrupted)} runs left running, not {runs}")
+        entries = len(await store.read(interrupted[0].run_id))
+
+        model.parking = False
+        gc.collect()
+        began = time.perf_counter()
+        results = await recover(
+            engine=engine, checkpoint_store=store, agents={"bench": agent}, limit=runs
+        )
+        wall = time.perf_counter() - began
+        finished = sum(r.finish_reason == "stop-condition" for r in results.values())
+        if finished != runs:  # pragma: no cover - a broken recovery
+            raise RuntimeError(f"recover finished {finished} of {runs} runs")
+        left = await engine.list(status="running", limit=1)
+        if left:  # pragma: no cover - a broken recovery
+            raise RuntimeError(f"run {left[0].run_id} is still running after recover")
+    finally:
+        await engine.aclose()
+        await store.aclose()
+    return {
+        "runs": runs,
+        "journal_entries_per_run": entries,
+        "start_and_park_s": parked_s,
+        "shutdown_s": setup_s - parked_s,
+        "recover_s": wall,
+        "runs_per_s": runs / wall,
+        "ms_per_run": wall * 1000 / runs,
+    }
+
+
+# --------------------------------------------------------------------------------------
+# report
+# --------------------------------------------------------------------------------------
+
+
+def report(results: dict[str, Any]) -> None:
+    m = results["machine"]
+    print(
+        f"machine: {m['cpu']} ({m['cores']} cores), Python {m['python']}, "
+        f"trio {m.get('trio', '?')}, msgspec {m.get('msgspec', '?')}"
+    )
+    per = results["per_step"]
+    rows = []
+    for name in ("memory", *results["backends"]):
+        row = per[name]
+        durable = name != "memory"
+        rows.append(
+            [
+                "in memory" if not durable else f"durable, {name}",
+                f"{row['us_per_step']:.1f}",
+                f"{row['overhead_us_per_step']:.1f}" if durable else "-",
+                f"{row['overhead_us_per_step_marginal']:.1f}" if durable else "-",
+                f"{row['overhead_us_run_fixed']:.0f}" if durable else "-",
+                f"{row['commits_per_step']:.2f}" if durable else "0",
+                f"{row['commits_per_step_marginal']:.1f}" if durable else "0",
+                f"{row['overhead_us_per_commit']:.0f}" if durable else "-",
+            ]
+        )
+    print_table(
+        f"checkpoint overhead: {per['steps']}-step run, 1 tool call/step, "
+        f"median of {per['repetitions']} runs",
+        [
+            "",
+            "us/step",
+            "overhead us/step",
+            "marginal us/step",
+            "fixed us/run",
+            "commits/step",
+            "marginal commits/step",
+            "us/commit",
+        ],
+        rows,
+    )
+    recovery = results["recovery"]
+    if recovery:
+        print_table(
+            f"recovery: runs interrupted after step {PARK_AT - 1}, one recover(...) call",
+            ["", "runs", "journal entries/run", "start+park s", "recover s", "runs/s", "ms/run"],
+            [
+                [
+                    name,
+                    f"{row['runs']:,}",
+                    row["journal_entries_per_run"],
+                    f"{row['start_and_park_s']:.2f}",
+                    f"{row['recover_s']:.2f}",
+                    f"{row['runs_per_s']:,.0f}",
+                    f"{row['ms_per_run']:.2f}",
+                ]
+                for name, row in recovery.items()
+            ],
+        )
+    for note in results["notes"]:
+        print(f"\nnote: {note}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a fast smoke run")
+    parser.add_argument("--repetitions", type=int, default=None, help="timed runs (100)")
+    parser.add_argument(
+        "--recover-runs", type=int, default=None, help=f"interrupted runs ({RECOVER_RUNS})"
+    )
+    parser.add_argument("--dsn", default=os.environ.get("OPERATIVE_POSTGRES_DSN"))
+    parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
+    parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+    args = parser.parse_args(argv)
+    repetitions = args.repetitions or (5 if args.quick else 100)
+    warmup = 1 if args.quick else 10
+    runs = args.recover_runs or (50 if args.quick else RECOVER_RUNS)
+
+    notes: list[str] = []
+    results: dict[str, Any] = {"machine": machine(), "quick": args.quick, "notes": notes}
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        dsn: str | None = None
+        classes: tuple[type[Any], type[Any]] | None = None
+        if args.no_postgres:
+            notes.append("PostgreSQL skipped (--no-postgres)")
+        else:
+            found = postgres_classes()
+            if isinstance(found, str):
+                notes.append(f"PostgreSQL skipped: {found}")
+            else:
+                classes = found
+                dsn = args.dsn
+                if not dsn:
+                    from bench_storage import throwaway_postgres
+
+                    dsn = stack.enter_context(throwaway_postgres())
+                    if dsn is None:
+                        notes.append(
+                            "PostgreSQL skipped: no --dsn or OPERATIVE_POSTGRES_DSN, and no "
+                            "initdb to start a throwaway cluster (apt install postgresql)"
+                        )
+                    else:
+                        notes.append(
+                            "PostgreSQL is a throwaway local cluster with fsync=off: an upper "
+                            "bound for a server that syncs its commits"
+                        )
+
+        openers: dict[str, Opener] = {"sqlite": sqlite_opener(os.path.join(tmp, "steps.db"))}
+        counted: dict[str, Opener] = {
+            "sqlite": sqlite_opener(os.path.join(tmp, "count.db"), count=True)
+        }
+        recoveries: dict[str, Opener] = {"sqlite": sqlite_opener(os.path.join(tmp, "rec.db"))}
+        if dsn and classes is not None:
+            openers["postgres"] = postgres_opener(
+                stack.enter_context(postgres_schema(dsn)), classes
+            )
+            counted["postgres"] = postgres_opener(
+                stack.enter_context(postgres_schema(dsn)), classes, count=True
+            )
+            recoveries["postgres"] = postgres_opener(
+                stack.enter_context(postgres_schema(dsn)), classes
+            )
+        results["backends"] = list(openers)
+        results["per_step"] = trio.run(measure_per_step, openers, counted, repetitions, warmup)
+        results["recovery"] = {
+            name: trio.run(measure_recovery, opener, runs) for name, opener in recoveries.items()
+        }
+    report(results)
+    if args.json:
+        write_json(args.json, results)
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
