@@ -28,11 +28,13 @@ from ._errors import ElicitationError as ElicitationError
 from ._errors import HookError as HookError
 from ._errors import InvalidArgument as InvalidArgument
 from ._errors import InvalidResponseError as InvalidResponseError
+from ._errors import LeaseLostError as LeaseLostError
 from ._errors import MissingRunOptionsError as MissingRunOptionsError
 from ._errors import NoRouteError as NoRouteError
 from ._errors import OperativeError as OperativeError
 from ._errors import OutputValidationError as OutputValidationError
 from ._errors import ProviderError as ProviderError
+from ._errors import RunNotFoundError as RunNotFoundError
 from ._errors import SchemaVersionError as SchemaVersionError
 from ._errors import SelectionRevalidationError as SelectionRevalidationError
 from ._errors import SessionNotFoundError as SessionNotFoundError
@@ -147,6 +149,7 @@ __all__ = [
     "ImagePart",
     "InvalidArgument",
     "InvalidResponseError",
+    "LeaseLostError",
     "LivenessSnapshot",
     "MemoryStore",
     "Message",
@@ -163,6 +166,7 @@ __all__ = [
     "RetryOptions",
     "RunEvent",
     "RunHandle",
+    "RunNotFoundError",
     "RunOptions",
     "RunOutcome",
     "RunRef",

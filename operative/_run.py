@@ -502,7 +502,16 @@ async def open_run(
         try:
             yield run
         except BaseException as exc:
-            run.abort(f"the block running the run raised {type(exc).__name__}: {exc}")
+            if not _only_cancelled(exc):
+                run.abort(f"the block running the run raised {type(exc).__name__}: {exc}")
+            # else: the caller's cancellation reaches the run's task too (a shutdown).
             body_error = exc
     if body_error is not None:
         raise body_error
+
+
+def _only_cancelled(exc: BaseException) -> bool:
+    """True for a ``trio.Cancelled``, or a group holding nothing else."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(trio.Cancelled)[1] is None
+    return isinstance(exc, trio.Cancelled)

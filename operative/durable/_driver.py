@@ -381,7 +381,21 @@ class DurableDriver:
         tail = run.conversation.messages[self._journaled :]
         try:
             async with self._lock:
-                await engine.finish(lease, self._seq, Finished(outcome=outcome, messages=tail))
+                try:
+                    finished = Finished(outcome=outcome, messages=tail)
+                    await engine.finish(lease, self._seq, finished)
+                except InvalidArgument as exc:
+                    # Something the run produced cannot be journaled (JSON): end the run
+                    # as an error, for good, rather than leave it to be retried forever.
+                    outcome = msgspec.structs.replace(
+                        outcome,
+                        finish_reason="error",
+                        error=str(exc),
+                        error_type=type(exc).__name__,
+                    )
+                    await engine.finish(lease, self._seq, Finished(outcome=outcome))
+                    if result.error is None:
+                        result = attrs.evolve(result, finish_reason=_error(), error=exc)
                 self._seq += 1
         except Exception as exc:
             logger.error("the outcome of durable run %s was not committed", lease.run_id,

@@ -20,7 +20,7 @@ import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 import msgspec
@@ -45,6 +45,9 @@ from ._duration import Duration, parse_duration
 from ._merge import apply_run
 from ._records import AgentSession, RunOutcome, RunRef, outcome_of
 from ._store import SessionStore
+
+if TYPE_CHECKING:
+    from ._durable import RecoveredRun, SessionDurability
 
 __all__ = ["MonitorResult", "SessionHandle", "wait_for_signal"]
 
@@ -93,7 +96,9 @@ class SessionHandle:
         run_options: Mapping[str, Any] | None,
         nursery: trio.Nursery,
         cleanup_timeout: float,
+        durability: SessionDurability | None = None,
     ) -> None:
+        self._durability = durability
         self._session = session
         self._store = store
         self._agent = agent
@@ -251,11 +256,17 @@ class SessionHandle:
             failure = exc
         finally:
             _current_handle.reset(token)
+        shutdown = (
+            self._durability is not None and _only_cancelled(failure) and self._cancels == cancels
+        )
         with trio.CancelScope(shield=True):
             if result is None and handle is not None:
                 with trio.move_on_after(self._cleanup_timeout):
                     result = await handle.result()
-            await self._settle(run_id, base, result, failure)
+            if not shutdown:
+                await self._settle(run_id, base, result, failure)
+            # else: the durable run was released for another worker; its RunRef stays
+            # open until that worker (or recover()) stores the outcome.
         self._tracker.pulse("progress")
         if failure is not None:
             raise failure
@@ -290,12 +301,63 @@ class SessionHandle:
                 )
 
     def _open_run(self, base: ConversationHistory, run_id: str) -> Any:
+        durable = None
+        if self._durability is not None:
+            durable = self._durability.routing(run_id, self.id)
         if self._agent is not None:
-            return self._agent.open_run(base, context=AgentRunContext(run_id=run_id))
+            context = AgentRunContext(run_id=run_id)
+            if durable is None:
+                return self._agent.open_run(base, context=context)
+            return self._agent.open_run(base, context=context, durable=durable)  # type: ignore[call-arg]
         assert self._run_options is not None
         return open_run(
-            conversation=Conversation.from_history(base), run_id=run_id, **self._run_options
+            conversation=Conversation.from_history(base),
+            run_id=run_id,
+            durable=durable,
+            **self._run_options,
         )
+
+    async def recover(self) -> RecoveredRun | None:
+        """Reconnect to this session's last unsettled durable turn, if there is one.
+
+        A turn another worker already finished gets its outcome and transcript stored
+        (and ``None`` is returned). A turn the engine still runs and nobody holds is
+        claimed and resumed as a task of the ``open_session`` block: the returned
+        :class:`RecoveredRun`'s ``result()`` waits for it and for its stored outcome.
+        Returns ``None`` when there is nothing to resume, a live worker holds the run,
+        or resuming failed (logged).
+
+        Raises:
+            InvalidArgument: the session has no ``engine=`` / ``checkpoint_store=``.
+            MissingRunOptionsError: a run needs resuming but the handle has no
+                ``agent=`` or ``run_options=`` to run it with.
+        """
+        from ._durable import recover
+
+        return await recover(self)
+
+    async def _store_outcome(
+        self,
+        run_id: str,
+        base: ConversationHistory,
+        transcript: ConversationHistory,
+        outcome: RunOutcome,
+    ) -> None:
+        """Store a run's transcript and outcome (a run another worker finished)."""
+        ended_at = self._store.clock()
+
+        def settle(current: AgentSession) -> AgentSession:
+            return apply_run(
+                current,
+                run_id=run_id,
+                transcript=transcript,
+                base=base,
+                outcome=outcome,
+                ended_at=ended_at,
+            )
+
+        self._session = await self._store.update(self.id, settle)
+        self._announce_save(run_id, outcome.finish_reason)
 
     async def _settle(
         self,
@@ -533,6 +595,13 @@ class _Registered:
     def __exit__(self, *exc: Any) -> bool:
         self._scopes.discard(self._scope)
         return bool(self._scope.__exit__(*exc))
+
+
+def _only_cancelled(exc: BaseException | None) -> bool:
+    """True for a ``trio.Cancelled``, or a group holding nothing else."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(trio.Cancelled)[1] is None
+    return isinstance(exc, trio.Cancelled)
 
 
 def _checked_input(input: object) -> str | Sequence[ContentPart]:

@@ -26,6 +26,10 @@ async def open_session(
     agent: RunnableAgent | None = None,
     run_options: Mapping[str, Any] | None = None,
     cleanup_timeout: float = 10.0,
+    engine: Any = None,
+    checkpoint_store: Any = None,
+    lease_seconds: float = 30.0,
+    worker_id: str | None = None,
 ) -> AsyncIterator[SessionHandle]:
     """Open session ``id`` (created and stored when new) for runs, timers and signals.
 
@@ -37,6 +41,12 @@ async def open_session(
         run_options: or through ``open_run(**run_options)`` (``generate=``, ``tools=``,
             ``stop_when=`` ...; the conversation and run id are the session's).
         cleanup_timeout: bound, in seconds, on storing a run's outcome.
+        engine: with ``checkpoint_store``, every turn is a durable run
+            (:mod:`operative.durable`); :meth:`SessionHandle.recover` resumes one whose
+            process stopped.
+        checkpoint_store: the journal, in the same database as ``engine``.
+        lease_seconds: the durable runs' lease.
+        worker_id: the lease owner recorded (default: host, pid and a random suffix).
 
     Leaving the block cancels the tasks the handle started in it (:meth:`start_monitor`)
     and waits for them.
@@ -62,6 +72,11 @@ async def open_session(
         run_options = dict(run_options)
     if isinstance(cleanup_timeout, bool) or not isinstance(cleanup_timeout, int | float):
         raise InvalidArgument(f"cleanup_timeout= takes seconds, got {cleanup_timeout!r}")
+    durability = None
+    if engine is not None or checkpoint_store is not None:
+        from ._durable import SessionDurability
+
+        durability = SessionDurability.of(engine, checkpoint_store, lease_seconds, worker_id)
     resumed = await resume_session(store, id, agent_name=agent_name)
     session = resumed.session
     if resumed.is_new:
@@ -74,6 +89,7 @@ async def open_session(
             run_options=run_options,
             nursery=nursery,
             cleanup_timeout=float(cleanup_timeout),
+            durability=durability,
         )
         handle._announce_load(resumed.is_new)
         handle._tracker.start()

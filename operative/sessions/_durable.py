@@ -1,0 +1,239 @@
+"""Durable session runs: turns routed through a durable engine, and ``recover()``.
+
+With ``open_session(..., engine=, checkpoint_store=)`` every turn is a durable run whose
+id is the turn's ``RunRef``. A turn whose process stopped (or whose caller was cancelled:
+a shutdown, which leaves the run to another worker) keeps its ``RunRef`` open; a later
+``handle.recover()`` finds it and either resumes it (the engine says it is still
+running and nobody holds it) or, when another worker already finished it, stores the
+outcome and transcript the journal holds.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from .._agent import AgentRunContext
+from .._errors import InvalidArgument, MissingRunOptionsError
+from .._results import RunResult
+from .._run import open_run
+from ..conversation import Conversation, ConversationHistory
+from ..durable import CheckpointStore, Durable, DurableEngine, replay_journal, transcript
+from ..durable._driver import Resumed, default_worker_id
+from ..durable._records import Lease, RunRecord
+from ._records import RunOutcome
+
+
+def _only_cancelled(exc: BaseException | None) -> bool:
+    from ._handle import _only_cancelled as check
+
+    return check(exc)
+
+
+if TYPE_CHECKING:
+    from ._handle import SessionHandle
+
+__all__ = ["RecoveredRun", "SessionDurability"]
+
+logger = logging.getLogger("operative.sessions")
+
+
+@attrs.frozen(kw_only=True)
+class SessionDurability:
+    """The durable engine a session's turns run through."""
+
+    engine: DurableEngine
+    checkpoint_store: CheckpointStore
+    lease_seconds: float = 30.0
+    worker_id: str = attrs.Factory(default_worker_id)
+
+    @classmethod
+    def of(
+        cls,
+        engine: Any,
+        checkpoint_store: Any,
+        lease_seconds: float,
+        worker_id: str | None,
+    ) -> SessionDurability | None:
+        if engine is None and checkpoint_store is None:
+            return None
+        if engine is None or checkpoint_store is None:
+            raise InvalidArgument(
+                "durable sessions take both engine= and checkpoint_store= (one database)"
+            )
+        # Durable() checks both, and that they share one database.
+        Durable(engine=engine, checkpoint_store=checkpoint_store, lease_seconds=lease_seconds)
+        return cls(
+            engine=engine,
+            checkpoint_store=checkpoint_store,
+            lease_seconds=lease_seconds,
+            worker_id=worker_id or default_worker_id(),
+        )
+
+    def routing(self, run_id: str, session_id: str) -> Durable:
+        return Durable(
+            engine=self.engine,
+            checkpoint_store=self.checkpoint_store,
+            run_id=run_id,
+            worker_id=self.worker_id,
+            lease_seconds=self.lease_seconds,
+            session_id=session_id,
+        )
+
+
+class RecoveredRun:
+    """A session turn resumed by :meth:`SessionHandle.recover`, running in the session.
+
+    ``result()`` returns once the run ended *and* its outcome is stored on the session.
+    """
+
+    __slots__ = ("_done", "_error", "_handle", "_result", "run_id")
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self._handle: Any = None
+        self._done = trio.Event()
+        self._result: RunResult | None = None
+        self._error: BaseException | None = None
+
+    def __repr__(self) -> str:
+        return f"<RecoveredRun {self.run_id}{' done' if self._done.is_set() else ''}>"
+
+    def abort(self, reason: str = "aborted") -> None:
+        """Abort the resumed run (it ends ``aborted``, stored as such)."""
+        if self._handle is not None:
+            self._handle.abort(reason)
+
+    async def result(self) -> RunResult:
+        """The run's result, once its outcome is stored on the session.
+
+        Raises:
+            SessionPersistenceError: the outcome could not be stored.
+        """
+        await self._done.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+
+def _open_resumed(handle: SessionHandle, routing: Resumed) -> Any:
+    history = routing.replay.history
+    if handle._agent is not None:
+        run_id = routing.lease.run_id
+        return handle._agent.open_run(  # type: ignore[call-arg]
+            history, context=AgentRunContext(run_id=run_id), durable=routing
+        )
+    assert handle._run_options is not None
+    return open_run(
+        conversation=Conversation.from_history(history), durable=routing, **handle._run_options
+    )
+
+
+async def recover(handle: SessionHandle) -> RecoveredRun | None:
+    """See :meth:`SessionHandle.recover`."""
+    durability = handle._durability
+    if durability is None:
+        raise InvalidArgument(
+            "recover() needs a durable session: open_session(..., engine=..., checkpoint_store=...)"
+        )
+    open_refs = [ref for ref in handle.session.runs if ref.outcome is None]
+    if not open_refs:
+        return None
+    run_id = open_refs[-1].run_id
+    engine = durability.engine
+    try:
+        record = await engine.get(run_id)
+        if record is None:
+            return None  # never durably started: nothing to resume
+        if record.status != "running":
+            await _reconcile(handle, durability, record)
+            return None
+        if handle._agent is None and handle._run_options is None:
+            raise MissingRunOptionsError(
+                f"session {handle.id!r} has a durable run {run_id} to resume but nothing to "
+                "run it with: pass agent= or run_options= to open_session()"
+            )
+        leases = await engine.claim(
+            worker_id=durability.worker_id,
+            lease_seconds=durability.lease_seconds,
+            limit=1,
+            run_ids=[run_id],
+        )
+        if not leases:
+            return None  # a live worker holds it
+        lease = leases[0]
+        replay = replay_journal(run_id, await durability.checkpoint_store.read(run_id))
+    except MissingRunOptionsError:
+        raise
+    except Exception:
+        logger.warning("session %r: recovering run %s failed", handle.id, run_id, exc_info=True)
+        return None
+    if replay.finished is not None:  # pragma: no cover - finish commits status and entry
+        return None
+    return await _start(handle, durability, lease, replay)
+
+
+async def _start(
+    handle: SessionHandle, durability: SessionDurability, lease: Lease, replay: Any
+) -> RecoveredRun:
+    recovered = RecoveredRun(lease.run_id)
+    routing = Resumed(
+        durable=durability.routing(lease.run_id, handle.id), lease=lease, replay=replay
+    )
+    base = ConversationHistory(
+        messages=replay.started.messages, metadata=dict(replay.started.conversation_metadata)
+    )
+
+    async def resume(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        result: RunResult | None = None
+        failure: BaseException | None = None
+        try:
+            async with _open_resumed(handle, routing) as run:
+                recovered._handle = run
+                handle._runs.add(run)
+                task_status.started()
+                try:
+                    result = await run.result()
+                finally:
+                    handle._runs.discard(run)
+        except BaseException as exc:
+            failure = exc
+        try:
+            with trio.CancelScope(shield=True):
+                if result is not None or not _only_cancelled(failure):
+                    await handle._settle(lease.run_id, base, result, failure)
+        except BaseException as exc:
+            recovered._error = exc
+        else:
+            recovered._result = result
+            if result is None:
+                recovered._error = failure
+        finally:
+            recovered._done.set()
+        if failure is not None:
+            raise failure
+
+    await handle._nursery.start(resume, name=f"operative recovered session run {lease.run_id}")
+    return recovered
+
+
+async def _reconcile(
+    handle: SessionHandle, durability: SessionDurability, record: RunRecord
+) -> None:
+    """Store the outcome and transcript of a run another worker finished."""
+    replay = replay_journal(record.run_id, await durability.checkpoint_store.read(record.run_id))
+    outcome = record.outcome
+    finish = outcome.finish_reason if outcome is not None else "error"
+    error = None
+    if finish == "error":
+        error = f"error/{outcome.error_type if outcome and outcome.error_type else 'Error'}"
+    base = ConversationHistory(
+        messages=replay.started.messages, metadata=dict(replay.started.conversation_metadata)
+    )
+    await handle._store_outcome(
+        record.run_id, base, transcript(replay), RunOutcome(finish_reason=finish, error=error)
+    )
