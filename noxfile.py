@@ -45,3 +45,5 @@ def bench(session: nox.Session) -> None:
     session.install("-e", ".[dev]")
     session.run("python", "benchmarks/bench_loop.py", *session.posargs)
     session.run("python", "benchmarks/bench_codec.py")
+    session.run("python", "benchmarks/bench_providers.py")
+    session.run("python", "benchmarks/bench_durable.py")
