@@ -132,6 +132,11 @@ class ActiveRun(StepLoop):
         """Iterate snapshots as they change, ending after the terminal one."""
         return self._liveness.snapshots(capacity=capacity)
 
+    @property
+    def is_durably_started(self) -> bool:
+        """True once this run's durable record is committed (never for in-memory runs)."""
+        return self._durable is not None and self._durable.lease is not None
+
     async def wait_durably_started(self) -> None:
         """Return once the durable run record is committed (the run id is then safe to
         acknowledge: the run survives any later crash). Raises what stopped the write.

@@ -148,7 +148,10 @@ async def recover(handle: SessionHandle) -> RecoveredRun | None:
     try:
         record = await engine.get(run_id)
         if record is None:
-            return None  # never durably started: nothing to resume
+            # Its run record was never committed: nothing can resume it.
+            base = handle.session.conversation_history
+            await handle._store_outcome(run_id, base, base, RunOutcome(finish_reason="aborted"))
+            return None
         if record.status != "running":
             await _reconcile(handle, durability, record)
             return None
