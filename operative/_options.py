@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import attrs
 
 from ._errors import InvalidArgument
+from ._instrument_hook import RunInstrumentation
+from ._instrument_hook import installed as installed_instrumentation
 from ._model import GenerateFunction
 from ._output import output_schema
 from ._types import RequestContext
@@ -65,6 +67,7 @@ class RunOptions(TypedDict, total=False):
     on_approval: Callable[..., Any] | None
     approval_timeout: float | None
     durable: Any
+    instrumentation: Any
 
 
 @attrs.frozen(kw_only=True)
@@ -119,6 +122,8 @@ class RunConfig:
     approval_timeout: float | None = None
     durable: Any = None
     """A ``Durable`` routing (or a recovered run's resume state); None for in-memory runs."""
+    instrumentation: RunInstrumentation | None = None
+    """Traces the run (``operative.instrumentation``); None: no tracing work at all."""
 
 
 def _as_tuple(value: Any, what: str) -> tuple[Any, ...]:
@@ -304,6 +309,14 @@ def configure_run(
         raise InvalidArgument(
             f"approval_timeout= takes seconds > 0 or None, got {approval_timeout!r}"
         )
+    instrumentation = options.get("instrumentation")
+    if instrumentation is None:
+        instrumentation = installed_instrumentation()
+    elif not callable(getattr(instrumentation, "trace_run", None)):
+        raise InvalidArgument(
+            "instrumentation= takes an operative.instrumentation.Instrumentation, got "
+            f"{type(instrumentation).__name__}"
+        )
     config = RunConfig(
         generate=generate,
         toolbox=make_toolbox(toolbox, tools),
@@ -332,5 +345,6 @@ def configure_run(
         on_approval=on_approval,
         approval_timeout=None if approval_timeout is None else float(approval_timeout),
         durable=durable,
+        instrumentation=instrumentation,
     )
     return config, live

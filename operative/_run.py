@@ -489,7 +489,14 @@ async def open_run(
         maximum_steps=maximum_steps,
         **options,
     )
+    tracer = None
+    if config.instrumentation is not None:
+        tracer = config.instrumentation.trace_run(config)
+        config = attrs.evolve(config, generate=tracer.wrap_generate(config.generate))
     run = ActiveRun(config, live)
+    if tracer is not None:
+        run._tracer = tracer
+        tracer.attach(run)
     body_error: BaseException | None = None
     async with trio.open_nursery() as nursery:
         nursery.start_soon(run._drive, name=f"operative run {run.run_id}")

@@ -24,6 +24,7 @@ from .hooks import HookContext
 from .liveness import DeclaredWait, LivenessTracker
 
 if TYPE_CHECKING:
+    from ._instrument_hook import RunTracer
     from .budgets import BudgetStatus, BudgetTracker
     from .context import ContextManager
     from .durable._driver import DurableDriver
@@ -88,6 +89,7 @@ class RunState:
         "_steering_wait",
         "_step",
         "_steps",
+        "_tracer",
         "_usage",
         "conversation",
         "run_id",
@@ -137,6 +139,8 @@ class RunState:
                 on_park=self._steering_parked,
                 on_unpark=self._steering_resumed,
             )
+        self._tracer: RunTracer | None = None
+        """Set by ``open_run`` when the run is instrumented."""
         self._durable: DurableDriver | None = None
         if config.durable is not None:
             from .durable._driver import make_driver

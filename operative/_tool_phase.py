@@ -125,6 +125,8 @@ class ToolPhase(RunState):
         execute: Callable[[ToolCall, ExecutionContext], Awaitable[ToolResult]] = (
             cfg.toolbox.execute if cfg.on_approval is None else self._execute_or_park
         )
+        if self._tracer is not None:
+            execute = self._tracer.wrap_execute(execute)
         if self._durable is not None:
             execute = self._durable.journaled(execute, step, cfg.toolbox)
         if len(to_run) == 1:

@@ -1,0 +1,107 @@
+"""The seam between the loop and an instrumentation (OpenTelemetry itself lives elsewhere).
+
+A run asks its instrumentation once, when it opens, for a :class:`RunTracer`; with none
+installed the loop does no per-step work for tracing at all. This module imports
+nothing optional: ``import operative`` stays free of OpenTelemetry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ._model import GenerateFunction
+
+if TYPE_CHECKING:
+    from ._types import ToolCall, ToolResult
+    from .tools import ExecutionContext
+
+__all__ = [
+    "Execute",
+    "RunInstrumentation",
+    "RunTracer",
+    "conversation_id",
+    "current_conversation_id",
+    "install",
+    "installed",
+    "uninstall",
+]
+
+Execute = Callable[["ToolCall", "ExecutionContext"], Awaitable["ToolResult"]]
+"""How the tool phase runs one call."""
+
+
+class RunTracer(Protocol):
+    """What an instrumentation does for one run."""
+
+    def wrap_generate(self, generate: GenerateFunction) -> GenerateFunction:
+        """The run's generate function, traced (called once, when the run opens)."""
+        ...
+
+    def wrap_execute(self, execute: Execute) -> Execute:
+        """A step's tool execution, traced (called once per step that runs tools)."""
+        ...
+
+    def attach(self, run: Any) -> None:
+        """Start observing ``run`` (an ``ActiveRun``) before its loop starts."""
+        ...
+
+
+class RunInstrumentation(Protocol):
+    """What ``open_run(..., instrumentation=...)`` accepts."""
+
+    def trace_run(self, config: Any) -> RunTracer:
+        """A tracer for one run, given its validated ``RunConfig``."""
+        ...
+
+
+_installed: list[RunInstrumentation] = []
+"""The process-wide instrumentation (at most one), used by runs that name none."""
+
+
+def installed() -> RunInstrumentation | None:
+    """The process-wide instrumentation, or None."""
+    return _installed[0] if _installed else None
+
+
+def install(instrumentation: RunInstrumentation) -> None:
+    if _installed:
+        from ._errors import InvalidArgument
+
+        raise InvalidArgument(
+            "an instrumentation is already installed process-wide: call uninstrument() on "
+            "its handle first (or pass instrumentation= to the runs that need another)"
+        )
+    _installed.append(instrumentation)
+
+
+def uninstall(instrumentation: RunInstrumentation) -> bool:
+    """Remove ``instrumentation`` if it is the installed one; True when it was."""
+    if _installed and _installed[0] is instrumentation:
+        _installed.clear()
+        return True
+    return False
+
+
+_conversation: ContextVar[str | None] = ContextVar("operative_conversation_id", default=None)
+
+
+def current_conversation_id() -> str | None:
+    """The conversation (session, thread) id set around the current code, if any."""
+    return _conversation.get()
+
+
+@contextmanager
+def conversation_id(id: str | None) -> Iterator[None]:
+    """Name the conversation that runs opened inside the block belong to.
+
+    Instrumentation records it as ``gen_ai.conversation.id``; runs opened inside the
+    block (and their child tasks) inherit it through the context.
+    """
+    token = _conversation.set(id)
+    try:
+        yield
+    finally:
+        _conversation.reset(token)

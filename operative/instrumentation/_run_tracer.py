@@ -1,0 +1,245 @@
+"""The spans of one run: ``invoke_agent`` → ``step k`` → ``chat`` / ``execute_tool``.
+
+The run and step spans follow the run's own events (sync listeners, called in the
+run's task), and each is made the current span of that task while it is open. Trio
+copies the context into every child task when it is spawned, so tool tasks started in
+a step's nursery find the step span as their parent without any plumbing; the model
+and tool wrappers make their span current around the call, so spans that a provider's
+HTTP client or a tool opens nest under them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
+from opentelemetry.context import Context
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from .._instrument_hook import Execute, current_conversation_id
+from .._model import GenerateFunction, GenerateRequest, GenerateResponse
+from .._types import ToolCall, ToolResult
+from . import _semconv as sc
+
+if TYPE_CHECKING:
+    from .._options import RunConfig
+    from ..tools import ExecutionContext
+    from ._instrumentation import Instrumentation
+
+__all__ = ["RunTracer", "parent_context"]
+
+_TERMINAL = ("run.completed", "run.error", "run.aborted")
+
+
+def parent_context(trace_context: Any) -> Context | None:
+    """A run's ``trace_context=`` as an OpenTelemetry context (None: use the current one).
+
+    Takes a ``Context``, a ``Span``, or a mapping of W3C trace headers (``traceparent``)
+    read with the globally configured propagator.
+    """
+    if trace_context is None:
+        return None
+    if isinstance(trace_context, Context):
+        return trace_context
+    if isinstance(trace_context, trace.Span):
+        return trace.set_span_in_context(trace_context)
+    if isinstance(trace_context, Mapping):
+        return propagate.extract(trace_context)
+    from .._errors import InvalidArgument
+
+    raise InvalidArgument(
+        "trace_context= takes an OpenTelemetry Context, a Span, or a mapping of W3C trace "
+        f"headers, got {type(trace_context).__name__}"
+    )
+
+
+class RunTracer:
+    """What one instrumented run reports, and the spans it has open."""
+
+    __slots__ = (
+        "_agent",
+        "_anchor",
+        "_conversation_id",
+        "_descriptions",
+        "_instrumentation",
+        "_model",
+        "_parent",
+        "_provider",
+        "_run",
+        "_run_id",
+        "_run_span",
+        "_run_token",
+        "_step_span",
+        "_step_token",
+    )
+
+    def __init__(self, instrumentation: Instrumentation, config: RunConfig) -> None:
+        self._instrumentation = instrumentation
+        self._provider = sc.provider_of(config.generate)
+        self._model = sc.request_model_of(config.generate, config.settings)
+        self._agent = config.agent_name
+        self._run_id = config.run_id
+        self._conversation_id = current_conversation_id()
+        self._parent = parent_context(config.trace_context)
+        self._descriptions = {spec.name: spec.description for spec in config.toolbox.specs()}
+        self._anchor = time.time_ns()
+        self._run: Any = None
+        self._run_span: trace.Span | None = None
+        self._run_token: object = None
+        self._step_span: trace.Span | None = None
+        self._step_token: object = None
+
+    def _ns(self, at: float) -> int:
+        return self._anchor + int(at * 1e9)
+
+    def _cancel_reason(self) -> str | None:
+        reason = getattr(self._run, "_cancel_reason", None)
+        return None if reason is None else str(reason.message)
+
+    # -- the kernel's seam -------------------------------------------------------------
+
+    def wrap_generate(self, generate: GenerateFunction) -> GenerateFunction:
+        instrumentation = self._instrumentation
+        provider = self._provider
+
+        async def traced_generate(request: GenerateRequest) -> GenerateResponse:
+            return await instrumentation.traced_chat(
+                generate,
+                request,
+                provider=provider,
+                model=sc.request_model_of(generate, request.settings),
+                conversation_id=self._conversation_id,
+                anchor=self._anchor,
+                cancel_reason=self._cancel_reason,
+            )
+
+        return traced_generate
+
+    def wrap_execute(self, execute: Execute) -> Execute:
+        instrumentation = self._instrumentation
+
+        async def traced_execute(call: ToolCall, execution: ExecutionContext) -> ToolResult:
+            return await instrumentation.traced_tool(
+                execute,
+                call,
+                execution,
+                description=self._descriptions.get(call.name),
+                anchor=self._anchor,
+                cancel_reason=self._cancel_reason,
+            )
+
+        return traced_execute
+
+    def attach(self, run: Any) -> None:
+        self._run = run
+        run.add_listener("run.started", self._run_started)
+        run.add_listener("step.started", self._step_started)
+        run.add_listener("step.completed", self._step_completed)
+        run.add_listener("step.aborted", self._step_aborted)
+        run.add_listener("generate.retry", self._retry)
+        for type in _TERMINAL:
+            run.add_listener(type, self._run_ended)
+
+    # -- listeners (called in the run's task) ----------------------------------------
+
+    def _run_started(self, event: Any) -> None:
+        # Anchor trio's clock to the wall clock once; every timestamp of the run follows.
+        self._anchor = time.time_ns() - int(event.time * 1e9)
+        parent = self._parent if self._parent is not None else otel_context.get_current()
+        attributes: dict[str, Any] = {
+            sc.OPERATION: "invoke_agent",
+            sc.PROVIDER: self._provider,
+            sc.AGENT_NAME: self._agent,
+            sc.RUN_ID: self._run_id,
+        }
+        if self._model is not None:
+            attributes[sc.REQUEST_MODEL] = self._model
+        if self._conversation_id is not None:
+            attributes[sc.CONVERSATION_ID] = self._conversation_id
+        span = self._instrumentation.tracer.start_span(
+            f"invoke_agent {self._agent}",
+            context=parent,
+            kind=SpanKind.INTERNAL,
+            attributes=attributes,
+            start_time=self._ns(event.time),
+        )
+        self._run_span = span
+        self._run_token = otel_context.attach(trace.set_span_in_context(span, parent))
+
+    def _step_started(self, event: Any) -> None:
+        self._end_step(None, event.time)  # defensive: a step span never outlives its step
+        span = self._instrumentation.tracer.start_span(
+            f"step {event.step}",
+            kind=SpanKind.INTERNAL,
+            attributes={sc.RUN_ID: self._run_id, sc.STEP: event.step},
+            start_time=self._ns(event.time),
+        )
+        self._step_span = span
+        self._step_token = otel_context.attach(trace.set_span_in_context(span))
+
+    def _step_completed(self, event: Any) -> None:
+        span = self._step_span
+        if span is not None:
+            span.set_attribute(sc.TOOL_CALLS, len(event.tool_calls))
+            span.set_attributes(sc.usage_attributes(event.usage))
+        self._end_step(None, event.time)
+
+    def _step_aborted(self, event: Any) -> None:
+        self._end_step(event.reason or "aborted", event.time)
+
+    def _end_step(self, error: str | None, at: float) -> None:
+        span, token = self._step_span, self._step_token
+        if span is None:
+            return
+        self._step_span = self._step_token = None
+        if error is not None:
+            span.set_status(Status(StatusCode.ERROR, error))
+        span.end(end_time=self._ns(at))
+        if token is not None:
+            otel_context.detach(token)  # type: ignore[arg-type]
+
+    def _retry(self, event: Any) -> None:
+        span = self._step_span or self._run_span
+        if span is not None:
+            span.add_event(
+                "generate.retry",
+                {
+                    sc.ATTEMPT: event.attempt,
+                    "operative.retry.delay": event.delay,
+                    sc.ERROR_TYPE: event.error_type,
+                    "operative.error": event.error,
+                },
+                timestamp=self._ns(event.time),
+            )
+
+    def _run_ended(self, event: Any) -> None:
+        span, token = self._run_span, self._run_token
+        self._end_step("the run ended during this step", event.time)
+        if span is None:
+            return
+        self._run_span = self._run_token = None
+        type = event.type
+        span.set_attributes(sc.usage_attributes(event.usage))
+        span.set_attribute(sc.STEPS, event.steps)
+        end = self._ns(event.time)
+        if type == "run.completed":
+            span.set_attribute(sc.FINISH_REASON, str(event.finish_reason))
+        elif type == "run.aborted":
+            span.set_attribute(sc.FINISH_REASON, "aborted")
+            span.set_attribute(sc.ABORT_REASON, event.reason)
+            span.set_attribute(sc.ERROR_TYPE, "aborted")
+            span.set_status(Status(StatusCode.ERROR, f"aborted: {event.reason}"))
+        else:
+            span.set_attribute(sc.FINISH_REASON, "error")
+            span.set_attribute(sc.ERROR_TYPE, event.error_type)
+            result = getattr(self._run, "_result", None)
+            error = getattr(result, "error", None)
+            if isinstance(error, BaseException):
+                span.record_exception(error, timestamp=end)
+            span.set_status(Status(StatusCode.ERROR, f"{event.error_type}: {event.error}"))
+        span.end(end_time=end)
+        if token is not None:
+            otel_context.detach(token)  # type: ignore[arg-type]
