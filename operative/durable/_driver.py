@@ -176,6 +176,11 @@ class DurableDriver:
             self._journaled = len(run.conversation)
             self._restore(run, self._replay)
             self._started.set()
+            if self._replay.partial is None:
+                # Between steps: a cancellation asked for while no worker ran the run
+                # stops it before another step. (A step cut short is finished first:
+                # its writes return the cancellation, as they would have.)
+                await self._read_cancellation(run.run_id)
             return
         cfg = run._cfg
         conversation = run.conversation
@@ -199,6 +204,16 @@ class DurableDriver:
             raise
         self._journaled = len(conversation)
         self._started.set()
+
+    async def _read_cancellation(self, run_id: str) -> None:
+        try:
+            record = await self._durable.engine.get(run_id)
+        except Exception:
+            logger.warning("reading the record of durable run %s failed; a cancellation "
+                           "is seen at its next write", run_id, exc_info=True)  # fmt: skip
+            return
+        if record is not None and record.cancel_reason and self.cancel_reason is None:
+            self.cancel_reason = record.cancel_reason
 
     def _restore(self, run: ActiveRun, replay: Replay) -> None:
         run._steps.extend(replay.steps)

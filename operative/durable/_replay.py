@@ -16,7 +16,7 @@ import attrs
 from .._errors import CorruptRecordError
 from .._results import StepResult
 from .._types import ToolResult, Usage
-from ..conversation import ConversationHistory, Message, tool_result_message
+from ..conversation import ConversationHistory, Message, cancelled_result, tool_result_message
 from ._records import Finished, Generated, JournalEntry, Started, StepDone, ToolSettled, ToolStarted
 
 __all__ = ["PartialStep", "Replay", "replay_journal", "transcript"]
@@ -151,14 +151,27 @@ def transcript(replay: Replay) -> ConversationHistory:
     """The run's transcript as the journal knows it (what a finished run ended with)."""
     messages = list(replay.history.messages)
     partial = replay.partial
+    finished = replay.finished
     if partial is not None:
         messages.append(partial.message)
-        if replay.finished is None:
+        if finished is None:
             messages.extend(
                 tool_result_message(partial.settled[call.id])
                 for call in partial.message.tool_calls
                 if call.id in partial.settled
             )
-    if replay.finished is not None:
-        messages.extend(replay.finished.messages)  # the step's results, as clean-up left them
+        else:
+            # Clean-up answers the step's calls in 'finished'; a run ended from outside
+            # (cancelled through the engine while nobody held it) had no clean-up: its
+            # settled calls keep their results, the others are cancelled.
+            answered = {m.tool_call_id for m in finished.messages if m.role == "tool"}
+            outcome = finished.outcome
+            why = outcome.abort_reason or outcome.error or outcome.finish_reason
+            messages.extend(
+                tool_result_message(partial.settled.get(call.id) or cancelled_result(call, why))
+                for call in partial.message.tool_calls
+                if call.id not in answered
+            )
+    if finished is not None:
+        messages.extend(finished.messages)  # the step's results, as clean-up left them
     return ConversationHistory(messages=tuple(messages), metadata=replay.history.metadata)
