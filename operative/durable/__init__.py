@@ -18,6 +18,7 @@ continues it from its journal. See the "Durable runs" page of the docs.
 from __future__ import annotations
 
 from ._driver import Durable
+from ._postgres import PostgresCheckpointStore, PostgresEngine
 from ._protocols import CheckpointStore, DurableEngine
 from ._records import (
     Finished,
@@ -46,6 +47,8 @@ __all__ = [
     "JournalEntry",
     "JournalRecord",
     "Lease",
+    "PostgresCheckpointStore",
+    "PostgresEngine",
     "Replay",
     "RunOutcome",
     "RunRecord",

@@ -9,13 +9,34 @@ from typing import Any
 import msgspec
 
 from .._errors import CorruptRecordError, InvalidArgument
-from ._records import JournalEntry, JournalRecord, RunOutcome, RunRecord, RunStatus
+from ._records import (
+    Finished,
+    Generated,
+    JournalEntry,
+    JournalRecord,
+    Lease,
+    RunOutcome,
+    RunRecord,
+    RunStatus,
+    Started,
+    StepDone,
+    ToolSettled,
+    ToolStarted,
+)
 
 __all__ = [
     "RUN_COLUMNS",
     "STATUSES",
+    "check_after",
+    "check_lease",
     "check_lease_seconds",
+    "check_limit",
+    "check_name",
+    "check_records",
     "check_run_id",
+    "check_seq",
+    "check_started",
+    "check_time",
     "decode_entry",
     "decode_run",
     "encode_outcome",
@@ -29,6 +50,7 @@ RUN_COLUMNS = (
     "lease_expires_at, fence, cancel_reason, outcome"
 )
 STATUSES: frozenset[str] = frozenset({"running", "completed", "aborted", "error"})
+_RECORD_TYPES = (Started, Generated, ToolStarted, ToolSettled, StepDone, Finished)
 
 _encoder = msgspec.json.Encoder()
 _record_decoder: msgspec.json.Decoder[JournalRecord] = msgspec.json.Decoder(JournalRecord)
@@ -147,3 +169,64 @@ def check_lease_seconds(lease_seconds: object) -> float:
     ):
         raise InvalidArgument(f"lease_seconds must be seconds > 0, not {lease_seconds!r}")
     return float(lease_seconds)
+
+
+def check_seq(seq: object) -> int:
+    """A sequence number a worker writes at: 0 is the ``started`` entry, written by start."""
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
+        raise InvalidArgument(f"seq must be an int >= 1 (0 is the start), not {seq!r}")
+    return seq
+
+
+def check_name(what: str, value: object, *, optional: bool = False) -> str | None:
+    """A worker id, agent name, session id or reason: a str without NUL (PostgreSQL text
+    cannot hold one), or ``None`` where ``optional``."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or "\x00" in value:
+        raise InvalidArgument(f"{what} must be a str without NUL, not {value!r}")
+    return value
+
+
+def check_limit(limit: object) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidArgument(f"limit must be an int >= 1, not {limit!r}")
+    return limit
+
+
+def check_time(what: str, value: object) -> float | None:
+    """An optional bound in epoch seconds."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise InvalidArgument(f"{what} must be epoch seconds or None, not {value!r}")
+    return float(value)
+
+
+def check_started(started: object) -> Started:
+    if not isinstance(started, Started):
+        raise InvalidArgument(f"a run starts from a Started record, not {started!r}")
+    check_name("the agent name", started.agent_name)
+    return started
+
+
+def check_after(after: object) -> int:
+    if isinstance(after, bool) or not isinstance(after, int):
+        raise InvalidArgument(f"after must be an int (a sequence number), not {after!r}")
+    return after
+
+
+def check_lease(lease: object) -> Lease:
+    if not isinstance(lease, Lease):
+        raise InvalidArgument(f"expected the Lease start or claim returned, not {lease!r}")
+    return lease
+
+
+def check_records(records: object) -> list[JournalRecord]:
+    """The records of one append: a sequence of journal records (possibly empty)."""
+    if isinstance(records, str | bytes) or not isinstance(records, Sequence):
+        raise InvalidArgument(f"records must be a sequence of journal records, not {records!r}")
+    for record in records:
+        if not isinstance(record, _RECORD_TYPES):
+            raise InvalidArgument(f"{record!r} is not a journal record")
+    return list(records)

@@ -34,8 +34,16 @@ from ._records import (
 )
 from ._rows import (
     RUN_COLUMNS,
+    check_after,
+    check_lease,
     check_lease_seconds,
+    check_limit,
+    check_name,
+    check_records,
     check_run_id,
+    check_seq,
+    check_started,
+    check_time,
     decode_entry,
     decode_run,
     encode_outcome,
@@ -199,9 +207,9 @@ class SqliteCheckpointStore(_SqliteDurable):
 
     async def append(self, lease: Lease, seq: int, records: Sequence[JournalRecord]) -> str | None:
         """Append ``records`` from ``seq`` on if ``lease`` still holds (see the protocol)."""
-        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
-            raise InvalidArgument(f"seq must be an int >= 1 (0 is the start), not {seq!r}")
-        batch = list(records)
+        check_lease(lease)
+        check_seq(seq)
+        batch = check_records(records)
 
         def work(conn: sqlite3.Connection) -> str | None:
             cancel = self._check_fence(conn, lease)
@@ -214,17 +222,18 @@ class SqliteCheckpointStore(_SqliteDurable):
     async def read(self, run_id: str, *, after: int = -1) -> list[JournalEntry]:
         """The run's entries with ``seq > after``, in order."""
         check_run_id(run_id)
+        check_after(after)
         where = self._where()
 
         def work(conn: sqlite3.Connection) -> list[JournalEntry]:
-            return [
-                decode_entry(where, run_id, seq, record, at)
-                for seq, record, at in conn.execute(
-                    "SELECT seq, record, at FROM operative_journal WHERE run_id = ? AND seq > ? "
-                    "ORDER BY seq",
-                    (run_id, after),
-                )
-            ]
+            # Fetch every row before decoding: a statement left unfinished by a corrupt
+            # row would pin this connection's read snapshot (stale reads, busy writes).
+            rows = conn.execute(
+                "SELECT seq, record, at FROM operative_journal WHERE run_id = ? AND seq > ? "
+                "ORDER BY seq",
+                (run_id, after),
+            ).fetchall()
+            return [decode_entry(where, run_id, seq, record, at) for seq, record, at in rows]
 
         entries: list[JournalEntry] = await self._call(work)
         return entries
@@ -255,7 +264,10 @@ class SqliteEngine(_SqliteDurable):
         session_id: str | None = None,
     ) -> Lease:
         """Commit a new run record leased to ``worker_id`` and its ``started`` entry."""
+        check_started(started)
         check_run_id(run_id)
+        check_name("worker_id", worker_id)
+        check_name("session_id", session_id, optional=True)
         seconds = check_lease_seconds(lease_seconds)
 
         def work(conn: sqlite3.Connection) -> Lease:
@@ -292,9 +304,9 @@ class SqliteEngine(_SqliteDurable):
         agent_names: Sequence[str] | None = None,
     ) -> list[Lease]:
         """Lease up to ``limit`` running runs whose lease expired (see the protocol)."""
+        check_name("worker_id", worker_id)
         seconds = check_lease_seconds(lease_seconds)
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise InvalidArgument(f"limit must be an int >= 1, not {limit!r}")
+        check_limit(limit)
         sql = [
             "SELECT run_id, agent_name, session_id, fence FROM operative_runs "
             "WHERE status = 'running' AND lease_expires_at <= ?"
@@ -308,7 +320,7 @@ class SqliteEngine(_SqliteDurable):
             sql.append(f"AND run_id IN ({','.join('?' * len(ids))})")
             filters.extend(ids)
         if agent_names is not None:
-            names = list(agent_names)
+            names = [check_name("an agent name", name) for name in agent_names]
             if not names:
                 await trio.lowlevel.checkpoint()
                 return []
@@ -344,6 +356,7 @@ class SqliteEngine(_SqliteDurable):
 
     async def renew(self, lease: Lease, *, lease_seconds: float) -> tuple[Lease, str | None]:
         """Extend ``lease`` (see the protocol)."""
+        check_lease(lease)
         seconds = check_lease_seconds(lease_seconds)
 
         def work(conn: sqlite3.Connection) -> tuple[Lease, str | None]:
@@ -367,6 +380,10 @@ class SqliteEngine(_SqliteDurable):
 
     async def finish(self, lease: Lease, seq: int, finished: Finished) -> RunRecord:
         """Commit the terminal outcome and the ``finished`` entry (see the protocol)."""
+        check_lease(lease)
+        check_seq(seq)
+        if not isinstance(finished, Finished):
+            raise InvalidArgument(f"finish takes a Finished record, not {finished!r}")
         outcome = finished.outcome
 
         def work(conn: sqlite3.Connection) -> RunRecord:
@@ -387,6 +404,7 @@ class SqliteEngine(_SqliteDurable):
 
     async def release(self, lease: Lease) -> None:
         """Give the run up unfinished: any worker may claim it at once."""
+        check_lease(lease)
 
         def work(conn: sqlite3.Connection) -> None:
             conn.execute(
@@ -400,7 +418,7 @@ class SqliteEngine(_SqliteDurable):
     async def cancel(self, run_id: str, reason: str = "cancelled") -> RunRecord:
         """Ask a run to stop (see the protocol)."""
         check_run_id(run_id)
-        if not isinstance(reason, str) or not reason:
+        if not check_name("reason", reason):
             raise InvalidArgument(f"reason must be a non-empty str, not {reason!r}")
 
         def work(conn: sqlite3.Connection) -> RunRecord:
@@ -451,8 +469,10 @@ class SqliteEngine(_SqliteDurable):
         limit: int = 100,
     ) -> list[RunRecord]:
         """Runs matching every filter given, newest first."""
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise InvalidArgument(f"limit must be an int >= 1, not {limit!r}")
+        check_limit(limit)
+        check_name("agent_name", agent_name, optional=True)
+        check_name("session_id", session_id, optional=True)
+        since, until = check_time("since", since), check_time("until", until)
         sql = [f"SELECT {RUN_COLUMNS} FROM operative_runs WHERE 1 = 1"]
         params: list[Any] = []
         wanted = statuses(status)
@@ -467,17 +487,18 @@ class SqliteEngine(_SqliteDurable):
             params.append(session_id)
         if since is not None:
             sql.append("AND created_at >= ?")
-            params.append(float(since))
+            params.append(since)
         if until is not None:
             sql.append("AND created_at < ?")
-            params.append(float(until))
+            params.append(until)
         sql.append("ORDER BY created_at DESC, run_id LIMIT ?")
         params.append(limit)
         statement = " ".join(sql)
         where = self._where()
 
         def work(conn: sqlite3.Connection) -> list[RunRecord]:
-            return [decode_run(where, row) for row in conn.execute(statement, params)]
+            rows = conn.execute(statement, params).fetchall()  # all, before decoding
+            return [decode_run(where, row) for row in rows]
 
         records: list[RunRecord] = await self._call(work)
         return records

@@ -2,7 +2,8 @@
 
 psycopg's async connection does not run under Trio, so this store drives sync psycopg 3
 from worker threads: a pool of at most ``max_connections`` connections (autocommit), each
-handed to one thread at a time by a :class:`trio.CapacityLimiter`.
+handed to one thread at a time by a :class:`trio.CapacityLimiter`. That plumbing is the
+``PostgresPooled`` base, shared with the PostgreSQL durable engine and checkpoint store.
 
 Batches run in one transaction: ``SELECT ... FOR UPDATE`` locks the rows that exist,
 their versions are compared, then rows are updated, deleted, or inserted with
@@ -43,21 +44,20 @@ from ._sqlite import (
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["PostgresStore"]
+__all__ = ["PostgresPooled", "PostgresStore"]
 
 _T = TypeVar("_T")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}\Z")
 _ATTEMPTS = 20  # batch restarts after a deadlock or a concurrent insert
 _CANCEL_TIMEOUT = 5.0  # seconds for the cancel request to reach the server
+_SCHEMA_LOCK = 7279751083373420113  # advisory lock serialising operative's CREATE TABLEs
 
 
-def _import_psycopg() -> Any:
+def _import_psycopg(user: str) -> Any:
     try:
         import psycopg
     except ImportError as exc:
-        raise ImportError(
-            "PostgresStore needs psycopg 3: pip install 'operative[postgres]'"
-        ) from exc
+        raise ImportError(f"{user} needs psycopg 3: pip install 'operative[postgres]'") from exc
     return psycopg
 
 
@@ -65,56 +65,47 @@ class _Restart(Exception):
     """A concurrent writer created a key this batch meant to create: start over."""
 
 
-class PostgresStore(PooledStore):
-    """A :class:`~operative.storage.ConditionalTextValueStore` in a PostgreSQL table.
+class PostgresPooled(PooledStore):
+    """Base of PostgreSQL-backed classes: a pool of sync psycopg connections (autocommit).
 
-    For many processes on many machines sharing one database. Connections open lazily.
-
-    Args:
-        dsn: a libpq connection string or URI.
-        max_connections: connections (and worker threads) per store.
-        table: the table holding the values (created if missing).
+    A subclass calls ``__init__`` with the DSN and pool size and creates its tables in
+    ``_setup`` (with :meth:`_create_tables`). ``_call(work)`` runs ``work(connection)`` in
+    a worker thread and, when the caller is cancelled, stops the query with
+    ``cancel_safe()`` (see the module docstring).
     """
 
-    __slots__ = (
-        "_dsn",
-        "_psycopg",
-        "_table",
-    )
+    __slots__ = ("_dsn", "_psycopg")
 
-    def __init__(self, dsn: str, *, max_connections: int = 4, table: str = "operative_kv") -> None:
+    def __init__(self, dsn: str, *, max_connections: int) -> None:
         if not isinstance(dsn, str):
             raise InvalidArgument(f"dsn must be a str, not {dsn!r}")
         if isinstance(max_connections, bool) or not isinstance(max_connections, int):
             raise InvalidArgument(f"max_connections must be an int, not {max_connections!r}")
         if max_connections < 1:
             raise InvalidArgument(f"max_connections must be >= 1, not {max_connections!r}")
-        if not isinstance(table, str) or not _IDENTIFIER.match(table):
-            raise InvalidArgument(f"table must be a plain SQL identifier, not {table!r}")
-        self._psycopg = _import_psycopg()
+        self._psycopg = _import_psycopg(type(self).__name__)
         self._dsn = dsn
         self._max_connections = max_connections
-        self._table = table
         self._limiter = trio.CapacityLimiter(max_connections)
         self._idle: list[psycopg.Connection[Any]] = []
         self._closed = False
 
-    def __repr__(self) -> str:
-        return f"<PostgresStore table {self._table!r}{' closed' if self._closed else ''}>"
+    def _setup(self, conn: psycopg.Connection[Any]) -> None:
+        """Create this class's tables (called once per new connection)."""
 
-    # -- plumbing -------------------------------------------------------------------
+    @staticmethod
+    def _create_tables(conn: psycopg.Connection[Any], statements: Sequence[str]) -> None:
+        """Run ``statements`` in one transaction, one connection of any process at a time
+        (concurrent ``CREATE TABLE IF NOT EXISTS`` can collide)."""
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            for statement in statements:
+                conn.execute(statement)
 
     def _connect(self) -> psycopg.Connection[Any]:
         conn: psycopg.Connection[Any] = self._psycopg.connect(self._dsn, autocommit=True)
         try:
-            with conn.transaction():
-                # Serialise creation: concurrent CREATE TABLE IF NOT EXISTS can collide.
-                conn.execute("SELECT pg_advisory_xact_lock(7279751083373420113)")
-                conn.execute(
-                    f'CREATE TABLE IF NOT EXISTS "{self._table}" ('
-                    'key TEXT COLLATE "C" PRIMARY KEY, value TEXT NOT NULL, '
-                    "version BIGINT NOT NULL)"
-                )
+            self._setup(conn)
         except BaseException:
             conn.close()
             raise
@@ -162,6 +153,41 @@ class PostgresStore(PooledStore):
         if cancelled:
             await trio.lowlevel.checkpoint()  # raises the pending Cancelled
         return result.unwrap()
+
+
+class PostgresStore(PostgresPooled):
+    """A :class:`~operative.storage.ConditionalTextValueStore` in a PostgreSQL table.
+
+    For many processes on many machines sharing one database. Connections open lazily.
+
+    Args:
+        dsn: a libpq connection string or URI.
+        max_connections: connections (and worker threads) per store.
+        table: the table holding the values (created if missing).
+    """
+
+    __slots__ = ("_table",)
+
+    def __init__(self, dsn: str, *, max_connections: int = 4, table: str = "operative_kv") -> None:
+        if not isinstance(table, str) or not _IDENTIFIER.match(table):
+            raise InvalidArgument(f"table must be a plain SQL identifier, not {table!r}")
+        super().__init__(dsn, max_connections=max_connections)
+        self._table = table
+
+    def __repr__(self) -> str:
+        return f"<PostgresStore table {self._table!r}{' closed' if self._closed else ''}>"
+
+    # -- plumbing -------------------------------------------------------------------
+
+    def _setup(self, conn: psycopg.Connection[Any]) -> None:
+        self._create_tables(
+            conn,
+            [
+                f'CREATE TABLE IF NOT EXISTS "{self._table}" ('
+                'key TEXT COLLATE "C" PRIMARY KEY, value TEXT NOT NULL, '
+                "version BIGINT NOT NULL)"
+            ],
+        )
 
     def _row(self, row: Sequence[object]) -> Versioned:
         raw_key, raw_value, raw_version = row

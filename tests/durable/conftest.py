@@ -65,7 +65,7 @@ def _sqlite(tmp_path: Path) -> DurableDb:
 def _postgres(base_dsn: str) -> DurableDb:
     import psycopg
 
-    from operative.durable import PostgresCheckpointStore, PostgresEngine  # type: ignore[attr-defined]
+    from operative.durable import PostgresCheckpointStore, PostgresEngine
 
     schema = f"durable_{os.getpid()}_{next(_schemas)}"
     with psycopg.connect(base_dsn, autocommit=True) as conn:
