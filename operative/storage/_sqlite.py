@@ -331,7 +331,7 @@ class SqliteStore(SqlitePooled):
             cursor = conn.execute(
                 f"SELECT key, value, version FROM {self._table} WHERE key IN ({marks})", chunk
             )
-            for row in cursor:
+            for row in cursor.fetchall():  # all rows first: a bad one ends no snapshot early
                 item = self._row(row)
                 found[item.key] = item
         return found
@@ -401,7 +401,8 @@ class SqliteStore(SqlitePooled):
         statement = " ".join(sql)
 
         def work(conn: sqlite3.Connection) -> list[Versioned]:
-            return [self._row(row) for row in conn.execute(statement, params)]
+            rows = conn.execute(statement, params).fetchall()  # the statement ends here
+            return [self._row(row) for row in rows]
 
         return await self._call(work)
 
