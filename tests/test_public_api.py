@@ -22,6 +22,7 @@ PUBLIC = [
     "operative.storage",
     "operative.testing",
     "operative.sessions",
+    "operative.store",
 ]
 
 
