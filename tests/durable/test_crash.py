@@ -405,7 +405,23 @@ class Scenario:
 Journals = dict[str, list[JournalEntry]]
 
 
-async def _journals(store: Any, run_ids: Sequence[str]) -> Journals:
+async def _journals_after_kill(engine: Any, store: Any, run_ids: Sequence[str]) -> Journals:
+    """The journals as the next worker finds them: once the killed worker's leases expired.
+
+    A write the killed worker had in flight may still commit after its death (PostgreSQL
+    completes a COMMIT it received); by the time its leases expire, it has.
+    """
+    with trio.fail_after(30):
+        while True:
+            records = [await engine.get(run_id) for run_id in run_ids]
+            if all(
+                record is None
+                or record.status != "running"
+                or record.lease_expires_at < time.time()
+                for record in records
+            ):
+                break
+            await trio.sleep(POLL)
     return {run_id: await store.read(run_id) for run_id in run_ids}
 
 
@@ -471,7 +487,7 @@ async def _crash_and_recover(
             )
             await _kill_first(first, scenario, store, log)
             assert first.clean or first.killed, first.describe()
-            journals.append(await _journals(store, scenario.run_ids))
+            journals.append(await _journals_after_kill(engine, store, scenario.run_ids))
             for index, stage in enumerate(stages[1:], 1):
                 started = [
                     await workers.start(
@@ -489,7 +505,7 @@ async def _crash_and_recover(
                         worker, scenario, store, scenario.recovery_kills[index - 1]
                     )
                     assert worker.clean or worker.killed, worker.describe()
-                    journals.append(await _journals(store, scenario.run_ids))
+                    journals.append(await _journals_after_kill(engine, store, scenario.run_ids))
                 else:
                     for worker in started:
                         await worker.wait()
