@@ -24,7 +24,8 @@ from ..conversation import Conversation, ConversationHistory
 from ..durable import CheckpointStore, Durable, DurableEngine, replay_journal, transcript
 from ..durable._driver import Resumed, default_worker_id
 from ..durable._records import Lease, RunRecord
-from ._records import RunOutcome
+from ._merge import apply_run
+from ._records import AgentSession, RunOutcome
 
 
 def _only_cancelled(exc: BaseException | None) -> bool:
@@ -150,7 +151,7 @@ async def recover(handle: SessionHandle) -> RecoveredRun | None:
         if record is None:
             # Its run record was never committed: nothing can resume it.
             base = handle.session.conversation_history
-            await handle._store_outcome(run_id, base, base, RunOutcome(finish_reason="aborted"))
+            await _store_outcome(handle, run_id, base, base, RunOutcome(finish_reason="aborted"))
             return None
         if record.status != "running":
             await _reconcile(handle, durability, record)
@@ -237,6 +238,34 @@ async def _reconcile(
     base = ConversationHistory(
         messages=replay.started.messages, metadata=dict(replay.started.conversation_metadata)
     )
-    await handle._store_outcome(
-        record.run_id, base, transcript(replay), RunOutcome(finish_reason=finish, error=error)
+    await _store_outcome(
+        handle,
+        record.run_id,
+        base,
+        transcript(replay),
+        RunOutcome(finish_reason=finish, error=error),
     )
+
+
+async def _store_outcome(
+    handle: SessionHandle,
+    run_id: str,
+    base: ConversationHistory,
+    transcript: ConversationHistory,
+    outcome: RunOutcome,
+) -> None:
+    """Store a run's transcript and outcome (a run another worker finished)."""
+    ended_at = handle.store.clock()
+
+    def settle(current: AgentSession) -> AgentSession:
+        return apply_run(
+            current,
+            run_id=run_id,
+            transcript=transcript,
+            base=base,
+            outcome=outcome,
+            ended_at=ended_at,
+        )
+
+    handle._session = await handle.store.update(handle.id, settle)
+    handle._announce_save(run_id, outcome.finish_reason)

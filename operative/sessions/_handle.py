@@ -336,29 +336,6 @@ class SessionHandle:
 
         return await recover(self)
 
-    async def _store_outcome(
-        self,
-        run_id: str,
-        base: ConversationHistory,
-        transcript: ConversationHistory,
-        outcome: RunOutcome,
-    ) -> None:
-        """Store a run's transcript and outcome (a run another worker finished)."""
-        ended_at = self._store.clock()
-
-        def settle(current: AgentSession) -> AgentSession:
-            return apply_run(
-                current,
-                run_id=run_id,
-                transcript=transcript,
-                base=base,
-                outcome=outcome,
-                ended_at=ended_at,
-            )
-
-        self._session = await self._store.update(self.id, settle)
-        self._announce_save(run_id, outcome.finish_reason)
-
     async def _settle(
         self,
         run_id: str,
