@@ -73,6 +73,28 @@ async def resume(
     return result
 
 
+async def _resume_logged(
+    lease: Lease,
+    *,
+    engine: DurableEngine,
+    checkpoint_store: CheckpointStore,
+    agents: Mapping[str, Any],
+    lease_seconds: float,
+) -> RunResult | None:
+    """:func:`resume`, with a failure logged instead of raised (other runs go on)."""
+    try:
+        return await resume(
+            lease,
+            engine=engine,
+            checkpoint_store=checkpoint_store,
+            agent=agents[lease.agent_name],
+            lease_seconds=lease_seconds,
+        )
+    except Exception:
+        logger.exception("durable run %s could not be resumed", lease.run_id)
+        return None
+
+
 async def recover(
     *,
     engine: DurableEngine,
@@ -107,17 +129,13 @@ async def recover(
     results: dict[str, RunResult] = {}
 
     async def one(lease: Lease) -> None:
-        try:
-            result = await resume(
-                lease,
-                engine=engine,
-                checkpoint_store=checkpoint_store,
-                agent=agents[lease.agent_name],
-                lease_seconds=lease_seconds,
-            )
-        except Exception:
-            logger.exception("durable run %s could not be resumed", lease.run_id)
-            return
+        result = await _resume_logged(
+            lease,
+            engine=engine,
+            checkpoint_store=checkpoint_store,
+            agents=agents,
+            lease_seconds=lease_seconds,
+        )
         if result is not None:
             results[lease.run_id] = result
 
@@ -156,15 +174,13 @@ async def serve_durable_runs(
     async def one(lease: Lease) -> None:
         nonlocal running, finished
         try:
-            await resume(
+            await _resume_logged(
                 lease,
                 engine=engine,
                 checkpoint_store=checkpoint_store,
-                agent=agents[lease.agent_name],
+                agents=agents,
                 lease_seconds=lease_seconds,
             )
-        except Exception:
-            logger.exception("durable run %s could not be resumed", lease.run_id)
         finally:
             running -= 1
             finished.set()
