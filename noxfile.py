@@ -47,3 +47,4 @@ def bench(session: nox.Session) -> None:
     session.run("python", "benchmarks/bench_codec.py")
     session.run("python", "benchmarks/bench_providers.py")
     session.run("python", "benchmarks/bench_durable.py")
+    session.run("python", "benchmarks/bench_instrumentation.py")

@@ -12,7 +12,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize(
-    "script", ["bench_loop.py", "bench_codec.py", "bench_storage.py", "bench_durable.py"]
+    "script",
+    [
+        "bench_loop.py",
+        "bench_codec.py",
+        "bench_storage.py",
+        "bench_durable.py",
+        "bench_instrumentation.py",
+    ],
 )
 def test_benchmark_quick_mode_runs(script: str) -> None:
     """Each benchmark's --quick run exits 0 and prints its figures."""
