@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ._model import GenerateFunction
@@ -26,6 +26,8 @@ __all__ = [
     "current_conversation_id",
     "install",
     "installed",
+    "reset_conversation_id",
+    "set_conversation_id",
     "uninstall",
 ]
 
@@ -91,6 +93,15 @@ _conversation: ContextVar[str | None] = ContextVar("operative_conversation_id", 
 def current_conversation_id() -> str | None:
     """The conversation (session, thread) id set around the current code, if any."""
     return _conversation.get()
+
+
+def set_conversation_id(id: str | None) -> Token[str | None]:
+    """Set the current conversation id; undo with :func:`reset_conversation_id`."""
+    return _conversation.set(id)
+
+
+def reset_conversation_id(token: Token[str | None]) -> None:
+    _conversation.reset(token)
 
 
 @contextmanager

@@ -30,6 +30,7 @@ from .._agent import AgentRunContext, RunHandle, RunnableAgent
 from .._errors import InvalidArgument, MissingRunOptionsError, SessionPersistenceError
 from .._event_hub import EventHub, Listener
 from .._events import SessionLoaded, SessionSaved
+from .._instrument_hook import reset_conversation_id, set_conversation_id
 from .._results import RunResult
 from .._run import open_run
 from .._types import FinishReason
@@ -238,6 +239,8 @@ class SessionHandle:
         base = self._session.conversation_history
         self._tracker.pulse("progress")
         token = _current_handle.set(self)
+        # Traced runs of this session carry its id as gen_ai.conversation.id.
+        conversation = set_conversation_id(self.id)
         result: RunResult | None = None
         failure: BaseException | None = None
         handle: RunHandle | None = None
@@ -256,6 +259,7 @@ class SessionHandle:
             failure = exc
         finally:
             _current_handle.reset(token)
+            reset_conversation_id(conversation)
         shutdown = (
             self._durability is not None and _only_cancelled(failure) and self._cancels == cancels
         )

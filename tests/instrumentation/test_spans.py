@@ -562,3 +562,18 @@ def test_opt_in_reaches_the_instrumentation(
     assert telemetry.instrumentation().conventions == "latest"
     monkeypatch.delenv("OTEL_SEMCONV_STABILITY_OPT_IN")
     assert telemetry.instrumentation().conventions == "default"
+
+
+async def test_a_session_turn_carries_the_session_id(telemetry: Telemetry) -> None:
+    """Runs of a session handle record the session id as gen_ai.conversation.id."""
+    from operative import MemoryStore, create_session_store, open_session
+
+    agent = create_agent(
+        generate=Model(["hello"]), name="helper", instrumentation=telemetry.instrumentation()
+    )
+    sessions = create_session_store(MemoryStore())
+    async with open_session("session-7", store=sessions, agent_name="helper", agent=agent) as h:
+        await h.run("hi")
+    for name in ("invoke_agent helper", "chat gpt-test"):
+        attributes = dict(telemetry.one(name).attributes or {})
+        assert attributes["gen_ai.conversation.id"] == "session-7"
