@@ -9,10 +9,12 @@ import operative.providers
 
 
 def test_import_operative_imports_no_sdk() -> None:
-    """In a fresh interpreter, operative and operative.providers leave both SDKs unloaded."""
+    """In a fresh interpreter, operative and operative.providers leave the SDKs unloaded
+    (the provider SDKs and OpenTelemetry)."""
     code = (
         "import sys, operative, operative.providers; "
-        "print(sorted(m for m in ('anthropic', 'openai', 'httpx2') if m in sys.modules))"
+        "print(sorted(m for m in ('anthropic', 'openai', 'httpx2', 'opentelemetry') "
+        "if m in sys.modules))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
