@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,15 +63,22 @@ async def test_cancel_during_the_reservation_aborts_the_turn() -> None:
 
 
 _slow_commits = [False]
+_after_commit: list[Callable[[], object] | None] = [None]
 
 
 class _SlowCommit(sqlite3.Connection):
-    """A connection whose COMMIT succeeds, then takes a while to return (a slow fsync)."""
+    """A connection whose COMMIT succeeds, then takes a while to return (a slow fsync).
+
+    ``_after_commit`` runs (in the worker thread) once the COMMIT went through.
+    """
 
     def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
         cursor = super().execute(sql, *args)
         if sql == "COMMIT" and _slow_commits[0]:
-            time.sleep(0.3)
+            hook = _after_commit[0]
+            if hook is not None:
+                hook()
+            time.sleep(0.1)
         return cursor
 
 
@@ -89,13 +96,16 @@ async def test_cancel_during_a_committed_reservation_still_settles_the_run(
     async with SqliteStore(tmp_path / "sessions.db") as kv:
         sessions = create_session_store(kv)
         async with open_session("s", store=sessions, agent_name="helper", agent=agent) as handle:
-            _slow_commits[0] = True
-            try:
-                # The first time trio idles (0.05 s real) is inside the slow COMMIT.
-                with trio.move_on_after(0.001) as scope:
+            token = trio.lowlevel.current_trio_token()
+            with trio.CancelScope() as scope:
+                # The caller is cancelled while the committed reservation's thread runs.
+                _after_commit[0] = lambda: trio.from_thread.run_sync(scope.cancel, trio_token=token)
+                _slow_commits[0] = True
+                try:
                     await handle.run("hi")
-            finally:
-                _slow_commits[0] = False
+                finally:
+                    _slow_commits[0] = False
+                    _after_commit[0] = None
         assert scope.cancelled_caught
         stored = await sessions.load("s")
     assert stored is not None
