@@ -74,6 +74,7 @@ class RunState:
         "_done",
         "_durable",
         "_elicit",
+        "_handoff",
         "_hub",
         "_inflight",
         "_liveness",
@@ -121,6 +122,8 @@ class RunState:
         self._output: Any = None
         self._content_override: str | None = None
         self._recovered_error: str | None = None
+        self._handoff: Any = None
+        """A pending handoff (``operative.multiagent``), applied at the step's end."""
         # Optional subsystems are imported only by runs that use them.
         self._budget: BudgetTracker | None = None
         if config.budget is not None:

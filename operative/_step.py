@@ -162,6 +162,15 @@ class StepLoop(GeneratePhase, ToolPhase):
                 for hook in hooks.on_step:
                     await call_hook(hook, step_result, context)
 
+            if self._handoff is not None:
+                # A handoff tool passed control to another agent: the run goes on under
+                # its generate, tools and stop conditions from the next step (those of
+                # the agent that handed off are not consulted for this step).
+                cfg = await self._handoff.apply(self)
+                hooks = cfg.hooks
+                specs = cfg.toolbox.specs()
+                continue
+
             if cfg.stop_when:
                 stopped = await self._stopped(step_result)
                 if stopped is not None:

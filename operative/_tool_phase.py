@@ -121,6 +121,7 @@ class ToolPhase(RunState):
             request_context=cfg.request_context,
             on_elicitation=self._elicit,
             emit=hub.emit,
+            run=self,
         )
         execute: Callable[[ToolCall, ExecutionContext], Awaitable[ToolResult]] = (
             cfg.toolbox.execute if cfg.on_approval is None else self._execute_or_park

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 import trio
@@ -34,6 +34,9 @@ class ExecutionContext(msgspec.Struct, frozen=True, kw_only=True):
     """Answers a tool's :meth:`ToolContext.elicit`; without it, elicitation fails."""
     emit: Callable[[Event], Awaitable[None]] | None = None
     """The run's event emitter (progress and elicitation events go through it)."""
+    run: Any = None
+    """The run the call belongs to, when the loop runs it (subagents and handoffs reach
+    their parent run through it); ``None`` for a host calling ``Toolbox.execute``."""
 
 
 EMPTY_CONTEXT = ExecutionContext()
