@@ -30,6 +30,7 @@ __all__ = [
     "GenerateRetry",
     "GenerateRouted",
     "GenerateStarted",
+    "Handoff",
     "ResponseValidated",
     "RunAborted",
     "RunCompleted",
@@ -47,6 +48,8 @@ __all__ = [
     "StepCompleted",
     "StepGenerated",
     "StepStarted",
+    "SubagentCompleted",
+    "SubagentEvent",
     "ToolProgress",
     "ToolResultValidated",
     "ToolsExecuted",
@@ -363,6 +366,43 @@ class SessionSaved(Event, frozen=True, kw_only=True, tag="session.saved"):
     """The run's finish reason when this write stored a turn's outcome."""
 
 
+class SubagentEvent(Event, frozen=True, kw_only=True, tag="subagent.event"):
+    """An event of a child run (a subagent), forwarded to its parent's listeners.
+
+    ``run_id`` and ``step`` are the parent's; the child's own event is ``event``, its run
+    id ``child_run_id``. A grandchild's events arrive wrapped twice (one level per run).
+    """
+
+    call_id: str
+    """The parent's tool call that runs the child."""
+    tool_name: str
+    agent_name: str
+    child_run_id: str
+    event: RunEvent
+
+
+class SubagentCompleted(Event, frozen=True, kw_only=True, tag="subagent.completed"):
+    """A child run ended; its usage is now part of the parent's (and of this step's)."""
+
+    call_id: str
+    tool_name: str
+    agent_name: str
+    child_run_id: str
+    finish_reason: FinishReason
+    usage: Usage = Usage()
+    """What the child spent: added to the parent's usage when this event is emitted."""
+    steps: int = 0
+
+
+class Handoff(Event, frozen=True, kw_only=True, tag="handoff"):
+    """Control passed to another agent; the run goes on under it from the next step."""
+
+    call_id: str
+    """The handoff tool call, whose result in the transcript names the new agent."""
+    from_agent: str
+    to_agent: str
+
+
 RunEvent: TypeAlias = (
     RunStarted
     | RunCompleted
@@ -399,6 +439,9 @@ RunEvent: TypeAlias = (
     | SteeringFailed
     | SessionLoaded
     | SessionSaved
+    | SubagentEvent
+    | SubagentCompleted
+    | Handoff
 )
 """Every event a run emits, one tagged union (decodes in one pass)."""
 

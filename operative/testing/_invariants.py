@@ -241,9 +241,14 @@ def _check_steps(result: RunResult, events: Sequence[Any]) -> None:
 def _check_accounting(result: RunResult, events: Sequence[Any], maximum_steps: int | None) -> None:
     total = Usage()
     for event in events:
-        # Every model call the run paid for: attempts, failed attempts, and summaries
-        # written by context compaction.
-        if event.type in ("generate.completed", "generate.error", "context.compacted"):
+        # Every model call the run paid for: attempts, failed attempts, summaries
+        # written by context compaction, and what its subagents spent.
+        if event.type in (
+            "generate.completed",
+            "generate.error",
+            "context.compacted",
+            "subagent.completed",
+        ):
             total = total + event.usage
     if total != result.usage:
         _fail(
