@@ -11,6 +11,7 @@
     ├── ApprovalError(OperativeError)                  a signed approval was rejected (``.reason``)
     ├── InvalidResponseError(OperativeError)           ``generate`` returned something unusable
     ├── HookError(OperativeError)                      a hook returned a value the loop cannot use
+    ├── GuardrailTripped(OperativeError)               a guardrail stopped the run (``.guardrail``)
     ├── OutputValidationError(OperativeError, ValueError)  structured output failed validation
     ├── ElicitationError(OperativeError)               a tool asked for input nobody can give
     ├── ProviderError(OperativeError)                  a model provider failed (``.retryable``)
@@ -40,7 +41,7 @@ Messages say what went wrong and what to do about it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
     "AgentContractError",
@@ -54,6 +55,7 @@ __all__ = [
     "CorruptRecordError",
     "DataValidationError",
     "ElicitationError",
+    "GuardrailTripped",
     "HookError",
     "InvalidArgument",
     "InvalidResponseError",
@@ -144,6 +146,35 @@ class InvalidResponseError(OperativeError):
 
 class HookError(OperativeError):
     """A hook returned a value of the wrong shape; the message names the hook."""
+
+
+class GuardrailTripped(OperativeError):
+    """A guardrail tripped: the run ended with ``finish_reason == "error"`` and this error.
+
+    ``guardrail`` names it, ``kind`` says what it checked (``"input"``, ``"output"``,
+    ``"tool-call"`` or ``"tool-result"``), ``reason`` is what it said and ``call_id`` the
+    tool call it stopped (tool guardrails). Nothing is retried: change the input, or the
+    guardrail if it tripped wrongly.
+    """
+
+    def __init__(
+        self, guardrail: str, kind: str, reason: str, *, call_id: str | None = None
+    ) -> None:
+        where = f" on call {call_id!r}" if call_id is not None else ""
+        super().__init__(f"guardrail {guardrail!r} ({kind}{where}) tripped: {reason}")
+        self.guardrail = guardrail
+        self.kind = kind
+        self.reason = reason
+        self.call_id = call_id
+
+    def __reduce__(self) -> Any:
+        return (_rebuild_guardrail_tripped, (self.guardrail, self.kind, self.reason, self.call_id))
+
+
+def _rebuild_guardrail_tripped(
+    guardrail: str, kind: str, reason: str, call_id: str | None
+) -> GuardrailTripped:
+    return GuardrailTripped(guardrail, kind, reason, call_id=call_id)
 
 
 class OutputValidationError(OperativeError, ValueError):

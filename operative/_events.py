@@ -30,6 +30,9 @@ __all__ = [
     "GenerateRetry",
     "GenerateRouted",
     "GenerateStarted",
+    "GuardrailPassed",
+    "GuardrailRewrote",
+    "GuardrailTrip",
     "Handoff",
     "ResponseValidated",
     "RunAborted",
@@ -344,6 +347,31 @@ class SteeringFailed(_SteeringCommandEvent, frozen=True, kw_only=True, tag="stee
     """Processing a steering command raised."""
 
 
+class _GuardrailEvent(Event, frozen=True, kw_only=True):
+    guardrail: str
+    """The guardrail's name."""
+    kind: str
+    """What it checked: ``"input"``, ``"output"``, ``"tool-call"`` or ``"tool-result"``."""
+    call_id: str | None = None
+    """The tool call it checked (tool guardrails)."""
+
+
+class GuardrailPassed(_GuardrailEvent, frozen=True, kw_only=True, tag="guardrail.passed"):
+    """A guardrail let its input, answer, call or result through unchanged."""
+
+
+class GuardrailRewrote(_GuardrailEvent, frozen=True, kw_only=True, tag="guardrail.rewrote"):
+    """A guardrail let it through, replaced; ``reason`` is what it gave, if anything."""
+
+    reason: str = ""
+
+
+class GuardrailTrip(_GuardrailEvent, frozen=True, kw_only=True, tag="guardrail.tripped"):
+    """A guardrail tripped: the run ends with a ``GuardrailTripped`` error."""
+
+    reason: str = ""
+
+
 class SessionLoaded(Event, frozen=True, kw_only=True, tag="session.loaded"):
     """A session handle opened its session (``run_id`` is empty: no run yet)."""
 
@@ -437,6 +465,9 @@ RunEvent: TypeAlias = (
     | SteeringRejected
     | SteeringSuperseded
     | SteeringFailed
+    | GuardrailPassed
+    | GuardrailRewrote
+    | GuardrailTrip
     | SessionLoaded
     | SessionSaved
     | SubagentEvent
