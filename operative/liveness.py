@@ -27,6 +27,9 @@ A *declared wait* (an approval, an elicitation, a steering pause, a review, a si
 says "silence is expected here": while one is active the status is ``waiting`` and the
 watchdog is paused, so waiting never counts as stalling. A wait with a ``deadline``
 excuses silence only until that deadline.
+
+:func:`serve_heartbeat` and :class:`Heartbeat` pulse on a timer while host-side work
+goes on (a long tool, a wait on another system).
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ __all__ = [
     "TERMINAL_STATUSES",
     "WAIT_REASONS",
     "DeclaredWait",
+    "Heartbeat",
     "LivenessSnapshot",
     "LivenessStatus",
     "LivenessTracker",
@@ -71,6 +75,7 @@ __all__ = [
     "StallWatchdog",
     "WaitReason",
     "create_stall_watchdog",
+    "serve_heartbeat",
     "terminal_status",
 ]
 
@@ -471,4 +476,5 @@ class LivenessTracker:
                 subscription._deliver(snapshot)
 
 
+from ._heartbeat import Heartbeat, serve_heartbeat  # noqa: E402
 from ._watchdog import StallPolicy, StallWatchdog, create_stall_watchdog  # noqa: E402

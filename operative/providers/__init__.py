@@ -8,8 +8,9 @@ imported itself (never from ``import operative``)::
 
 This package holds what all of them share (the streamed :class:`Delta` and the provider
 error tree) and the combinators over any generate functions: :func:`fallover` (try the
-next provider when one fails, optionally hedging a slow one) and :func:`routing` (pick a
-provider per request). Test doubles live in ``operative.providers.test``.
+next provider when one fails, optionally hedging a slow one), :func:`routing` (pick a
+provider per request), and :func:`cached` (answer repeated requests from a store).
+Test doubles live in ``operative.providers.test``.
 """
 
 from .._errors import AllProvidersFailed as AllProvidersFailed
@@ -26,6 +27,10 @@ from ._common import DeltaCallback as DeltaCallback
 from ._fallover import Fallover as Fallover
 from ._fallover import FalloverEntry as FalloverEntry
 from ._fallover import fallover as fallover
+from ._response_cache import ResponseCache as ResponseCache
+from ._response_cache import cached as cached
+from ._response_cache import response_cache_key as response_cache_key
+from ._response_cache import response_key_material as response_key_material
 from ._routing import Route as Route
 from ._routing import Router as Router
 from ._routing import by_model as by_model
@@ -49,13 +54,17 @@ __all__ = [
     "ProviderRequestError",
     "ProviderTimeoutError",
     "ProviderUnavailableError",
+    "ResponseCache",
     "Route",
     "Router",
     "by_model",
+    "cached",
     "estimate_tokens",
     "fallover",
     "fits_tokens",
     "needs_tools",
     "per_token_cost",
+    "response_cache_key",
+    "response_key_material",
     "routing",
 ]
