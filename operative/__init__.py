@@ -94,6 +94,15 @@ if typing.TYPE_CHECKING:
     from ._lazy import create_lazy_generate as create_lazy_generate
     from .budgets import Budget as Budget
     from .context import ContextManagement as ContextManagement
+    from .multiagent import HandoffError as HandoffError
+    from .multiagent import SubagentError as SubagentError
+    from .multiagent import WorkerFailedError as WorkerFailedError
+    from .multiagent import WorkerReport as WorkerReport
+    from .multiagent import WorkerTask as WorkerTask
+    from .multiagent import create_supervisor as create_supervisor
+    from .multiagent import dispatch_tool as dispatch_tool
+    from .multiagent import handoff as handoff
+    from .multiagent import subagent_tool as subagent_tool
     from .sessions import AgentSession as AgentSession
     from .sessions import RunOutcome as RunOutcome
     from .sessions import RunRef as RunRef
@@ -143,6 +152,7 @@ __all__ = [
     "GenerateFunction",
     "GenerateRequest",
     "GenerateResponse",
+    "HandoffError",
     "HookContext",
     "HookError",
     "HookRegistry",
@@ -183,6 +193,7 @@ __all__ = [
     "StallPolicy",
     "Steering",
     "StepResult",
+    "SubagentError",
     "TextPart",
     "Tool",
     "ToolCall",
@@ -193,14 +204,20 @@ __all__ = [
     "ToolSpec",
     "Toolbox",
     "Usage",
+    "WorkerFailedError",
+    "WorkerReport",
+    "WorkerTask",
     "create_agent",
     "create_agent_session",
     "create_lazy_agent",
     "create_lazy_generate",
     "create_session_store",
+    "create_supervisor",
     "decode",
+    "dispatch_tool",
     "encode",
     "find_dangling_tool_calls",
+    "handoff",
     "load_agent_session",
     "open_run",
     "open_session",
@@ -209,6 +226,7 @@ __all__ = [
     "resume_session",
     "save_agent_session",
     "stop_when",
+    "subagent_tool",
     "tool",
 ]
 
@@ -233,6 +251,15 @@ _LAZY: dict[str, tuple[str, str]] = {
     "open_session": (".sessions", "open_session"),
     "PostgresStore": (".storage", "PostgresStore"),
     "SqliteStore": (".storage", "SqliteStore"),
+    "HandoffError": (".multiagent", "HandoffError"),
+    "SubagentError": (".multiagent", "SubagentError"),
+    "WorkerFailedError": (".multiagent", "WorkerFailedError"),
+    "WorkerReport": (".multiagent", "WorkerReport"),
+    "WorkerTask": (".multiagent", "WorkerTask"),
+    "create_supervisor": (".multiagent", "create_supervisor"),
+    "dispatch_tool": (".multiagent", "dispatch_tool"),
+    "handoff": (".multiagent", "handoff"),
+    "subagent_tool": (".multiagent", "subagent_tool"),
 }
 
 

@@ -17,7 +17,7 @@ from ._run import ActiveRun, open_run
 from .conditions import StopCondition, no_tool_calls
 from .conversation import ContentPart, Conversation, ConversationHistory
 from .liveness import LivenessSnapshot
-from .tools import Toolbox
+from .tools import Tool, Toolbox
 
 __all__ = ["Agent", "AgentInput", "AgentRunContext", "RunHandle", "RunnableAgent", "create_agent"]
 
@@ -150,6 +150,39 @@ class Agent:
         """Run to the end and return the result."""
         async with self.open_run(input, context=context) as run:
             return await run.result()
+
+    def as_tool(
+        self,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        timeout: float | None = None,
+        max_concurrency: int | None = None,
+    ) -> Tool:
+        """This agent as a tool another agent may call: a subagent (a child run of the
+        calling run's tool task). See :func:`operative.multiagent.subagent_tool`."""
+        from .multiagent import subagent_tool
+
+        return subagent_tool(
+            self,
+            name=name,
+            description=description,
+            timeout=timeout,
+            max_concurrency=max_concurrency,
+        )
+
+    def as_handoff(
+        self,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        input_filter: Callable[[ConversationHistory], ConversationHistory] | None = None,
+    ) -> Tool:
+        """A tool that hands the calling run over to this agent. See
+        :func:`operative.multiagent.handoff`."""
+        from .multiagent import handoff
+
+        return handoff(self, name=name, description=description, input_filter=input_filter)
 
 
 def create_agent(
