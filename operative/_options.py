@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .backpressure import BackpressureStrategy
     from .budgets import Budget, CostBudgetMonitor
     from .context import ContextManagement
+    from .guardrails import Guardrails
 
 __all__ = ["RunConfig", "RunOptions", "configure_run", "make_toolbox"]
 
@@ -68,6 +69,7 @@ class RunOptions(TypedDict, total=False):
     approval_timeout: float | None
     durable: Any
     instrumentation: Any
+    guardrails: Any
 
 
 @attrs.frozen(kw_only=True)
@@ -124,6 +126,8 @@ class RunConfig:
     """A ``Durable`` routing (or a recovered run's resume state); None for in-memory runs."""
     instrumentation: RunInstrumentation | None = None
     """Traces the run (``operative.instrumentation``); None: no tracing work at all."""
+    guardrails: Guardrails | None = None
+    """Input, output and tool guardrails (``operative.guardrails``); None: none at all."""
 
 
 def _as_tuple(value: Any, what: str) -> tuple[Any, ...]:
@@ -317,6 +321,11 @@ def configure_run(
             "instrumentation= takes an operative.instrumentation.Instrumentation, got "
             f"{type(instrumentation).__name__}"
         )
+    guardrails = options.get("guardrails")
+    if guardrails is not None:
+        from .guardrails import collect_guardrails
+
+        guardrails = collect_guardrails(guardrails)
     config = RunConfig(
         generate=generate,
         toolbox=make_toolbox(toolbox, tools),
@@ -346,5 +355,6 @@ def configure_run(
         approval_timeout=None if approval_timeout is None else float(approval_timeout),
         durable=durable,
         instrumentation=instrumentation,
+        guardrails=guardrails,
     )
     return config, live

@@ -241,7 +241,10 @@ class ActiveRun(StepLoop):
                         await self._durable.begin(self)
                     for hook in self._cfg.hooks.on_run_start:
                         await call_hook(hook, self._hook_context())
-                    finish = await self._loop()
+                    if self._guardrails is None:
+                        finish = await self._loop()
+                    else:
+                        finish = await self._guardrails.drive(self, self._loop)
                 except Exception as exc:
                     finish, error = await self._recover(exc)
         except Exception as exc:

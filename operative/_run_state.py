@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .budgets import BudgetStatus, BudgetTracker
     from .context import ContextManager
     from .durable._driver import DurableDriver
+    from .guardrails._runner import GuardrailRunner
     from .steering import SteeringCursor
 
 __all__ = ["NO_USAGE", "CancelReason", "Inflight", "RunState"]
@@ -74,6 +75,7 @@ class RunState:
         "_done",
         "_durable",
         "_elicit",
+        "_guardrails",
         "_handoff",
         "_hub",
         "_inflight",
@@ -149,6 +151,11 @@ class RunState:
             from .durable._driver import make_driver
 
             self._durable = make_driver(config.durable)
+        self._guardrails: GuardrailRunner | None = None
+        if config.guardrails is not None:
+            from .guardrails._runner import GuardrailRunner
+
+            self._guardrails = GuardrailRunner(config.guardrails)
         self._context: ContextManager | None = None
         if config.context_management is not None:
             from .context import ContextManager

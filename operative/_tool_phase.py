@@ -126,6 +126,8 @@ class ToolPhase(RunState):
         execute: Callable[[ToolCall, ExecutionContext], Awaitable[ToolResult]] = (
             cfg.toolbox.execute if cfg.on_approval is None else self._execute_or_park
         )
+        if self._guardrails is not None:
+            execute = self._guardrails.wrap_execute(self, execute)
         if self._tracer is not None:
             execute = self._tracer.wrap_execute(execute)
         if self._durable is not None:
