@@ -1,0 +1,255 @@
+"""The command's agents: their tools, and the offline model that stands in for a real one.
+
+The offline model is deterministic: its answer is a function of the conversation it is
+shown (never of how often it was called), so a durable run interrupted in one process
+is finished the same way by ``operative recover`` in another.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+import re
+import zlib
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from .. import (
+    Agent,
+    ApprovalDecision,
+    GenerateRequest,
+    GenerateResponse,
+    Message,
+    PendingApproval,
+    ToolCall,
+    Usage,
+    create_agent,
+)
+from .._deltas import current_delta_sink
+from ..providers import Delta
+from ..tools import ApprovalPolicy, Tool, Toolbox, tool
+
+__all__ = [
+    "CHAT_AGENT",
+    "DEMO_AGENT",
+    "DEMO_PROMPT",
+    "OFFLINE_MODEL",
+    "Approver",
+    "chat_agent",
+    "demo_agent",
+    "offline_generate",
+]
+
+DEMO_AGENT = "operative-demo"
+CHAT_AGENT = "operative-chat"
+OFFLINE_MODEL = "offline-scripted"
+"""The model name the offline stand-in reports (it has no price: it costs nothing)."""
+
+DEMO_PROMPT = "What is the weather in Lisbon, and what is 17 * 23 + 4?"
+
+_INSTRUCTIONS = (
+    "You are the operative {kind} agent. Use get_weather for the weather and calculate "
+    "for arithmetic{notes}; answer in one or two sentences."
+)
+
+Approver = Callable[[PendingApproval], Awaitable[ApprovalDecision]]
+
+
+# -- tools -------------------------------------------------------------------------------
+
+_SKIES = ("sunny", "partly cloudy", "overcast", "light rain", "windy", "clear")
+
+
+@tool(idempotent=True)
+async def get_weather(city: str) -> str:
+    """Today's weather in a city (made-up demo data, not a real forecast)."""
+    await trio.lowlevel.checkpoint()
+    seed = zlib.crc32(city.strip().lower().encode())
+    sky = _SKIES[seed % len(_SKIES)]
+    return f"{city.strip()}: {sky}, {8 + seed % 22} °C (demo data)"
+
+
+_OPERATORS: dict[type[ast.AST], Callable[..., Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
+}
+
+
+def _evaluate(node: ast.AST) -> float | int:
+    if isinstance(node, ast.Expression):
+        return _evaluate(node.body)
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        value: float | int = node.value
+        return value
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        left, right = _evaluate(node.left), _evaluate(node.right)
+        if isinstance(node.op, ast.Pow) and abs(right) > 64:
+            raise ValueError("exponents above 64 are not supported")
+        result: float | int = _OPERATORS[type(node.op)](left, right)
+        return result
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _OPERATORS:
+        result = _OPERATORS[type(node.op)](_evaluate(node.operand))
+        return result
+    raise ValueError("only numbers, + - * / // % ** and parentheses are supported")
+
+
+@tool(idempotent=True)
+async def calculate(expression: str) -> str:
+    """Evaluate an arithmetic expression (numbers, + - * / // % ** and parentheses)."""
+    await trio.lowlevel.checkpoint()
+    try:
+        value = _evaluate(ast.parse(expression.strip(), mode="eval"))
+    except SyntaxError:
+        raise ValueError(f"{expression!r} is not an arithmetic expression") from None
+    except ZeroDivisionError:
+        raise ValueError("division by zero") from None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return f"{expression.strip()} = {value}"
+
+
+def _note_tool(notes: Path) -> Tool:
+    @tool(mutates=True, version="1")
+    async def save_note(text: str) -> str:
+        """Save a note for the user (asks the user's approval first)."""
+
+        def append() -> None:
+            notes.parent.mkdir(parents=True, exist_ok=True)
+            with notes.open("a", encoding="utf-8") as file:
+                file.write(text.rstrip("\n") + "\n")
+
+        await trio.to_thread.run_sync(append)
+        return f"saved the note {text!r} to {notes}"
+
+    return save_note
+
+
+# -- agents ------------------------------------------------------------------------------
+
+
+def demo_agent(generate: Any) -> Agent:
+    """The demo: weather and arithmetic, no approvals (it runs unattended)."""
+    return create_agent(
+        generate=generate,
+        tools=[get_weather, calculate],
+        instructions=_INSTRUCTIONS.format(kind="demo", notes=""),
+        name=DEMO_AGENT,
+        maximum_steps=8,
+    )
+
+
+def chat_agent(generate: Any, *, approver: Approver, notes: Path) -> Agent:
+    """The chat agent: the demo's tools and ``save_note``, which needs the user's yes."""
+    toolbox = Toolbox(
+        [get_weather, calculate, _note_tool(notes)],
+        approval_policy=ApprovalPolicy(mode="on-mutation"),
+    )
+    return create_agent(
+        generate=generate,
+        toolbox=toolbox,
+        instructions=_INSTRUCTIONS.format(kind="chat", notes=" and save_note to save notes"),
+        name=CHAT_AGENT,
+        maximum_steps=8,
+        on_approval=approver,
+    )
+
+
+# -- the offline model -------------------------------------------------------------------
+
+_WEATHER = re.compile(r"weather\s+(?:in|at|for)\s+([A-Za-z][\w'\- ]*?)\s*(?:[?.,!;]|\band\b|$)")
+_ARITHMETIC = re.compile(r"[-(]*\d[\d\s.()]*(?:(?:\*\*|//|[-+*/%])[\s(]*[\d.]+[\d\s.()]*)+")
+_NOTE = re.compile(r"^\s*(?:remember|note|save a note)\s*(?:that|to|:)?\s*(.+)$", re.IGNORECASE)
+
+
+def _plan(text: str, offered: set[str], prefix: str) -> list[ToolCall]:
+    calls: list[ToolCall] = []
+
+    def add(name: str, arguments: dict[str, Any]) -> None:
+        if name in offered:
+            calls.append(ToolCall(id=f"{prefix}-{len(calls) + 1}", name=name, arguments=arguments))
+
+    note = _NOTE.match(text)
+    if note is not None:
+        add("save_note", {"text": note.group(1).strip()})
+        return calls
+    for city in _WEATHER.findall(text):
+        add("get_weather", {"city": city.strip()})
+    for expression in _ARITHMETIC.findall(text):
+        expression = expression.strip().rstrip("(")
+        if expression.count("(") == expression.count(")"):
+            add("calculate", {"expression": expression})
+    return calls
+
+
+def _summarise(results: Sequence[Message]) -> str:
+    sentences = []
+    for message in results:
+        name, text = message.tool_name or "the tool", message.text
+        if message.outcome == "success":
+            sentences.append(text.strip("'\"") + ".")
+        elif message.outcome == "denied":
+            sentences.append(f"I did not run {name}: {text}")
+        else:
+            sentences.append(f"{name} did not succeed: {text}")
+    return " ".join(sentences)
+
+
+def _tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+async def _stream(content: str) -> None:
+    """Hand the answer to the run's delta sink word by word, as a streaming model would."""
+    sink = current_delta_sink()
+    if sink is None:
+        return
+    for word in re.findall(r"\S+\s*", content):
+        sink(Delta(kind="text", text=word))
+        await trio.lowlevel.checkpoint()
+
+
+async def offline_generate(request: GenerateRequest) -> GenerateResponse:
+    """A scripted stand-in for a model: tool calls for weather, arithmetic and notes."""
+    await trio.lowlevel.checkpoint()
+    messages = request.conversation.messages
+    users = [index for index, message in enumerate(messages) if message.role == "user"]
+    turn = messages[users[-1] :] if users else messages
+    results = [message for message in turn if message.role == "tool"]
+    asked = any(message.role == "assistant" and message.tool_calls for message in turn)
+    user_text = turn[0].text if turn and turn[0].role == "user" else ""
+    calls: list[ToolCall] = []
+    if results:
+        content = _summarise(results)
+    elif not asked:
+        offered = {spec.name for spec in request.tools}
+        calls = _plan(user_text, offered, f"call-{len(users)}-{request.step}")
+        if calls:
+            content = "Let me use " + ", ".join(dict.fromkeys(c.name for c in calls)) + "."
+        else:
+            content = (
+                f"(offline model) You said: {user_text!r}. I can look up the weather "
+                "('weather in Lisbon'), do arithmetic ('what is 6 * 7') and save notes "
+                "('remember to buy milk')."
+            )
+    else:
+        content = "I asked for tools, but no results came back."
+    if not calls:
+        await _stream(content)
+    prompt = sum(_tokens(message.text) for message in messages) + 40 * len(request.tools)
+    completion = _tokens(content) + 12 * len(calls)
+    return GenerateResponse(
+        content=content,
+        tool_calls=tuple(calls),
+        usage=Usage(prompt=prompt, completion=completion, total=prompt + completion),
+        model=OFFLINE_MODEL,
+    )

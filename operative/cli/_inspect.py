@@ -1,0 +1,205 @@
+"""``operative runs`` and ``operative sessions``: what the state directory holds."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import time
+from datetime import datetime
+
+from ..sessions import parse_duration
+from ..store import RunDetail, RunSummary
+from ._errors import EXIT_OK, UsageError
+from ._output import Output, format_cost, shorten
+from ._state import DATABASE, open_state
+
+__all__ = ["parse_since", "runs_list", "runs_show", "sessions_delete", "sessions_list"]
+
+_SHORT = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_since(text: str, *, now: float | None = None) -> float:
+    """``90s``, ``15m``, ``2h``, ``7d``, ``1w``, ``PT1H`` (that long ago) or an ISO date/time."""
+    now = time.time() if now is None else now
+    short = _SHORT.match(text.strip())
+    if short is not None:
+        return now - float(short.group(1)) * _UNITS[short.group(2)]
+    if text.upper().startswith("P"):
+        try:
+            return now - parse_duration(text)
+        except Exception:
+            pass
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(
+            f"--since {text!r}: give a duration ('30m', '2h', '7d', 'PT1H') or an ISO date "
+            "or time ('2026-11-30', '2026-11-30T09:00')"
+        ) from None
+    return moment.timestamp()
+
+
+def _when(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _missing(args: argparse.Namespace) -> bool:
+    return not (args.data_dir / DATABASE).exists()
+
+
+def _no_data(args: argparse.Namespace, what: str, ident: str) -> UsageError:
+    return UsageError(
+        f"no {what} {ident!r} in {args.data_dir / DATABASE}: list them with "
+        f"`operative {what}s list --data-dir {args.data_dir}`"
+    )
+
+
+def _table(out: Output, header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+
+    def fmt(row: tuple[str, ...]) -> str:
+        return "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+
+    out.line(fmt(header).rstrip(), "bold")
+    for row in rows:
+        out.line(fmt(row).rstrip())
+
+
+def _run_row(run: RunSummary) -> tuple[str, ...]:
+    return (
+        run.run_id,
+        run.agent_name,
+        run.session_id or "-",
+        run.status,
+        run.finish_reason or "-",
+        str(run.steps),
+        str(run.usage.total),
+        format_cost(run.cost_usd),
+        _when(run.created_at),
+    )
+
+
+async def runs_list(args: argparse.Namespace, out: Output) -> int:
+    since = parse_since(args.since) if args.since else None
+    if args.limit < 1:
+        raise UsageError(f"--limit must be at least 1, got {args.limit}")
+    if _missing(args):
+        items: tuple[RunSummary, ...] = ()
+        cursor = None
+    else:
+        async with open_state(args.data_dir) as state:
+            page = await state.runs.runs(
+                status=args.status,
+                agent_name=args.agent,
+                session_id=args.session,
+                since=since,
+                limit=args.limit,
+            )
+        items, cursor = page.items, page.next_cursor
+    if args.json:
+        out.json({"runs": items, "next_cursor": cursor})
+        return EXIT_OK
+    if not items:
+        out.line("no runs")
+        return EXIT_OK
+    header = ("RUN", "AGENT", "SESSION", "STATUS", "FINISH", "STEPS", "TOKENS", "COST", "CREATED")
+    _table(out, header, [_run_row(run) for run in items])
+    if cursor is not None:
+        out.line(f"(more runs: raise --limit above {args.limit})", "dim")
+    return EXIT_OK
+
+
+async def runs_show(args: argparse.Namespace, out: Output) -> int:
+    detail: RunDetail | None = None
+    if not _missing(args):
+        async with open_state(args.data_dir) as state:
+            detail = await state.runs.run(args.run_id)
+    if detail is None:
+        raise _no_data(args, "run", args.run_id)
+    if args.json:
+        out.json(detail)
+        return EXIT_OK
+    run = detail.summary
+    out.line(f"run {run.run_id}", "bold")
+    out.line(f"  agent     {run.agent_name}")
+    out.line(f"  session   {run.session_id or '-'}")
+    out.line(f"  status    {run.status} ({run.finish_reason or 'not finished'})")
+    out.line(f"  created   {_when(run.created_at)}; updated {_when(run.updated_at)}")
+    out.line(f"  usage     {run.usage.total} tokens, cost {format_cost(run.cost_usd)}")
+    if run.status == "running":
+        out.line(f"  lease     {run.lease_owner or 'nobody (run `operative recover`)'}")
+    if run.outcome is not None and run.outcome.error:
+        out.line(f"  error     {run.outcome.error}", "red")
+    for step in detail.steps:
+        out.line(f"step {step.step} ({step.state}), {step.usage.total} tokens", "bold")
+        if step.content:
+            out.line(f"  says: {shorten(step.content, 200)}")
+        for result in step.results:
+            shown = result.value if result.outcome == "success" else result.error
+            out.line(f"  {result.tool_name}: {result.outcome}: {shorten(shown)}")
+    for call in detail.tool_calls:
+        took = f"{call.duration:.3f} s" if call.duration is not None else "-"
+        out.line(f"call {call.call_id} {call.tool_name}: {call.outcome}, {took}", "dim")
+    if run.outcome is not None and run.outcome.content:
+        out.line(f"answer: {run.outcome.content}", "green")
+    return EXIT_OK
+
+
+async def sessions_list(args: argparse.Namespace, out: Output) -> int:
+    summaries = []
+    if not _missing(args):
+        async with open_state(args.data_dir) as state:
+            summaries = await state.sessions.list(agent_name=args.agent)
+    if args.json:
+        out.json({"sessions": summaries})
+        return EXIT_OK
+    if not summaries:
+        out.line("no sessions")
+        return EXIT_OK
+    header = ("SESSION", "AGENT", "MESSAGES", "RUNS", "UPDATED")
+    rows = [
+        (s.id, s.agent_name, str(s.message_count), str(s.run_count), _when(s.updated_at))
+        for s in summaries
+    ]
+    _table(out, header, rows)
+    return EXIT_OK
+
+
+async def sessions_show(args: argparse.Namespace, out: Output) -> int:
+    session = None
+    if not _missing(args):
+        async with open_state(args.data_dir) as state:
+            session = await state.sessions.load(args.session_id)
+    if session is None:
+        raise _no_data(args, "session", args.session_id)
+    if args.json:
+        out.json(session)
+        return EXIT_OK
+    out.line(f"session {session.id} ({session.agent_name})", "bold")
+    out.line(f"  created {_when(session.created_at)}; updated {_when(session.updated_at)}")
+    for message in session.conversation_history.messages:
+        if message.role == "tool":
+            out.line(f"  tool {message.tool_name}: {message.outcome}: {shorten(message.text)}")
+            continue
+        calls = ", ".join(call.name for call in message.tool_calls)
+        text = shorten(message.text, 200) + (f" [calls {calls}]" if calls else "")
+        out.line(f"  {message.role}: {text}")
+    for ref in session.runs:
+        outcome = ref.outcome.finish_reason if ref.outcome else "no outcome stored"
+        out.line(f"  run {ref.run_id}: {outcome}", "dim")
+    return EXIT_OK
+
+
+async def sessions_delete(args: argparse.Namespace, out: Output) -> int:
+    deleted = False
+    if not _missing(args):
+        async with open_state(args.data_dir) as state:
+            deleted = await state.sessions.delete(args.session_id)
+    if not deleted:
+        raise _no_data(args, "session", args.session_id)
+    if args.json:
+        out.json({"deleted": args.session_id})
+    else:
+        out.line(f"deleted session {args.session_id!r}")
+    return EXIT_OK

@@ -1,0 +1,169 @@
+"""The ``operative`` command: argument parsing, dispatch and exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import sys
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import IO
+
+import trio
+
+from .. import OperativeError
+from ._agents import DEMO_PROMPT
+from ._errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError
+from ._inspect import runs_list, runs_show, sessions_delete, sessions_list, sessions_show
+from ._output import Output
+from ._running import run_chat, run_demo, run_recover
+from ._state import default_data_dir
+
+__all__ = ["build_parser", "main"]
+
+_EPILOG = """\
+exit codes: 0 ok, 1 a run failed, 2 bad arguments or input, 130 interrupted.
+A real model is used when ANTHROPIC_API_KEY, OPENAI_API_KEY or OPENAI_BASE_URL is set
+(OPERATIVE_MODEL=provider:model picks one); otherwise an offline scripted model.
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """Raises instead of exiting, so ``main`` returns the exit code."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--data-dir",
+        type=Path,
+        default=default_data_dir(env),
+        help="where sessions and durable runs are kept (default: %(default)s; "
+        "OPERATIVE_DATA_DIR sets it)",
+    )
+    listing = argparse.ArgumentParser(add_help=False)
+    listing.add_argument("--json", action="store_true", help="print one JSON document")
+    model = argparse.ArgumentParser(add_help=False)
+    model.add_argument(
+        "--model",
+        metavar="PROVIDER:MODEL",
+        help="anthropic:NAME, openai:NAME, ollama:NAME, gemini:NAME, or offline",
+    )
+    model.add_argument(
+        "--offline", action="store_true", help="use the offline scripted model, whatever is set"
+    )
+
+    parser = _Parser(
+        prog="operative",
+        description="Run and inspect operative agents.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands.required = True
+
+    demo = commands.add_parser(
+        "demo",
+        parents=[common, model],
+        help="run a tool-using agent as a durable session turn",
+        description="Run a tool-using demo agent (weather and arithmetic tools) as one "
+        "durable turn of a SQLite-stored session, printing its progress and answer.",
+    )
+    demo.add_argument("prompt", nargs="?", default=DEMO_PROMPT, help="what to ask")
+    demo.add_argument("--session", default="demo", help="the session (default: %(default)s)")
+    demo.set_defaults(handler=run_demo, needs_stdin=False)
+
+    chat = commands.add_parser(
+        "chat",
+        parents=[common, model],
+        help="chat with an agent, one durable turn per line",
+        description="Read lines from standard input and run each as a durable turn of "
+        "the session; the reply streams as it arrives, and saving a note asks for your "
+        "approval (y/n). /quit or end of input (Ctrl-D) ends the chat.",
+    )
+    chat.add_argument("--session", default="chat", help="the session (default: %(default)s)")
+    chat.set_defaults(handler=run_chat, needs_stdin=True)
+
+    runs = commands.add_parser("runs", help="list and show durable runs").add_subparsers(
+        dest="action", metavar="ACTION", parser_class=_Parser
+    )
+    runs.required = True
+    runs_ls = runs.add_parser("list", parents=[common, listing], help="list runs, newest first")
+    runs_ls.add_argument("--status", choices=("running", "completed", "aborted", "error"))
+    runs_ls.add_argument("--agent", help="only runs of this agent")
+    runs_ls.add_argument("--session", help="only runs of this session")
+    runs_ls.add_argument("--since", help="created since: '30m', '2h', '7d', 'PT1H' or an ISO time")
+    runs_ls.add_argument("--limit", type=int, default=20, help="at most this many (%(default)s)")
+    runs_ls.set_defaults(handler=runs_list)
+    runs_sh = runs.add_parser("show", parents=[common, listing], help="one run, step by step")
+    runs_sh.add_argument("run_id", metavar="RUN_ID")
+    runs_sh.set_defaults(handler=runs_show)
+
+    sessions = commands.add_parser("sessions", help="list, show and delete sessions")
+    actions = sessions.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
+    actions.required = True
+    sessions_ls = actions.add_parser("list", parents=[common, listing], help="list sessions")
+    sessions_ls.add_argument("--agent", help="only sessions of this agent")
+    sessions_ls.set_defaults(handler=sessions_list)
+    for name, handler, what in (
+        ("show", sessions_show, "a session's transcript and runs"),
+        ("delete", sessions_delete, "delete a session"),
+    ):
+        action = actions.add_parser(name, parents=[common, listing], help=what)
+        action.add_argument("session_id", metavar="ID")
+        action.set_defaults(handler=handler)
+
+    recover = commands.add_parser(
+        "recover",
+        parents=[common, model, listing],
+        help="finish the demo's and chat's interrupted durable runs",
+        description="Resume every durable run of the demo and chat agents whose process "
+        "stopped (Ctrl-C, a crash, kill -9 once its lease expired), and print the outcome.",
+    )
+    recover.set_defaults(handler=run_recover, needs_stdin=True)
+    return parser
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    stdin: IO[str] | None = None,
+    stdout: IO[str] | None = None,
+    stderr: IO[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> int:
+    """Run the command with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
+    env = os.environ if env is None else env
+    out = Output(stdout or sys.stdout, stderr or sys.stderr)
+    parser = build_parser(env)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        out.error(str(exc))
+        return EXIT_USAGE
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else EXIT_OK
+    handler = args.handler
+    command: Callable[[], Awaitable[int]]
+    if getattr(args, "needs_stdin", False):
+        command = functools.partial(handler, args, out, env, stdin or sys.stdin)
+    elif hasattr(args, "needs_stdin"):
+        command = functools.partial(handler, args, out, env)
+    else:
+        command = functools.partial(handler, args, out)
+    try:
+        code: int = trio.run(command)
+    except KeyboardInterrupt:
+        out.warn("interrupted; durable runs in flight were left for `operative recover`")
+        return EXIT_INTERRUPTED
+    except UsageError as exc:
+        out.error(str(exc))
+        return EXIT_USAGE
+    except OperativeError as exc:
+        out.error(f"{type(exc).__name__}: {exc}")
+        return EXIT_FAILED
+    return code

@@ -1,0 +1,278 @@
+"""``operative demo``, ``operative chat`` and ``operative recover``: commands that run agents."""
+
+from __future__ import annotations
+
+import argparse
+import io
+from collections.abc import Mapping
+from typing import IO, Any
+
+import trio
+
+from .. import ApprovalDecision, PendingApproval, RunResult
+from ..durable import recover
+from ..sessions import SessionPersistenceError, open_session
+from ._agents import CHAT_AGENT, DEMO_AGENT, DEMO_PROMPT, chat_agent, demo_agent
+from ._errors import EXIT_FAILED, EXIT_OK, UsageError
+from ._models import ModelChoice, choose_model, open_generate
+from ._output import Observed, Output, Progress, format_cost, shorten
+from ._state import State, open_state
+
+__all__ = ["LineReader", "run_chat", "run_demo", "run_recover"]
+
+
+class LineReader:
+    """Lines from a text stream, read in a worker thread so the run goes on meanwhile."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+        try:
+            self.echo = not stream.isatty()
+        except (AttributeError, ValueError):
+            self.echo = True
+        """Piped input is not shown by a terminal: the caller writes it out itself."""
+
+    async def readline(self) -> str | None:
+        """The next line without its newline, or ``None`` at end of input."""
+        line = await trio.to_thread.run_sync(self._stream.readline, abandon_on_cancel=True)
+        return None if line == "" else line.rstrip("\r\n")
+
+
+def _banner(out: Output, choice: ModelChoice) -> None:
+    out.line(f"model: {choice.label}", "bold yellow" if choice.offline else "bold")
+    if choice.offline:
+        out.line(
+            f"  ({choice.why}; set ANTHROPIC_API_KEY, OPENAI_API_KEY or OPENAI_BASE_URL, "
+            "or pass --model provider:model, to use a real model)",
+            "dim",
+        )
+
+
+def _failed(result: RunResult) -> bool:
+    return str(result.finish_reason) != "stop-condition"
+
+
+def _explain(out: Output, result: RunResult) -> None:
+    error = f": {result.error}" if result.error is not None else ""
+    out.error(f"the run ended with {result.finish_reason}{error}")
+
+
+def _choice(args: argparse.Namespace, env: Mapping[str, str]) -> ModelChoice:
+    return choose_model(getattr(args, "model", None), offline=args.offline, env=env)
+
+
+async def run_demo(args: argparse.Namespace, out: Output, env: Mapping[str, str]) -> int:
+    """One durable session turn of the demo agent, with live progress."""
+    choice = _choice(args, env)
+    _banner(out, choice)
+    progress = Progress(out)
+    async with open_state(args.data_dir) as state, open_generate(choice) as generate:
+        out.line(f"data: {state.database}", "dim")
+        agent = Observed(demo_agent(generate), progress)
+        async with open_session(
+            args.session,
+            store=state.sessions,
+            agent_name=DEMO_AGENT,
+            agent=agent,
+            engine=state.engine,
+            checkpoint_store=state.journal,
+        ) as session:
+            out.line(f"you: {args.prompt}", "bold")
+            try:
+                result = await session.run(args.prompt)
+            except SessionPersistenceError as exc:
+                out.error(f"the run ended but could not be stored: {exc}")
+                return EXIT_FAILED
+            run_id = session.session.runs[-1].run_id
+    progress.end_line()
+    out.line(f"answer: {result.content}", "bold green")
+    out.line(
+        f"{len(result.steps)} steps, {result.usage.total} tokens, cost "
+        f"{format_cost(progress.cost)}; durable run {run_id} in session {args.session!r}",
+        "dim",
+    )
+    out.line(f"  (see it with: operative runs show {run_id})", "dim")
+    if _failed(result):
+        _explain(out, result)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _approver(out: Output, progress: Progress, reader: LineReader) -> Any:
+    async def ask(pending: PendingApproval) -> ApprovalDecision:
+        progress.end_line()
+        arguments = ", ".join(f"{k}={v!r}" for k, v in pending.arguments.items())
+        out.write(f"approve {pending.tool_name}({shorten(arguments, 200)})? [y/N] ")
+        answer = await reader.readline()
+        if reader.echo:
+            out.write(f"{answer or ''}\n")
+        if answer is None:
+            return ApprovalDecision(approved=False, reason="nobody answered (end of input)")
+        if answer.strip().lower() in ("y", "yes"):
+            return ApprovalDecision(approved=True)
+        return ApprovalDecision(approved=False, reason="the user declined")
+
+    return ask
+
+
+async def run_chat(
+    args: argparse.Namespace, out: Output, env: Mapping[str, str], stdin: IO[str]
+) -> int:
+    """Read lines, run each as a durable turn of session ``--session``, stream the reply."""
+    choice = _choice(args, env)
+    _banner(out, choice)
+    progress = Progress(out, stream_text=True)
+    reader = LineReader(stdin)
+    failed = False
+    async with open_state(args.data_dir) as state, open_generate(choice) as generate:
+        agent = chat_agent(generate, approver=_approver(out, progress, reader), notes=state.notes)
+        await _check_owner(state, args.session, CHAT_AGENT)
+        async with open_session(
+            args.session,
+            store=state.sessions,
+            agent_name=CHAT_AGENT,
+            agent=Observed(agent, progress),
+            engine=state.engine,
+            checkpoint_store=state.journal,
+        ) as session:
+            recovered = await session.recover()
+            if recovered is not None:
+                out.line(f"resuming the interrupted turn {recovered.run_id}", "yellow")
+                failed |= _failed(await recovered.result())
+            count = len(session.session.conversation_history.messages)
+            out.line(
+                f"session {args.session!r} ({count} messages so far). Type /quit or end the "
+                "input (Ctrl-D) to leave.",
+                "dim",
+            )
+            while True:
+                out.write("you> ")
+                line = await reader.readline()
+                if reader.echo:
+                    out.write(f"{line or ''}\n")
+                if line is None:
+                    break
+                text = line.strip()
+                if text in ("/quit", "/exit"):
+                    break
+                if not text:
+                    continue
+                progress.reset()
+                try:
+                    result = await session.run(text)
+                except SessionPersistenceError as exc:
+                    progress.end_line()
+                    out.error(f"the turn ran but could not be stored: {exc}")
+                    failed = True
+                    continue
+                progress.end_line()
+                if not progress.streamed or not result.content:
+                    out.line(f"assistant: {result.content}", "bold green")
+                out.line(f"  ({progress.totals()})", "dim")
+                if _failed(result):
+                    _explain(out, result)
+                    failed = True
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+async def _check_owner(state: State, session_id: str, agent_name: str) -> None:
+    existing = await state.sessions.load(session_id)
+    if existing is not None and existing.agent_name != agent_name:
+        raise UsageError(
+            f"session {session_id!r} belongs to the agent {existing.agent_name!r}, not "
+            f"{agent_name!r}: pick another --session name"
+        )
+
+
+async def run_recover(
+    args: argparse.Namespace, out: Output, env: Mapping[str, str], stdin: IO[str]
+) -> int:
+    """Finish the demo's and chat's durable runs whose process stopped."""
+    if not (args.data_dir / "operative.db").exists():
+        if args.json:
+            out.json({"resumed": [], "still_running": []})
+        else:
+            out.line(f"nothing to recover: no data in {args.data_dir}")
+        return EXIT_OK
+    choice = _choice(args, env)
+    if not args.json:
+        _banner(out, choice)
+    progress = Progress(out if not args.json else Output(io.StringIO(), out.stderr))
+    reader = LineReader(stdin)
+    resumed: list[tuple[str, str | None, RunResult]] = []
+    async with open_state(args.data_dir) as state, open_generate(choice) as generate:
+        agents = {
+            DEMO_AGENT: Observed(demo_agent(generate), progress),
+            CHAT_AGENT: Observed(
+                chat_agent(generate, approver=_approver(out, progress, reader), notes=state.notes),
+                progress,
+            ),
+        }
+        # Session turns first: resuming them through the session stores their outcome.
+        for summary in await state.sessions.list():
+            if summary.agent_name not in agents:
+                continue
+            record = await state.sessions.load(summary.id)
+            if record is None or all(ref.outcome is not None for ref in record.runs):
+                continue
+            async with open_session(
+                summary.id,
+                store=state.sessions,
+                agent_name=summary.agent_name,
+                agent=agents[summary.agent_name],
+                engine=state.engine,
+                checkpoint_store=state.journal,
+            ) as session:
+                recovered = await session.recover()
+                if recovered is not None:
+                    _say(out, args, f"resuming run {recovered.run_id} of session {summary.id!r}")
+                    resumed.append((recovered.run_id, summary.id, await recovered.result()))
+        # Then durable runs outside sessions.
+        for run_id, result in (await recover(
+            engine=state.engine, checkpoint_store=state.journal, agents=agents
+        )).items():
+            resumed.append((run_id, None, result))
+        still = (await state.runs.runs(status="running", limit=100)).items
+    progress.end_line()
+    if args.json:
+        out.json(
+            {
+                "resumed": [
+                    {
+                        "run_id": run_id,
+                        "session_id": session_id,
+                        "finish_reason": str(result.finish_reason),
+                        "content": result.content,
+                        "steps": len(result.steps),
+                        "usage": result.usage,
+                    }
+                    for run_id, session_id, result in resumed
+                ],
+                "still_running": [run for run in still if run.agent_name in agents],
+            }
+        )
+    else:
+        for run_id, session_id, result in resumed:
+            where = f" (session {session_id!r})" if session_id else ""
+            out.line(
+                f"resumed {run_id}{where}: {result.finish_reason}: {shorten(result.content)}",
+                "green" if not _failed(result) else "red",
+            )
+        for run in still:
+            if run.agent_name in agents:
+                holder = run.lease_owner or "nobody"
+                out.line(
+                    f"still running: {run.run_id} ({run.agent_name}), held by {holder}; "
+                    "run `operative recover` again once its lease expires",
+                    "yellow",
+                )
+        if not resumed:
+            out.line("nothing to recover: no interrupted runs of the demo or chat agents")
+        else:
+            out.line(f"resumed {len(resumed)} run(s)")
+    return EXIT_FAILED if any(_failed(result) for *_, result in resumed) else EXIT_OK
+
+
+def _say(out: Output, args: argparse.Namespace, text: str) -> None:
+    if not args.json:
+        out.line(text, "yellow")
