@@ -48,7 +48,9 @@ def live_tasks() -> list[trio.lowlevel.Task]:
 
 def unwrap(events: list[Any], child_run_id: str) -> list[Any]:
     """The events of one child run, taken out of their ``subagent.event`` wrappers."""
-    return [e.event for e in events if e.type == "subagent.event" and e.child_run_id == child_run_id]
+    return [
+        e.event for e in events if e.type == "subagent.event" and e.child_run_id == child_run_id
+    ]
 
 
 class Capture:

@@ -44,19 +44,25 @@ async def test_subagent_answer_is_the_tool_result_and_events_are_tagged() -> Non
         result = await run.result()
     assert result.content == "done"
     tool_message = result.conversation.messages[-2]
-    assert tool_message.role == "tool" and tool_message.content == "found it"
+    assert tool_message.role == "tool"
+    assert tool_message.content == "found it"
     child_id = f"{run.run_id}/c1"
     inner = unwrap(events, child_id)
-    assert [e.type for e in inner][0] == "run.started" and inner[-1].type == "run.completed"
+    assert next(e.type for e in inner) == "run.started"
+    assert inner[-1].type == "run.completed"
     assert all(e.run_id == child_id for e in inner)
     wrapper = next(e for e in events if e.type == "subagent.event")
-    assert wrapper.run_id == run.run_id and wrapper.step == 1 and wrapper.call_id == "c1"
-    assert wrapper.agent_name == "researcher" and wrapper.tool_name == "researcher"
+    assert wrapper.run_id == run.run_id
+    assert wrapper.step == 1
+    assert wrapper.call_id == "c1"
+    assert wrapper.agent_name == "researcher"
+    assert wrapper.tool_name == "researcher"
     # The child's usage is the parent's too, in the run and in the step that called it.
     assert result.usage.total == 10
     assert result.steps[0].usage.total == 7
     completed = next(e for e in events if e.type == "subagent.completed")
-    assert completed.usage.total == 7 and completed.finish_reason == "stop-condition"
+    assert completed.usage.total == 7
+    assert completed.finish_reason == "stop-condition"
     check_run_invariants(result, events)
 
 
@@ -79,7 +85,8 @@ async def test_nested_subagents_wrap_once_per_level() -> None:
     assert result.content == "top answer"
     middle_events = unwrap(events, f"{run.run_id}/t1")
     leaf_events = unwrap(middle_events, f"{run.run_id}/t1/m1")
-    assert leaf_events[-1].type == "run.completed" and leaf_events[-1].content == "leaf answer"
+    assert leaf_events[-1].type == "run.completed"
+    assert leaf_events[-1].content == "leaf answer"
     check_run_invariants(result, events)
 
 
@@ -207,6 +214,7 @@ async def test_subagent_tool_outside_a_run_is_a_plain_run() -> None:
     result = await Toolbox([helper]).execute(
         ToolCall(id="x", name="ask_helper", arguments={"input": "hi"})
     )
-    assert result.outcome == "success" and result.value == "plain"
+    assert result.outcome == "success"
+    assert result.value == "plain"
     assert helper.spec.description == "Ask the helper."
     assert issubclass(SubagentError, Exception)
