@@ -264,10 +264,6 @@ class ResponseCache:
             await self._store(key, response)
             return _mark(response, "refresh")
         while True:
-            hit = await self._lookup(key)
-            if hit is not None:
-                self._stats["hits"] += 1
-                return _mark(hit, "hit", usage=Usage())
             flight = self._flights.get(key)
             if flight is None:
                 break
@@ -275,9 +271,16 @@ class ResponseCache:
             if flight.response is not None:
                 self._stats["coalesced"] += 1
                 return _mark(flight.response, "hit", usage=Usage())
-            # The caller making the call failed or was cancelled: look again, maybe lead.
+            # The caller ahead of us failed or was cancelled: look again, maybe lead.
+        # The flight exists from before the store is read until the answer is stored, so
+        # a concurrent identical request never reads a stale miss and calls again.
         flight = self._flights[key] = _Flight()
         try:
+            hit = await self._lookup(key)
+            if hit is not None:
+                self._stats["hits"] += 1
+                flight.response = hit
+                return _mark(hit, "hit", usage=Usage())
             response = await self.generate(request)
             self._stats["misses"] += 1
             flight.response = response
