@@ -88,9 +88,10 @@ _OPERATORS: dict[type[ast.AST], Callable[..., Any]] = {
 def _evaluate(node: ast.AST) -> float | int:
     if isinstance(node, ast.Expression):
         return _evaluate(node.body)
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        value: float | int = node.value
-        return value
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+        if isinstance(node.value, bool):
+            raise ValueError("only numbers, + - * / // % ** and parentheses are supported")
+        return node.value
     if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
         left, right = _evaluate(node.left), _evaluate(node.right)
         if isinstance(node.op, ast.Pow) and abs(right) > 64:

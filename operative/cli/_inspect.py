@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import time
+from collections.abc import Sequence
 from datetime import datetime
 
 from ..sessions import parse_duration
@@ -55,7 +56,7 @@ def _no_data(args: argparse.Namespace, what: str, ident: str) -> UsageError:
     )
 
 
-def _table(out: Output, header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+def _table(out: Output, header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
 
     def fmt(row: tuple[str, ...]) -> str:
@@ -137,7 +138,7 @@ async def runs_show(args: argparse.Namespace, out: Output) -> int:
             out.line(f"  says: {shorten(step.content, 200)}")
         for result in step.results:
             shown = result.value if result.outcome == "success" else result.error
-            out.line(f"  {result.tool_name}: {result.outcome}: {shorten(shown)}")
+            out.line(f"  {result.tool_name}: {result.outcome}: {shorten(str(shown))}")
     for call in detail.tool_calls:
         took = f"{call.duration:.3f} s" if call.duration is not None else "-"
         out.line(f"call {call.call_id} {call.tool_name}: {call.outcome}, {took}", "dim")

@@ -37,7 +37,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument(
         "--data-dir",
         type=Path,
@@ -45,9 +45,9 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         help="where sessions and durable runs are kept (default: %(default)s; "
         "OPERATIVE_DATA_DIR sets it)",
     )
-    listing = argparse.ArgumentParser(add_help=False)
+    listing = _Parser(add_help=False)
     listing.add_argument("--json", action="store_true", help="print one JSON document")
-    model = argparse.ArgumentParser(add_help=False)
+    model = _Parser(add_help=False)
     model.add_argument(
         "--model",
         metavar="PROVIDER:MODEL",

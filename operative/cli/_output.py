@@ -139,9 +139,12 @@ class Progress:
                 self._line(f"  → {call.name}({shorten(_arguments(call.arguments), 80)})", "cyan")
         elif kind == "tools.executed":
             for result in event.results:
-                shown = result.value if result.outcome == "success" else result.error
-                style = "green" if result.outcome == "success" else "yellow"
-                self._line(f"  ← {result.tool_name}: {result.outcome}: {shorten(shown)}", style)
+                ok = result.outcome == "success"
+                shown = shorten(str(result.value if ok else result.error))
+                self._line(
+                    f"  ← {result.tool_name}: {result.outcome}: {shown}",
+                    "green" if ok else "yellow",
+                )
         elif kind == "run.error":
             self._line(f"  run failed: {event.error}", "red")
         elif kind == "run.aborted":

@@ -12,7 +12,7 @@ import trio
 from .. import ApprovalDecision, PendingApproval, RunResult
 from ..durable import recover
 from ..sessions import SessionPersistenceError, open_session
-from ._agents import CHAT_AGENT, DEMO_AGENT, DEMO_PROMPT, chat_agent, demo_agent
+from ._agents import CHAT_AGENT, DEMO_AGENT, chat_agent, demo_agent
 from ._errors import EXIT_FAILED, EXIT_OK, UsageError
 from ._models import ModelChoice, choose_model, open_generate
 from ._output import Observed, Output, Progress, format_cost, shorten
@@ -228,9 +228,9 @@ async def run_recover(
                     _say(out, args, f"resuming run {recovered.run_id} of session {summary.id!r}")
                     resumed.append((recovered.run_id, summary.id, await recovered.result()))
         # Then durable runs outside sessions.
-        for run_id, result in (await recover(
-            engine=state.engine, checkpoint_store=state.journal, agents=agents
-        )).items():
+        for run_id, result in (
+            await recover(engine=state.engine, checkpoint_store=state.journal, agents=agents)
+        ).items():
             resumed.append((run_id, None, result))
         still = (await state.runs.runs(status="running", limit=100)).items
     progress.end_line()

@@ -8,6 +8,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
 import attrs
+import trio
 
 from ..durable import SqliteCheckpointStore, SqliteEngine
 from ..sessions import SessionStore, create_session_store
@@ -20,7 +21,8 @@ DATABASE = "operative.db"
 
 
 def default_data_dir(env: Mapping[str, str]) -> Path:
-    """``$OPERATIVE_DATA_DIR``, else ``$XDG_DATA_HOME/operative``, else ``~/.local/share/operative``."""
+    """``$OPERATIVE_DATA_DIR``, else ``$XDG_DATA_HOME/operative``, else
+    ``~/.local/share/operative``."""
     if env.get("OPERATIVE_DATA_DIR"):
         return Path(env["OPERATIVE_DATA_DIR"])
     base = env.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
@@ -50,7 +52,7 @@ class State:
 @asynccontextmanager
 async def open_state(data_dir: Path) -> AsyncIterator[State]:
     """Open (creating when new) the stores in ``data_dir``; they close on exit."""
-    data_dir.mkdir(parents=True, exist_ok=True)
+    await trio.to_thread.run_sync(lambda: data_dir.mkdir(parents=True, exist_ok=True))
     path = data_dir / DATABASE
     async with AsyncExitStack() as stack:
         kv = await stack.enter_async_context(SqliteStore(path))
