@@ -25,6 +25,7 @@ from ._errors import ConversationError as ConversationError
 from ._errors import CorruptRecordError as CorruptRecordError
 from ._errors import DataValidationError as DataValidationError
 from ._errors import ElicitationError as ElicitationError
+from ._errors import GuardrailTripped as GuardrailTripped
 from ._errors import HookError as HookError
 from ._errors import InvalidArgument as InvalidArgument
 from ._errors import InvalidResponseError as InvalidResponseError
@@ -152,6 +153,7 @@ __all__ = [
     "GenerateFunction",
     "GenerateRequest",
     "GenerateResponse",
+    "GuardrailTripped",
     "HandoffError",
     "HookContext",
     "HookError",

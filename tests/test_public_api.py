@@ -23,6 +23,7 @@ PUBLIC = [
     "operative.testing",
     "operative.sessions",
     "operative.store",
+    "operative.guardrails",
     "operative.multiagent",
 ]
 
