@@ -68,7 +68,9 @@ def _python_blocks(page: Path) -> list[str]:
     return re.findall(r"^```python\n(.*?)^```", page.read_text(), flags=re.DOTALL | re.MULTILINE)
 
 
-@pytest.mark.parametrize("page", ["running.md", "economics.md", "observability.md"])
+@pytest.mark.parametrize(
+    "page", ["running.md", "economics.md", "observability.md", "guardrails.md"]
+)
 async def test_guide_samples_run_in_order(
     page: str, autojump_clock: trio.testing.MockClock
 ) -> None:
