@@ -18,6 +18,7 @@ from ._errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageEr
 from ._inspect import runs_list, runs_show, sessions_delete, sessions_list, sessions_show
 from ._output import Output
 from ._running import run_chat, run_demo, run_recover
+from ._serve import run_serve
 from ._state import default_data_dir
 
 __all__ = ["build_parser", "main"]
@@ -125,6 +126,19 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         "stopped (Ctrl-C, a crash, kill -9 once its lease expired), and print the outcome.",
     )
     recover.set_defaults(handler=run_recover, needs_stdin=True)
+
+    serve = commands.add_parser(
+        "serve",
+        parents=[common, model],
+        help="serve the stateless chat host: a web page and POST /api/turn",
+        description="Serve a chat page at / and its HTTP API at /api/turn (server-sent "
+        "events). The client keeps the conversation; saving a note parks for approval and "
+        "a later request resumes it. Approvals are signed with $OPERATIVE_APPROVAL_SECRET, "
+        "else a secret generated once into the data directory.",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address (default: %(default)s)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
+    serve.set_defaults(handler=run_serve, needs_stdin=False)
     return parser
 
 

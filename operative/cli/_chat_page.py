@@ -1,0 +1,228 @@
+"""The chat page ``operative serve`` serves at ``/``: one HTML file, inline script, no build.
+
+The page keeps the conversation (the history, its id and the parked approvals) in the
+browser's ``localStorage`` and POSTs it with every turn; it reads the reply as
+server-sent events from the ``fetch`` response body.
+"""
+
+from __future__ import annotations
+
+__all__ = ["PAGE"]
+
+PAGE = b"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>operative chat</title>
+<style>
+  html, body { height: 100%; margin: 0; }
+  body { font: 15px/1.45 system-ui, sans-serif; max-width: 46rem; margin: 0 auto;
+         padding: 0 1rem; color: #1d1d1f; display: flex; flex-direction: column;
+         box-sizing: border-box; }
+  header { display: flex; justify-content: space-between; align-items: baseline; }
+  #log { flex: 1; overflow-y: auto; display: flex; flex-direction: column; gap: .5rem;
+         padding: .5rem 0; }
+  .msg { padding: .5rem .75rem; border-radius: .6rem; white-space: pre-wrap; }
+  .user { align-self: flex-end; background: #dbeafe; }
+  .assistant { align-self: flex-start; background: #f3f4f6; }
+  .tool-call, .tool-result { font: 13px ui-monospace, monospace; padding: .3rem .6rem;
+         border-left: 3px solid #9ca3af; color: #374151; white-space: pre-wrap; }
+  .tool-result.success { border-color: #16a34a; }
+  .tool-result.denied, .tool-result.error { border-color: #dc2626; }
+  .approval { border: 1px solid #f59e0b; background: #fffbeb; border-radius: .6rem;
+         padding: .5rem .75rem; }
+  .approval button { margin-right: .5rem; }
+  .error { color: #b91c1c; background: #fef2f2; padding: .4rem .6rem; border-radius: .4rem; }
+  form { display: flex; gap: .5rem; padding: .75rem 0 1rem; border-top: 1px solid #e5e7eb; }
+  #message { flex: 1; padding: .5rem; font: inherit; }
+  #status { color: #6b7280; font-size: 13px; }
+</style>
+</head>
+<body>
+<header><h1>operative chat</h1>
+  <span><span id="status">idle</span> &middot;
+    <button id="reset" type="button">new chat</button></span>
+</header>
+<div id="log"></div>
+<form id="composer">
+  <input id="message" autocomplete="off"
+    placeholder="Try: weather in Lisbon, what is 6 * 7, remember to buy milk">
+  <button id="send" type="submit">Send</button>
+</form>
+<script>
+"use strict";
+const KEY = "operative-chat";
+const log = document.getElementById("log");
+const statusEl = document.getElementById("status");
+let state = load();
+
+function load() {
+  try { return JSON.parse(localStorage.getItem(KEY)) || fresh(); } catch (e) { return fresh(); }
+}
+function fresh() { return { history: null, conversation_id: null, pending: {} }; }
+function save() { localStorage.setItem(KEY, JSON.stringify(state)); }
+
+function el(cls, text) {
+  const node = document.createElement("div");
+  node.className = cls;
+  if (text !== undefined) node.textContent = text;
+  log.appendChild(node);
+  node.scrollIntoView({ block: "end" });
+  return node;
+}
+function textOf(content) {
+  if (typeof content === "string") return content;
+  return (content || []).map(p => p.text || "").join("");
+}
+function args(a) { return typeof a === "string" ? a : JSON.stringify(a); }
+function showCall(call) {
+  el("tool-call", "\\u2192 " + call.name + "(" + args(call.arguments) + ")");
+}
+function showResult(name, outcome, text) {
+  el("tool-result " + outcome, "\\u2190 " + name + " [" + outcome + "] " + text);
+}
+function resultText(r) {
+  if (r.error) return r.error;
+  return typeof r.value === "string" ? r.value : JSON.stringify(r.value);
+}
+
+function showApproval(approval) {
+  const card = el("approval");
+  card.dataset.callId = approval.call_id;
+  const what = document.createElement("div");
+  what.textContent = "Approve " + approval.tool_name + "(" + args(approval.arguments) + ")?";
+  card.appendChild(what);
+  for (const [label, yes] of [["Approve", true], ["Deny", false]]) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = yes ? "approve" : "deny";
+    button.textContent = label;
+    button.onclick = () => decide(approval.call_id, yes, card);
+    card.appendChild(button);
+  }
+}
+
+function render() {
+  log.textContent = "";
+  const messages = state.history ? state.history.messages : [];
+  for (const m of messages) {
+    if (m.role === "user") el("msg user", textOf(m.content));
+    else if (m.role === "assistant") {
+      if (textOf(m.content)) el("msg assistant", textOf(m.content));
+      for (const call of m.tool_calls || []) showCall(call);
+    } else if (m.role === "tool") {
+      const approval = state.pending[m.tool_call_id];
+      if (m.outcome === "action-required" && approval) showApproval(approval);
+      else showResult(m.tool_name, m.outcome, textOf(m.content));
+    }
+  }
+}
+
+function setBusy(busy) {
+  statusEl.textContent = busy ? "working" : "idle";
+  document.getElementById("send").disabled = busy;
+  for (const b of document.querySelectorAll(".approval button")) b.disabled = busy;
+}
+
+async function turn(body) {
+  setBusy(true);
+  body.history = state.history;
+  body.conversation_id = state.conversation_id;
+  const steps = {};
+  let failed = false;
+  function bubble(step) {
+    if (!steps[step]) steps[step] = el("msg assistant", "");
+    return steps[step];
+  }
+  const handlers = {
+    "generate.delta": d => { if (d.kind === "text") bubble(d.step).textContent += d.text; },
+    "step.generated": d => {
+      const b = bubble(d.step);
+      if (!b.textContent) b.textContent = d.content;
+      if (!b.textContent) b.remove();
+      for (const call of d.tool_calls) showCall(call);
+    },
+    "tool-result.validated": d => {
+      if (d.result.outcome !== "action-required")
+        showResult(d.result.tool_name, d.result.outcome, resultText(d.result));
+    },
+    "approval.pending": a => { state.pending[a.call_id] = a; save(); showApproval(a); },
+    "approval.resolved": d => {
+      delete state.pending[d.call_id]; save();
+      showResult(d.result.tool_name, d.result.outcome, resultText(d.result));
+    },
+    "run.error": d => el("error", "The run failed: " + d.error_type + ": " + d.error),
+    "turn.error": d => {
+      failed = true;
+      el("error", d.error_type + (d.reason ? " (" + d.reason + ")" : "") + ": " + d.message);
+    },
+    "turn.completed": d => {
+      state.history = d.history;
+      state.conversation_id = d.conversation_id;
+      save();
+    },
+  };
+  try {
+    const response = await fetch("/api/turn", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    if (!response.ok) {
+      const problem = await response.json().catch(() => ({ error: response.statusText }));
+      el("error", "HTTP " + response.status + ": " + problem.error);
+      return false;
+    }
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += decoder.decode(value, { stream: true });
+      let cut;
+      while ((cut = buffer.indexOf("\\n\\n")) >= 0) {
+        const frame = buffer.slice(0, cut);
+        buffer = buffer.slice(cut + 2);
+        let type = "message", data = "";
+        for (const line of frame.split("\\n")) {
+          if (line.startsWith("event: ")) type = line.slice(7);
+          else if (line.startsWith("data: ")) data += line.slice(6);
+        }
+        if (handlers[type] && data) handlers[type](JSON.parse(data));
+      }
+    }
+  } catch (e) {
+    el("error", "The connection failed: " + e);
+    failed = true;
+  } finally {
+    setBusy(false);
+  }
+  return !failed;
+}
+
+async function decide(callId, approved, card) {
+  const approval = state.pending[callId];
+  if (!approval) return;
+  for (const b of card.querySelectorAll("button")) b.disabled = true;
+  const ok = await turn({ decisions: [{ approval: approval, approved: approved,
+    reason: approved ? "" : "the user said no" }] });
+  if (ok) card.remove();
+}
+
+document.getElementById("composer").addEventListener("submit", async event => {
+  event.preventDefault();
+  const input = document.getElementById("message");
+  const text = input.value.trim();
+  if (!text) return;
+  input.value = "";
+  el("msg user", text);
+  await turn({ message: text });
+});
+document.getElementById("reset").onclick = () => { state = fresh(); save(); render(); };
+render();
+</script>
+</body>
+</html>
+"""
