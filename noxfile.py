@@ -7,6 +7,16 @@ import nox
 nox.options.sessions = ["lint", "typecheck", "tests", "docs"]
 nox.options.reuse_existing_virtualenvs = True
 
+PEERS = [
+    "pydantic-ai-slim",
+    "openai-agents",
+    "langgraph",
+    "langchain-core",
+    "langgraph-checkpoint-sqlite",
+    "matplotlib",
+]
+"""What ``benchmarks/bench_peers.py`` compares operative with (bench session only)."""
+
 SOURCES = ["operative", "tests", "benchmarks", "examples", "noxfile.py"]
 
 
@@ -41,10 +51,21 @@ def docs(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """The benchmarks, reported as ratios to a bare Trio loop."""
-    session.install("-e", ".[dev]")
+    """The benchmarks, reported as ratios to a bare Trio loop, and the peers compared."""
+    # The peer frameworks are installed here only, never in the project's own environment.
+    session.install("-e", ".[dev]", *PEERS)
     session.run("python", "benchmarks/bench_loop.py", *session.posargs)
     session.run("python", "benchmarks/bench_codec.py")
     session.run("python", "benchmarks/bench_providers.py")
     session.run("python", "benchmarks/bench_durable.py")
     session.run("python", "benchmarks/bench_instrumentation.py")
+    session.run(
+        "python",
+        "benchmarks/bench_peers.py",
+        "--json",
+        "benchmarks/results/peers.json",
+        "--markdown",
+        "benchmarks/results/peers.md",
+        "--plot",
+        "benchmarks/results/peers.png",
+    )

@@ -1,0 +1,668 @@
+"""operative against the field: the same agent work on operative, a bare Trio loop (the
+floor), pydantic-ai, openai-agents and langgraph, in one invocation.
+
+Each system is an adapter in ``benchmarks/peers/`` (see its ``__init__``): a scripted
+model (pydantic-ai's ``FunctionModel``, a custom openai-agents ``Model``, a langchain-core
+``BaseChatModel`` under langgraph's prebuilt ReAct agent) and tools that count their
+executions. After every scenario the harness checks the count against the work asked
+for, so no system can measure a shortcut. Every measurement of a system runs in a fresh
+child process (``--child SYSTEM SCENARIO``); the peers run on asyncio there, operative and
+the floor on Trio.
+
+1. **Per-step overhead.** A 20-step run (19 steps with one ``add(a, b)`` tool call, raw
+   JSON arguments, then an answer) and a 1-step run, interleaved; median µs per step of
+   the 20-step run (set-up amortised in), the marginal µs of one more step, the 1-step
+   run's fixed cost.
+2. **Parallel tool calls.** One step asking for 50 ``wait(10 ms)`` calls, then an answer:
+   median wall time of the run. 50 x 10 ms = 500 ms run one after another; a system that
+   runs them concurrently needs a little over 10 ms.
+3. **Concurrency.** 2,000 and 10,000 runs of 5 steps (4 tool calls, then an answer), the
+   model sleeping 20 ms of real time per call, all started at once (a Trio nursery, an
+   asyncio ``TaskGroup``). Wall time, runs/s, process CPU time, and peak RSS growth
+   (``VmHWM`` over the RSS before the batch) per in-flight run. One batch per size.
+4. **Import time.** Best of ``--imports`` (7) fresh interpreters importing what a program
+   needs to build an agent with a tool on that system.
+5. **Durable checkpoint overhead per step.** operative on SQLite and PostgreSQL (through
+   ``bench_durable.py``'s machinery: a throwaway local cluster with ``fsync=off``) next to
+   langgraph's ``AsyncSqliteSaver`` (``langgraph-checkpoint-sqlite``) and ``InMemorySaver``:
+   the 20-step run per step, minus the same run without persistence, over 20 steps.
+
+Systems whose packages are missing are skipped and named in the notes. ``--json PATH``
+writes every figure; ``--markdown PATH`` a table of ratios to the floor; ``--plot PATH`` a
+PNG of per-step overhead and memory per run (matplotlib). ``--quick`` is a smoke run.
+
+Usage::
+
+    python benchmarks/bench_peers.py --json out.json --markdown out.md --plot out.png
+    .venv/bin/python benchmarks/bench_peers.py --quick --systems floor operative
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import importlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine, median, print_table, read_status_kib, write_json
+
+HERE = Path(__file__).resolve()
+STEPS = 20
+PARALLEL_CALLS = 50
+PARALLEL_SLEEP = 0.010
+CONCURRENT_STEPS = 5
+MODEL_LATENCY = 0.020
+
+SYSTEMS: dict[str, tuple[str, str]] = {
+    # key: (adapter module, what a program imports to build an agent with a tool)
+    "floor": ("peers.floor", "import trio"),
+    "operative": ("peers.operative_side", "import operative"),
+    "pydantic-ai": ("peers.pydantic_ai_side", "import pydantic_ai, pydantic_ai.models.function"),
+    "openai-agents": ("peers.openai_agents_side", "import agents"),
+    "langgraph": ("peers.langgraph_side", "import langgraph.prebuilt, langchain_core.tools"),
+}
+REQUIRES = {
+    "pydantic-ai": "pydantic_ai",
+    "openai-agents": "agents",
+    "langgraph": "langgraph.prebuilt",
+}
+
+# --------------------------------------------------------------------------------------
+# child side: one scenario of one system, printed as one JSON line
+# --------------------------------------------------------------------------------------
+
+
+def _drive(adapter: ModuleType, main: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+    if adapter.RUNNER == "trio":
+        import trio
+
+        return trio.run(main)
+    return asyncio.run(main())
+
+
+def _check_calls(adapter: ModuleType, expected: int) -> None:
+    if adapter.CALLS[0] != expected:
+        raise RuntimeError(f"{adapter.NAME}: {adapter.CALLS[0]} tool executions, not {expected}")
+
+
+def child_per_step(adapter: ModuleType, repetitions: int, warmup: int) -> dict[str, Any]:
+    long, short = adapter.make_steps(STEPS, 0.0), adapter.make_steps(1, 0.0)
+    samples: dict[str, list[int]] = {"long": [], "short": []}
+
+    async def main() -> None:
+        for _ in range(warmup):
+            await long()
+            await short()
+        gc.collect()
+        for _ in range(repetitions):
+            for name, fn in (("long", long), ("short", short)):
+                start = time.perf_counter_ns()
+                answer = await fn()
+                samples[name].append(time.perf_counter_ns() - start)
+                if answer != "the answer is 42":
+                    raise RuntimeError(f"{adapter.NAME}: unexpected answer {answer!r}")
+
+    _drive(adapter, main)
+    _check_calls(adapter, (warmup + repetitions) * (STEPS - 1))
+    whole, one = median(samples["long"]) / 1000, median(samples["short"]) / 1000
+    ordered = sorted(samples["long"])
+    return {
+        "repetitions": repetitions,
+        "us_per_step": whole / STEPS,
+        "us_per_step_p10": ordered[len(ordered) // 10] / 1000 / STEPS,
+        "us_per_step_marginal": (whole - one) / (STEPS - 1),
+        "us_run_1_step": one,
+        "tool_calls": adapter.CALLS[0],
+    }
+
+
+def child_parallel(adapter: ModuleType, repetitions: int) -> dict[str, Any]:
+    run = adapter.make_parallel(PARALLEL_CALLS, PARALLEL_SLEEP)
+    walls: list[float] = []
+
+    async def main() -> None:
+        await run()  # warm-up
+        for _ in range(repetitions):
+            start = time.perf_counter()
+            await run()
+            walls.append(time.perf_counter() - start)
+
+    _drive(adapter, main)
+    _check_calls(adapter, (repetitions + 1) * PARALLEL_CALLS)
+    wall = median(walls)
+    return {
+        "calls": PARALLEL_CALLS,
+        "tool_sleep_s": PARALLEL_SLEEP,
+        "wall_s": wall,
+        "wall_min_s": min(walls),
+        # One after another the calls need calls x sleep; call it parallel under half that.
+        "parallel": wall < PARALLEL_CALLS * PARALLEL_SLEEP / 2,
+        "tool_calls": adapter.CALLS[0],
+    }
+
+
+def child_concurrency(adapter: ModuleType, runs: int) -> dict[str, Any]:
+    run = adapter.make_steps(CONCURRENT_STEPS, MODEL_LATENCY)
+    state = {"in_flight": 0, "max_in_flight": 0, "done": 0}
+
+    async def tracked() -> None:
+        state["in_flight"] += 1
+        state["max_in_flight"] = max(state["max_in_flight"], state["in_flight"])
+        try:
+            await run()
+        finally:
+            state["in_flight"] -= 1
+            state["done"] += 1
+
+    async def batch(n: int) -> None:
+        if adapter.RUNNER == "trio":
+            import trio
+
+            async with trio.open_nursery() as nursery:
+                for _ in range(n):
+                    nursery.start_soon(tracked)
+        else:
+            async with asyncio.TaskGroup() as group:
+                for _ in range(n):
+                    group.create_task(tracked())
+
+    warm = 10
+    _drive(adapter, lambda: batch(warm))
+    gc.collect()
+    state.update(max_in_flight=0, done=0)
+    before = read_status_kib("VmRSS", "VmHWM")
+    cpu = time.process_time()
+    start = time.perf_counter()
+    _drive(adapter, lambda: batch(runs))
+    wall = time.perf_counter() - start
+    cpu = time.process_time() - cpu
+    after = read_status_kib("VmHWM")
+    if state["done"] != runs:
+        raise RuntimeError(f"{adapter.NAME}: {state['done']} of {runs} runs finished")
+    _check_calls(adapter, (warm + runs) * (CONCURRENT_STEPS - 1))
+    return {
+        "runs": runs,
+        "steps": CONCURRENT_STEPS,
+        "model_latency_s": MODEL_LATENCY,
+        "wall_s": wall,
+        "runs_per_s": runs / wall,
+        "cpu_s": cpu,
+        "max_in_flight": state["max_in_flight"],
+        "rss_before_kib": before["VmRSS"],
+        "hwm_after_kib": after["VmHWM"],
+        "kib_per_run": (after["VmHWM"] - before["VmRSS"]) / runs,
+        "tool_calls": adapter.CALLS[0],
+    }
+
+
+def child_durable_operative(repetitions: int, warmup: int, postgres: bool) -> dict[str, Any]:
+    """bench_durable.py's per-step measurement (memory, SQLite, PostgreSQL when possible)."""
+    import bench_durable as bd
+    import trio
+
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        openers: dict[str, Any] = {"sqlite": bd.sqlite_opener(os.path.join(tmp, "steps.db"))}
+        counted: dict[str, Any] = {
+            "sqlite": bd.sqlite_opener(os.path.join(tmp, "count.db"), count=True)
+        }
+        classes = bd.postgres_classes() if postgres else "not asked for (--no-postgres)"
+        if isinstance(classes, str):
+            notes.append(f"operative PostgreSQL skipped: {classes}")
+        else:
+            from bench_storage import throwaway_postgres
+
+            dsn = os.environ.get("OPERATIVE_POSTGRES_DSN") or stack.enter_context(
+                throwaway_postgres()
+            )
+            if dsn is None:
+                notes.append("operative PostgreSQL skipped: no DSN and no initdb")
+            else:
+                openers["postgres"] = bd.postgres_opener(
+                    stack.enter_context(bd.postgres_schema(dsn)), classes
+                )
+                counted["postgres"] = bd.postgres_opener(
+                    stack.enter_context(bd.postgres_schema(dsn)), classes, count=True
+                )
+        per = trio.run(bd.measure_per_step, openers, counted, repetitions, warmup)
+    return {"per_step": per, "notes": notes}
+
+
+def child_durable_langgraph(repetitions: int, warmup: int) -> dict[str, Any]:
+    """The 20-step run through langgraph with no checkpointer, InMemorySaver, AsyncSqliteSaver."""
+    from peers import langgraph_side as lg
+
+    notes: list[str] = []
+    out: dict[str, Any] = {"steps": STEPS, "repetitions": repetitions}
+
+    async def main(tmp: str) -> None:
+        from langgraph.checkpoint.memory import InMemorySaver  # type: ignore[import-not-found,unused-ignore]
+
+        savers: dict[str, Any] = {"none": None, "memory": InMemorySaver()}
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                from langgraph.checkpoint.sqlite.aio import (  # type: ignore[import-not-found,unused-ignore]
+                    AsyncSqliteSaver,
+                )
+            except ImportError as exc:
+                notes.append(f"langgraph SQLite skipped: {exc}")
+            else:
+                path = os.path.join(tmp, "lg.db")
+                savers["sqlite"] = await stack.enter_async_context(
+                    AsyncSqliteSaver.from_conn_string(path)
+                )
+            graphs = {
+                name: lg.graph(lg.steps_script(STEPS), 0.0, saver) for name, saver in savers.items()
+            }
+            samples: dict[str, list[int]] = {name: [] for name in graphs}
+            for _ in range(warmup):
+                for g in graphs.values():
+                    await lg.run_graph(g)
+            gc.collect()
+            for _ in range(repetitions):
+                for name, g in graphs.items():
+                    start = time.perf_counter_ns()
+                    await lg.run_graph(g)
+                    samples[name].append(time.perf_counter_ns() - start)
+            base = median(samples["none"]) / 1000
+            for name, values in samples.items():
+                whole = median(values) / 1000
+                out[name] = {
+                    "us_per_step": whole / STEPS,
+                    "overhead_us_per_step": (whole - base) / STEPS,
+                }
+            if "sqlite" in savers:
+                config = {"configurable": {"thread_id": "t-count"}}
+                await savers["sqlite"].adelete_thread("t-count")
+                await graphs["sqlite"].ainvoke(
+                    {"messages": [("user", "What is 1 + 1?")]},
+                    {"recursion_limit": 200, **config},
+                )
+                checkpoints = [c async for c in savers["sqlite"].alist(config)]
+                out["sqlite"]["checkpoints_per_run"] = len(checkpoints)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        asyncio.run(main(tmp))
+    counted_runs = (warmup + repetitions) * len(out.keys() - {"steps", "repetitions"})
+    _check_calls(lg, (counted_runs + ("sqlite" in out)) * (STEPS - 1))
+    return {"per_step": out, "notes": notes}
+
+
+def child(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("system")
+    parser.add_argument("scenario")
+    parser.add_argument("--repetitions", type=int, default=50)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=2000)
+    parser.add_argument("--no-postgres", action="store_true")
+    args = parser.parse_args(argv)
+    if args.scenario == "durable":
+        if args.system == "operative":
+            out = child_durable_operative(args.repetitions, args.warmup, not args.no_postgres)
+        else:
+            out = child_durable_langgraph(args.repetitions, args.warmup)
+    else:
+        adapter = importlib.import_module(SYSTEMS[args.system][0])
+        if args.scenario == "per-step":
+            out = child_per_step(adapter, args.repetitions, args.warmup)
+        elif args.scenario == "parallel":
+            out = child_parallel(adapter, args.repetitions)
+        else:
+            out = child_concurrency(adapter, args.runs)
+    print(json.dumps(out))
+    return 0
+
+
+# --------------------------------------------------------------------------------------
+# parent side
+# --------------------------------------------------------------------------------------
+
+
+def in_child(system: str, scenario: str, *extra: str, timeout: float = 900) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, str(HERE), "--child", system, scenario, *extra],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{system} {scenario} failed:\n{proc.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def import_time(statement: str, attempts: int) -> float:
+    """Best of ``attempts`` fresh interpreters, in milliseconds."""
+    code = f"import time; t = time.perf_counter(); {statement}; print(time.perf_counter() - t)"
+    best = float("inf")
+    for _ in range(attempts):
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout
+        best = min(best, float(out.strip().splitlines()[-1]) * 1000)
+    return best
+
+
+def available(system: str) -> str | None:
+    """None when the system can be measured here, else why not."""
+    module = REQUIRES.get(system)
+    if module is None:
+        return None
+    probe = subprocess.run(
+        [sys.executable, "-c", f"import {module}"], capture_output=True, text=True, check=False
+    )
+    return None if probe.returncode == 0 else f"{module} is not importable (not installed)"
+
+
+def _ratio(value: float | None, floor: float | None) -> str:
+    if value is None or not floor:
+        return "-"
+    return f"{value / floor:.1f}x"
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def headline_rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    systems = results["systems"]
+    per, par, imp = results["per_step"], results["parallel"], results["import_ms"]
+    conc = results["concurrency"]
+    floor = "floor"
+    header = ["", "µs/step (x floor)", "50 x 10 ms tools, ms (parallel?)"]
+    for n in results["batch_sizes"]:
+        header += [f"{n:,} runs: wall s (x floor)", f"{n:,} runs: KiB/run (x floor)"]
+    header.append("import ms (x floor)")
+    rows = []
+    for s in systems:
+        p = per[s]["us_per_step"]
+        row = [
+            s,
+            f"{p:,.1f} ({_ratio(p, per[floor]['us_per_step'])})",
+            f"{par[s]['wall_s'] * 1000:,.0f} ({'yes' if par[s]['parallel'] else 'no'})",
+        ]
+        for n in results["batch_sizes"]:
+            c, cf = conc[str(n)].get(s), conc[str(n)].get(floor)
+            if c is None:
+                row += ["-", "-"]
+                continue
+            row += [
+                f"{c['wall_s']:,.2f} ({_ratio(c['wall_s'], cf and cf['wall_s'])})",
+                f"{c['kib_per_run']:,.1f} ({_ratio(c['kib_per_run'], cf and cf['kib_per_run'])})",
+            ]
+        row.append(f"{imp[s]:,.0f} ({_ratio(imp[s], imp[floor])})")
+        rows.append(row)
+    return header, rows
+
+
+def durable_rows(results: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    op = results["durable"].get("operative")
+    if op:
+        per = op["per_step"]
+        for name in ("sqlite", "postgres"):
+            if name in per:
+                r = per[name]
+                rows.append(
+                    [
+                        f"operative, {name}",
+                        f"{per['memory']['us_per_step']:,.1f}",
+                        f"{r['us_per_step']:,.1f}",
+                        f"{r['overhead_us_per_step']:,.1f}",
+                        f"{r.get('commits_per_step', 0):.2f} commits",
+                    ]
+                )
+    lg = results["durable"].get("langgraph")
+    if lg:
+        per = lg["per_step"]
+        for name in ("memory", "sqlite"):
+            if name in per:
+                r = per[name]
+                label = "InMemorySaver" if name == "memory" else "AsyncSqliteSaver"
+                rows.append(
+                    [
+                        f"langgraph, {label}",
+                        f"{per['none']['us_per_step']:,.1f}",
+                        f"{r['us_per_step']:,.1f}",
+                        f"{r['overhead_us_per_step']:,.1f}",
+                        f"{r['checkpoints_per_run'] / STEPS:.2f} checkpoints"
+                        if "checkpoints_per_run" in r
+                        else "-",
+                    ]
+                )
+    return rows
+
+
+DURABLE_HEADER = [
+    "",
+    "µs/step, not durable",
+    "µs/step, durable",
+    "overhead µs/step",
+    "writes per step",
+]
+
+
+def markdown(results: dict[str, Any]) -> str:
+    m = results["machine"]
+    header, rows = headline_rows(results)
+    lines = [
+        "# operative against the field",
+        "",
+        f"Produced by `benchmarks/bench_peers.py` on {results['date']}"
+        f"{' (quick smoke run)' if results['quick'] else ''}. Machine: {m['cpu']}, "
+        f"{m['cores']} cores, Python {m['python']}, {m['platform']}; load average "
+        f"{results['load_before'][0]:.2f} before and {results['load_after'][0]:.2f} after the "
+        "run (the machine is shared with other jobs, so wall times carry their noise).",
+        "",
+        "Versions: "
+        + ", ".join(f"{name} {version}" for name, version in sorted(results["versions"].items()))
+        + ".",
+        "",
+        "Ratios are to the floor: a bare hand-written Trio loop over plain dicts doing the same "
+        "work. Every tool execution is counted and checked against the work asked for.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "| " + " | ".join("---" for _ in header) + " |",
+        *("| " + " | ".join(row) + " |" for row in rows),
+        "",
+        f"- µs/step: median of {results['per_step']['floor']['repetitions']} interleaved "
+        f"{STEPS}-step runs (one `add` tool call per step, then an answer), set-up amortised in.",
+        f"- Tools: one step asking for {PARALLEL_CALLS} `wait(10 ms)` calls, then an answer; "
+        "median wall time of the run (500 ms if the calls ran one after another).",
+        f"- Batches: {CONCURRENT_STEPS}-step runs (4 tool calls), the model sleeping "
+        f"{MODEL_LATENCY * 1000:.0f} ms per call, all started at once; one batch per size, each "
+        "system in a fresh process; KiB/run is peak RSS growth over the pre-batch RSS, divided "
+        "by the runs.",
+        f"- Import: best of {results['import_attempts']} fresh interpreters.",
+        "",
+        "## Durable checkpoint overhead per step",
+        "",
+        "| " + " | ".join(DURABLE_HEADER) + " |",
+        "| " + " | ".join("---" for _ in DURABLE_HEADER) + " |",
+        *("| " + " | ".join(row) + " |" for row in durable_rows(results)),
+        "",
+        "Same 20-step run, median of interleaved runs, minus the same system's run without "
+        "persistence. operative's PostgreSQL is a throwaway local cluster with `fsync=off`; "
+        "SQLite on both sides is a local file (operative: WAL, `synchronous=NORMAL`).",
+    ]
+    if results["notes"]:
+        lines += ["", "## Notes", ""] + [f"- {note}" for note in results["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: dict[str, Any], path: str) -> None:
+    import matplotlib  # type: ignore[import-not-found,unused-ignore]
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # type: ignore[import-not-found,unused-ignore]
+
+    systems = results["systems"]
+    per = [results["per_step"][s]["us_per_step"] for s in systems]
+    size = str(results["batch_sizes"][0])
+    mem = [results["concurrency"][size].get(s, {}).get("kib_per_run", 0.0) for s in systems]
+    colours = [
+        "#999999" if s == "floor" else "#1f77b4" if s == "operative" else "#ff7f0e" for s in systems
+    ]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for axis, values, title, unit in (
+        (left, per, f"per-step overhead ({STEPS}-step run, 1 tool call/step)", "µs per step"),
+        (right, mem, f"memory per in-flight run ({int(size):,} concurrent runs)", "KiB per run"),
+    ):
+        bars = axis.bar(systems, values, color=colours)
+        axis.set_yscale("log")
+        axis.set_title(title, fontsize=10)
+        axis.set_ylabel(f"{unit} (log scale)")
+        axis.tick_params(axis="x", labelrotation=20)
+        for bar, value in zip(bars, values, strict=True):
+            axis.annotate(
+                f"{value:,.1f}",
+                (bar.get_x() + bar.get_width() / 2, value),
+                ha="center",
+                va="bottom",
+                fontsize=8,
+            )
+    fig.suptitle(f"{results['machine']['cpu']}, {results['machine']['cores']} cores", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def versions(systems: Sequence[str]) -> dict[str, str]:
+    from importlib import metadata
+
+    names = ["trio", "msgspec", "operative"]
+    extra = {
+        "pydantic-ai": ["pydantic-ai-slim", "pydantic"],
+        "openai-agents": ["openai-agents", "openai"],
+        "langgraph": ["langgraph", "langchain-core", "langgraph-checkpoint-sqlite"],
+    }
+    for s in systems:
+        names += extra.get(s, [])
+    found = {}
+    for name in names:
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            found[name] = metadata.version(name)
+    return found
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--child"]:
+        return child(argv[1:])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a fast smoke run")
+    parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=list(SYSTEMS))
+    parser.add_argument("--repetitions", type=int, default=None, help="per-step runs (100)")
+    parser.add_argument(
+        "--batches", type=int, nargs="+", default=None, help="batch sizes (2000 10000)"
+    )
+    parser.add_argument("--imports", type=int, default=None, help="import attempts (7)")
+    parser.add_argument("--no-postgres", action="store_true", help="operative on SQLite only")
+    parser.add_argument("--no-durable", action="store_true", help="skip scenario 5")
+    parser.add_argument("--json", metavar="PATH")
+    parser.add_argument("--markdown", metavar="PATH")
+    parser.add_argument("--plot", metavar="PATH")
+    args = parser.parse_args(argv)
+    repetitions = args.repetitions or (5 if args.quick else 100)
+    warmup = 1 if args.quick else 10
+    batches = args.batches or ([50] if args.quick else [2000, 10000])
+    attempts = args.imports or (2 if args.quick else 7)
+
+    notes: list[str] = []
+    systems = []
+    for s in args.systems:
+        why = available(s)
+        if why is None:
+            systems.append(s)
+        else:
+            notes.append(f"{s} skipped: {why}")
+    if "floor" not in systems:
+        systems.insert(0, "floor")
+    started = time.perf_counter()
+    results: dict[str, Any] = {
+        "machine": machine(),
+        "versions": versions(systems),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "load_before": list(os.getloadavg()),
+        "quick": args.quick,
+        "systems": systems,
+        "batch_sizes": batches,
+        "import_attempts": attempts,
+        "notes": notes,
+    }
+
+    def progress(what: str) -> None:
+        print(f"[{time.perf_counter() - started:6.1f} s] {what}", file=sys.stderr, flush=True)
+
+    reps = ["--repetitions", str(repetitions), "--warmup", str(warmup)]
+    results["per_step"] = {}
+    for s in systems:
+        progress(f"per-step: {s}")
+        results["per_step"][s] = in_child(s, "per-step", *reps)
+    results["parallel"] = {}
+    for s in systems:
+        progress(f"parallel tools: {s}")
+        results["parallel"][s] = in_child(
+            s, "parallel", "--repetitions", "3" if args.quick else "9"
+        )
+    results["concurrency"] = {}
+    for n in batches:
+        results["concurrency"][str(n)] = {}
+        for s in systems:
+            progress(f"{n:,} concurrent runs: {s}")
+            results["concurrency"][str(n)][s] = in_child(s, "concurrency", "--runs", str(n))
+    results["import_ms"] = {}
+    for s in systems:
+        progress(f"import time: {s}")
+        results["import_ms"][s] = import_time(SYSTEMS[s][1], attempts)
+    results["durable"] = {}
+    if not args.no_durable:
+        durable_reps = [
+            "--repetitions",
+            str(5 if args.quick else 30),
+            "--warmup",
+            "1" if args.quick else "3",
+        ]
+        for s in ("operative", "langgraph"):
+            if s in systems:
+                progress(f"durable checkpoints: {s}")
+                extra = ["--no-postgres"] if args.no_postgres else []
+                found = in_child(s, "durable", *durable_reps, *extra)
+                results["durable"][s] = found
+                notes.extend(found["notes"])
+    results["load_after"] = list(os.getloadavg())
+    results["elapsed_s"] = time.perf_counter() - started
+    progress("done")
+
+    header, rows = headline_rows(results)
+    print_table("operative against the field (ratios to the bare Trio floor)", header, rows)
+    print_table("durable checkpoint overhead per step", DURABLE_HEADER, durable_rows(results))
+    for note in notes:
+        print(f"\nnote: {note}")
+    if args.json:
+        write_json(args.json, results)
+        print(f"\nwrote {args.json}")
+    if args.markdown:
+        Path(args.markdown).write_text(markdown(results))
+        print(f"wrote {args.markdown}")
+    if args.plot:
+        plot(results, args.plot)
+        print(f"wrote {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""operative: ``open_run`` with a ``Toolbox`` and a scripted ``generate`` (as in bench_loop.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import trio
+
+from operative import (
+    Conversation,
+    GenerateRequest,
+    GenerateResponse,
+    Toolbox,
+    ToolCall,
+    open_run,
+    stop_when,
+    tool,
+)
+
+NAME = "operative"
+RUNNER = "trio"
+CALLS = [0]
+sleep = trio.sleep
+
+
+@tool
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    CALLS[0] += 1
+    return a + b
+
+
+@tool
+async def wait(ms: int) -> int:
+    """Sleep ``ms`` milliseconds."""
+    await trio.sleep(ms / 1000)
+    CALLS[0] += 1
+    return ms
+
+
+TOOLBOX = Toolbox([add, wait])
+NO_TOOL_CALLS = stop_when.no_tool_calls()
+
+
+async def _run(generate: Callable[[GenerateRequest], Awaitable[GenerateResponse]]) -> str:
+    conversation = Conversation()
+    conversation.append_user_message("What is 1 + 1?")
+    async with open_run(
+        generate=generate, conversation=conversation, toolbox=TOOLBOX, stop_when=NO_TOOL_CALLS
+    ) as run:
+        pass
+    result = await run.result()
+    if result.finish_reason != "stop-condition":
+        raise RuntimeError(f"run ended with {result.finish_reason}: {result.error!r}")
+    return result.content
+
+
+def make_steps(steps: int, latency: float) -> Callable[[], Awaitable[str]]:
+    script = [
+        GenerateResponse(
+            tool_calls=(ToolCall(id=f"call_{k}", name="add", arguments=f'{{"a": {k}, "b": 1}}'),)
+        )
+        for k in range(1, steps)
+    ]
+    script.append(GenerateResponse(content="the answer is 42"))
+
+    async def generate(request: GenerateRequest) -> GenerateResponse:
+        if latency:
+            await trio.sleep(latency)
+        return script[request.step - 1]
+
+    return lambda: _run(generate)
+
+
+def make_parallel(calls: int, tool_sleep: float) -> Callable[[], Awaitable[str]]:
+    ms = round(tool_sleep * 1000)
+    first = GenerateResponse(
+        tool_calls=tuple(
+            ToolCall(id=f"call_{k}", name="wait", arguments=f'{{"ms": {ms}}}') for k in range(calls)
+        )
+    )
+    script = [first, GenerateResponse(content="done")]
+
+    async def generate(request: GenerateRequest) -> GenerateResponse:
+        return script[request.step - 1]
+
+    return lambda: _run(generate)
