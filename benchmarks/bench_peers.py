@@ -64,6 +64,10 @@ PARALLEL_CALLS = 50
 PARALLEL_SLEEP = 0.010
 CONCURRENT_STEPS = 5
 MODEL_LATENCY = 0.020
+BATCH_LIMIT = 60.0
+"""Seconds after which a peer's concurrent batch is stopped, so the whole comparison fits
+in 15 minutes on a 2-core machine (the 10,000-run batches of the peers would take minutes
+each). Every run has started by then, so peak RSS still covers all of them in flight."""
 
 SYSTEMS: dict[str, tuple[str, str]] = {
     # key: (adapter module, what a program imports to build an agent with a tool)
@@ -153,56 +157,71 @@ def child_parallel(adapter: ModuleType, repetitions: int) -> dict[str, Any]:
     }
 
 
-def child_concurrency(adapter: ModuleType, runs: int) -> dict[str, Any]:
+def child_concurrency(adapter: ModuleType, runs: int, limit: float | None) -> dict[str, Any]:
+    """One batch of ``runs``; with ``limit``, the batch is stopped after that many seconds
+    (every run has started by then, so peak RSS still covers the runs in flight)."""
     run = adapter.make_steps(CONCURRENT_STEPS, MODEL_LATENCY)
-    state = {"in_flight": 0, "max_in_flight": 0, "done": 0}
+    state = {"in_flight": 0, "max_in_flight": 0, "done": 0, "cancelled": 0}
 
     async def tracked() -> None:
         state["in_flight"] += 1
         state["max_in_flight"] = max(state["max_in_flight"], state["in_flight"])
         try:
             await run()
+        except BaseException:
+            state["cancelled"] += 1
+            raise
         finally:
             state["in_flight"] -= 1
             state["done"] += 1
 
-    async def batch(n: int) -> None:
+    async def batch(n: int, limit: float | None = None) -> None:
         if adapter.RUNNER == "trio":
             import trio
 
-            async with trio.open_nursery() as nursery:
-                for _ in range(n):
-                    nursery.start_soon(tracked)
+            with trio.move_on_after(limit if limit else float("inf")):
+                async with trio.open_nursery() as nursery:
+                    for _ in range(n):
+                        nursery.start_soon(tracked)
         else:
-            async with asyncio.TaskGroup() as group:
-                for _ in range(n):
-                    group.create_task(tracked())
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(limit), asyncio.TaskGroup() as group:
+                    for _ in range(n):
+                        group.create_task(tracked())
 
     warm = 10
     _drive(adapter, lambda: batch(warm))
     gc.collect()
-    state.update(max_in_flight=0, done=0)
+    state.update(max_in_flight=0, done=0, cancelled=0)
     before = read_status_kib("VmRSS", "VmHWM")
     cpu = time.process_time()
     start = time.perf_counter()
-    _drive(adapter, lambda: batch(runs))
+    _drive(adapter, lambda: batch(runs, limit))
     wall = time.perf_counter() - start
     cpu = time.process_time() - cpu
     after = read_status_kib("VmHWM")
-    if state["done"] != runs:
-        raise RuntimeError(f"{adapter.NAME}: {state['done']} of {runs} runs finished")
-    _check_calls(adapter, (warm + runs) * (CONCURRENT_STEPS - 1))
+    finished = state["done"] - state["cancelled"]
+    per_run = CONCURRENT_STEPS - 1
+    if finished == runs:
+        _check_calls(adapter, (warm + runs) * per_run)
+    elif limit is None:
+        raise RuntimeError(f"{adapter.NAME}: {finished} of {runs} runs finished")
+    elif not (warm + finished) * per_run <= adapter.CALLS[0] <= (warm + runs) * per_run:
+        raise RuntimeError(f"{adapter.NAME}: {adapter.CALLS[0]} tool executions for {finished}")
     return {
         "runs": runs,
+        "finished": finished,
+        "stopped_after_s": None if finished == runs else limit,
         "steps": CONCURRENT_STEPS,
         "model_latency_s": MODEL_LATENCY,
         "wall_s": wall,
-        "runs_per_s": runs / wall,
+        "runs_per_s": finished / wall,
         "cpu_s": cpu,
         "max_in_flight": state["max_in_flight"],
         "rss_before_kib": before["VmRSS"],
         "hwm_after_kib": after["VmHWM"],
-        "kib_per_run": (after["VmHWM"] - before["VmRSS"]) / runs,
+        # Every run is in flight at the peak, unless a stopped batch never started them all.
+        "kib_per_run": (after["VmHWM"] - before["VmRSS"]) / state["max_in_flight"],
         "tool_calls": adapter.CALLS[0],
     }
 
@@ -307,6 +326,7 @@ def child(argv: Sequence[str]) -> int:
     parser.add_argument("--repetitions", type=int, default=50)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--runs", type=int, default=2000)
+    parser.add_argument("--limit", type=float, default=None)
     parser.add_argument("--no-postgres", action="store_true")
     args = parser.parse_args(argv)
     if args.scenario == "durable":
@@ -321,7 +341,7 @@ def child(argv: Sequence[str]) -> int:
         elif args.scenario == "parallel":
             out = child_parallel(adapter, args.repetitions)
         else:
-            out = child_concurrency(adapter, args.runs)
+            out = child_concurrency(adapter, args.runs, args.limit)
     print(json.dumps(out))
     return 0
 
@@ -400,8 +420,12 @@ def headline_rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
             if c is None:
                 row += ["-", "-"]
                 continue
+            if c.get("stopped_after_s"):
+                wall_cell = f"> {c['stopped_after_s']:.0f} ({c['finished']:,} done)"
+            else:
+                wall_cell = f"{c['wall_s']:,.2f} ({_ratio(c['wall_s'], cf and cf['wall_s'])})"
             row += [
-                f"{c['wall_s']:,.2f} ({_ratio(c['wall_s'], cf and cf['wall_s'])})",
+                wall_cell,
                 f"{c['kib_per_run']:,.1f} ({_ratio(c['kib_per_run'], cf and cf['kib_per_run'])})",
             ]
         row.append(f"{imp[s]:,.0f} ({_ratio(imp[s], imp[floor])})")
@@ -486,7 +510,10 @@ def markdown(results: dict[str, Any]) -> str:
         f"- Batches: {CONCURRENT_STEPS}-step runs (4 tool calls), the model sleeping "
         f"{MODEL_LATENCY * 1000:.0f} ms per call, all started at once; one batch per size, each "
         "system in a fresh process; KiB/run is peak RSS growth over the pre-batch RSS, divided "
-        "by the runs.",
+        "by the runs (all of them are in flight at the peak). A peer's batch still running "
+        f"after {results['batch_limit_s']:.0f} s is stopped there (`> N` above, with the runs "
+        "finished by then): the peers' 10,000-run batches would take several minutes each, "
+        "and the whole comparison has to fit in 15 minutes.",
         f"- Import: best of {results['import_attempts']} fresh interpreters.",
         "",
         "## Durable checkpoint overhead per step",
@@ -569,6 +596,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--batches", type=int, nargs="+", default=None, help="batch sizes (2000 10000)"
     )
+    parser.add_argument(
+        "--batch-limit",
+        type=float,
+        default=None,
+        help="seconds after which a peer's batch is stopped (60; 20 with --quick)",
+    )
     parser.add_argument("--imports", type=int, default=None, help="import attempts (7)")
     parser.add_argument("--no-postgres", action="store_true", help="operative on SQLite only")
     parser.add_argument("--no-durable", action="store_true", help="skip scenario 5")
@@ -580,6 +613,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     warmup = 1 if args.quick else 10
     batches = args.batches or ([50] if args.quick else [2000, 10000])
     attempts = args.imports or (2 if args.quick else 7)
+    args.batch_limit = args.batch_limit or (20.0 if args.quick else BATCH_LIMIT)
+    results_limit = args.batch_limit
 
     notes: list[str] = []
     systems = []
@@ -601,6 +636,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "systems": systems,
         "batch_sizes": batches,
         "import_attempts": attempts,
+        "batch_limit_s": results_limit,
         "notes": notes,
     }
 
@@ -623,7 +659,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["concurrency"][str(n)] = {}
         for s in systems:
             progress(f"{n:,} concurrent runs: {s}")
-            results["concurrency"][str(n)][s] = in_child(s, "concurrency", "--runs", str(n))
+            limit = [] if s in ("floor", "operative") else ["--limit", str(args.batch_limit)]
+            results["concurrency"][str(n)][s] = in_child(s, "concurrency", "--runs", str(n), *limit)
     results["import_ms"] = {}
     for s in systems:
         progress(f"import time: {s}")
