@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import secrets
+import signal
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -69,6 +71,13 @@ def build_host(generate: Any, *, secret: bytes, approval_state: Any, notes: Path
     return ChatHost(generate=generate, toolbox=toolbox, instructions=instructions, page=PAGE)
 
 
+async def _until_stopped() -> None:
+    """Return at the first SIGINT (Ctrl-C) or SIGTERM: hypercorn then shuts down cleanly."""
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            return
+
+
 async def run_serve(args: argparse.Namespace, out: Output, env: Mapping[str, str]) -> int:
     """Serve the chat page and ``POST /api/turn`` until interrupted."""
     try:
@@ -90,8 +99,12 @@ async def run_serve(args: argparse.Namespace, out: Output, env: Mapping[str, str
             generate, secret=secret, approval_state=state, notes=data_dir / "notes.txt"
         )
         out.line(f"model: {choice.label}", "bold yellow" if choice.offline else "bold")
+        app: Any = host  # an ASGI callable; hypercorn's protocol types are narrower
         async with trio.open_nursery() as nursery:
-            binds = await nursery.start(serve, host, config)
+            binds = await nursery.start(
+                functools.partial(serve, app, config, shutdown_trigger=_until_stopped)
+            )
             for bind in binds:
                 out.line(f"serving the chat page at {bind}/ (Ctrl-C stops)", "bold")
+    out.line("stopped")
     return EXIT_OK

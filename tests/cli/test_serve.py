@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -259,6 +263,41 @@ def test_serve_is_a_command_with_its_options() -> None:
 
     out = io.StringIO()
     assert main(["serve", "--help"], stdout=out, stderr=io.StringIO()) == 0
+
+
+async def test_operative_serve_serves_until_sigterm(tmp_path: Path) -> None:
+    """The command serves the page and the API on the port it prints, and stops cleanly."""
+    command = [sys.executable, "-m", "operative", "serve", "--offline", "--port", "0"]
+    env = {**os.environ, "NO_COLOR": "1", "OPERATIVE_DATA_DIR": str(tmp_path)}
+    env.pop("OPERATIVE_APPROVAL_SECRET", None)
+    process = await trio.lowlevel.open_process(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
+    )
+    assert process.stdout is not None
+    seen = b""
+    try:
+        with trio.fail_after(15):
+            while (found := re.search(rb"serving the chat page at (\S+)/ ", seen)) is None:
+                chunk = await process.stdout.receive_some()
+                assert chunk, seen.decode()
+                seen += chunk
+        url = found.group(1).decode()
+        async with httpx.AsyncClient() as client:
+            assert (await client.get(url + "/")).status_code == 200
+            events = await post_turn(client, url, {"message": "remember to buy milk"})
+            assert of(events, "approval.pending")
+        assert (tmp_path / SECRET_FILE).exists()
+        process.send_signal(signal.SIGTERM)
+        with trio.fail_after(10):
+            while chunk := await process.stdout.receive_some():
+                seen += chunk
+            assert await process.wait() == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert b"OFFLINE scripted model" in seen
+    assert seen.rstrip().endswith(b"stopped")
 
 
 # -- the page, in headless Chromium ------------------------------------------------------
