@@ -513,7 +513,10 @@ def markdown(results: dict[str, Any]) -> str:
         "by the runs (all of them are in flight at the peak). A peer's batch still running "
         f"after {results['batch_limit_s']:.0f} s is stopped there (`> N` above, with the runs "
         "finished by then): the peers' 10,000-run batches would take several minutes each, "
-        "and the whole comparison has to fit in 15 minutes.",
+        "and the whole comparison has to fit in 15 minutes. A stopped batch's KiB/run covers "
+        "runs that had not all reached their later steps, so it can understate a finished "
+        "run's footprint; the stop also only takes effect when the event loop next gets "
+        "control, and unwinding thousands of cancelled runs takes a peer a while.",
         f"- Import: best of {results['import_attempts']} fresh interpreters.",
         "",
         "## Durable checkpoint overhead per step",
