@@ -83,3 +83,47 @@ async def test_guide_samples_run_in_order(
         pending = eval(code, namespace)
         if pending is not None:
             await pending
+
+
+# Pages whose samples wait on SQLite in worker threads: virtual time may jump only after
+# 20 ms of real idleness, or a jump while a thread works would fire its timeouts.
+_THREADED_PAGES = {"storage.md"}
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        "conversation.md",
+        "storage.md",
+        "cancellation.md",
+        "design.md",
+    ],
+)
+async def test_page_samples_run_and_print_what_they_say(
+    page: str, autojump_clock: trio.testing.MockClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every Python sample runs, top to bottom, in one namespace; each top-level
+    ``print(...)  # text`` prints exactly ``text``."""
+    if page in _THREADED_PAGES:
+        autojump_clock.autojump_threshold = max(autojump_clock.autojump_threshold, 0.02)
+    blocks = _python_blocks(ROOT / "docs" / page)
+    assert blocks
+    namespace: dict[str, Any] = {"__name__": f"docs.{page}"}
+    expected: list[str] = []
+    for index, block in enumerate(blocks):
+        code = compile(block, f"docs/{page} sample {index + 1}", "exec", flags=PyCF_TOP_LEVEL_AWAIT)
+        pending = eval(code, namespace)
+        if pending is not None:
+            await pending
+        expected += re.findall(r"^print\(.*\)  +# (.*)$", block, flags=re.MULTILINE)
+    assert capsys.readouterr().out.splitlines() == expected
+
+
+def test_index_sample_runs_as_a_program(capsys: pytest.CaptureFixture[str]) -> None:
+    """The front page's sample is a whole program (it calls ``trio.run``) and prints
+    what its comments say."""
+    (block,) = _python_blocks(ROOT / "docs" / "index.md")
+    exec(compile(block, "docs/index.md sample 1", "exec"), {"__name__": "docs.index"})
+    expected = re.findall(r"print\(.*\)\s+# (.*)$", block, flags=re.MULTILINE)
+    assert expected
+    assert capsys.readouterr().out.splitlines() == expected
