@@ -96,6 +96,7 @@ _THREADED_PAGES = {"storage.md"}
         "conversation.md",
         "storage.md",
         "cancellation.md",
+        "tools.md",
         "design.md",
     ],
 )
