@@ -87,7 +87,7 @@ async def test_guide_samples_run_in_order(
 
 # Pages whose samples wait on SQLite in worker threads: virtual time may jump only after
 # 20 ms of real idleness, or a jump while a thread works would fire its timeouts.
-_THREADED_PAGES = {"storage.md"}
+_THREADED_PAGES = {"storage.md", "run-store.md"}
 
 
 @pytest.mark.parametrize(
@@ -95,6 +95,7 @@ _THREADED_PAGES = {"storage.md"}
     [
         "conversation.md",
         "storage.md",
+        "run-store.md",
         "cancellation.md",
         "tools.md",
         "design.md",
