@@ -255,6 +255,10 @@ class ActiveRun(StepLoop):
         except BaseException as exc:  # cancelled from outside the run, KeyboardInterrupt
             escaping = exc
         reason: str | None = None
+        if finish is not None and error is None and self._cancel_reason is not None:
+            # Asked to stop (an abort, a stall, a budget) in the tick the loop came back
+            # in, with no checkpoint left to raise it: the first recorded reason stands.
+            finish, reason = self._cancel_reason.finish_reason, self._cancel_reason.message
         if finish is None:
             cancel = self._cancel_reason
             if escaping is not None:

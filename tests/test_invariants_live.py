@@ -14,7 +14,7 @@ from typing import Any, Literal
 import attrs
 import trio
 import trio.testing
-from hypothesis import event, given, settings
+from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 import operative
@@ -377,6 +377,18 @@ def run_live_example(
 
 
 @settings(max_examples=150, deadline=None)
+@example(  # a stall abort in the tick the last step ended: the abort's reason stands
+    script=[Turn(kind="calls", calls=(("mutate", 0.0), ("mutate", 40.0)), think=0.0)],
+    actions=[HostAction(after=0.0, verb="resume", version=1)],
+    answers=[ApprovalAnswer(after=10.0, decision="approve")],
+    stall_policy=StallPolicy(stall_after=30.0, unreachable_after=None, abort_when_stalled=True),
+    approval_timeout=None,
+    with_handler=True,
+    maximum_steps=1,
+    tool_concurrency=None,
+    selection_expires=None,
+    start_paused=False,
+)
 @given(
     script=st.lists(_turns, min_size=1, max_size=5),
     actions=_host_actions,
