@@ -39,7 +39,7 @@ from ._events import (
 from ._model import GenerateFunction
 from ._options import configure_run
 from ._results import RunResult, StepResult
-from ._run_state import CancelReason
+from ._run_state import CancelReason, only_cancelled
 from ._step import StepLoop
 from ._types import FinishReason
 from .conversation import (
@@ -521,16 +521,9 @@ async def open_run(
         try:
             yield run
         except BaseException as exc:
-            if not _only_cancelled(exc):
+            if not only_cancelled(exc):
                 run.abort(f"the block running the run raised {type(exc).__name__}: {exc}")
             # else: the caller's cancellation reaches the run's task too (a shutdown).
             body_error = exc
     if body_error is not None:
         raise body_error
-
-
-def _only_cancelled(exc: BaseException) -> bool:
-    """True for a ``trio.Cancelled``, or a group holding nothing else."""
-    if isinstance(exc, BaseExceptionGroup):
-        return exc.split(trio.Cancelled)[1] is None
-    return isinstance(exc, trio.Cancelled)

@@ -31,11 +31,18 @@ if TYPE_CHECKING:
     from .guardrails._runner import GuardrailRunner
     from .steering import SteeringCursor
 
-__all__ = ["NO_USAGE", "CancelReason", "Inflight", "RunState"]
+__all__ = ["NO_USAGE", "CancelReason", "Inflight", "RunState", "only_cancelled"]
 
 logger = logging.getLogger("operative.run")
 
 NO_USAGE = Usage()
+
+
+def only_cancelled(exc: BaseException | None) -> bool:
+    """True for a ``trio.Cancelled``, or an exception group holding nothing else."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(trio.Cancelled)[1] is None
+    return isinstance(exc, trio.Cancelled)
 
 
 @attrs.frozen

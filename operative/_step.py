@@ -26,7 +26,7 @@ from ._generate_phase import GeneratePhase
 from ._model import GenerateRequest
 from ._output import validate_output
 from ._results import SchemaValidation, StepResult
-from ._run_state import NO_USAGE, Inflight
+from ._run_state import NO_USAGE, CancelReason, Inflight
 from ._tool_phase import ToolPhase, select_specs
 from ._types import FinishReason, ToolResult
 from .conversation import ConversationHistory, tool_result_message
@@ -61,8 +61,6 @@ class StepLoop(GeneratePhase, ToolPhase):
                     return stopped
         for step in range(first, cfg.maximum_steps + 1):
             if durable is not None and durable.cancel_reason is not None:
-                from ._run_state import CancelReason
-
                 self._cancel(CancelReason(FinishReason.ABORTED, durable.cancel_reason))
             await trio.lowlevel.checkpoint()
             self._step = step

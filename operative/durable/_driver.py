@@ -31,7 +31,7 @@ import trio
 
 from .._errors import InvalidArgument, LeaseLostError, OperativeError
 from .._model import GenerateResponse
-from .._types import ToolCall, ToolResult, Usage
+from .._types import FinishReason, ToolCall, ToolResult, Usage
 from ..conversation import Message
 from ._protocols import CheckpointStore, DurableEngine
 from ._records import Finished, Generated, Lease, RunOutcome, Started, StepDone, ToolSettled
@@ -209,8 +209,12 @@ class DurableDriver:
         try:
             record = await self._durable.engine.get(run_id)
         except Exception:
-            logger.warning("reading the record of durable run %s failed; a cancellation "
-                           "is seen at its next write", run_id, exc_info=True)  # fmt: skip
+            logger.warning(
+                "reading the record of durable run %s failed; a cancellation is seen at "
+                "its next write",
+                run_id,
+                exc_info=True,
+            )
             return
         if record is not None and record.cancel_reason and self.cancel_reason is None:
             self.cancel_reason = record.cancel_reason
@@ -271,8 +275,8 @@ class DurableDriver:
             self._journaled = len(messages)
             return
         before = messages[self._journaled : -1]
-        await self._append([Generated(step=step, message=messages[-1], usage=usage,
-                                      model=model, before=before)])  # fmt: skip
+        record = Generated(step=step, message=messages[-1], usage=usage, model=model, before=before)
+        await self._append([record])
         self._journaled = len(messages)
 
     def journaled(self, execute: Execute, step: int, toolbox: Any) -> Execute:
@@ -380,8 +384,11 @@ class DurableDriver:
             try:
                 await engine.release(lease)
             except Exception:
-                logger.warning("releasing run %s failed; it is claimable once its lease "
-                               "expires", lease.run_id, exc_info=True)  # fmt: skip
+                logger.warning(
+                    "releasing run %s failed; it is claimable once its lease expires",
+                    lease.run_id,
+                    exc_info=True,
+                )
             return result
         error = result.error
         outcome = RunOutcome(
@@ -410,20 +417,15 @@ class DurableDriver:
                     )
                     await engine.finish(lease, self._seq, Finished(outcome=outcome))
                     if result.error is None:
-                        result = attrs.evolve(result, finish_reason=_error(), error=exc)
+                        result = attrs.evolve(result, finish_reason=FinishReason.ERROR, error=exc)
                 self._seq += 1
         except Exception as exc:
-            logger.error("the outcome of durable run %s was not committed", lease.run_id,
-                         exc_info=True)  # fmt: skip
+            logger.error(
+                "the outcome of durable run %s was not committed", lease.run_id, exc_info=True
+            )
             if result.error is None:
-                return attrs.evolve(result, finish_reason=_error(), error=exc)
+                return attrs.evolve(result, finish_reason=FinishReason.ERROR, error=exc)
         return result
-
-
-def _error() -> Any:
-    from .._types import FinishReason
-
-    return FinishReason.ERROR
 
 
 def _idempotent(toolbox: Any, call: ToolCall) -> bool:

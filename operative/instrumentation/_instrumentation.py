@@ -22,6 +22,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from .._errors import InvalidArgument
 from .._instrument_hook import Execute
 from .._model import GenerateFunction, GenerateRequest, GenerateResponse
+from .._run_state import only_cancelled
 from .._types import ToolCall, ToolResult
 from . import _semconv as sc
 
@@ -45,12 +46,6 @@ def _version() -> str:
 def wall_anchor() -> int:
     """Nanoseconds to add to ``trio.current_time()`` to get wall-clock epoch time."""
     return time.time_ns() - int(trio.current_time() * 1e9)
-
-
-def _only_cancelled(exc: BaseException) -> bool:
-    if isinstance(exc, BaseExceptionGroup):
-        return exc.split(trio.Cancelled)[1] is None
-    return isinstance(exc, trio.Cancelled)
 
 
 _in_traced_call: ContextVar[bool] = ContextVar("operative_in_traced_call", default=False)
@@ -148,7 +143,7 @@ class Instrumentation:
         end: int,
     ) -> str:
         """End ``span`` for a call that raised; returns the ``error.type`` recorded."""
-        if _only_cancelled(exc):
+        if only_cancelled(exc):
             error_type = "cancelled"
             reason = cancel_reason() if cancel_reason is not None else None
             description = reason or "cancelled before it finished"

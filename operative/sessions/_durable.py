@@ -20,19 +20,12 @@ from .._agent import AgentRunContext
 from .._errors import InvalidArgument, MissingRunOptionsError
 from .._results import RunResult
 from .._run import open_run
+from .._run_state import only_cancelled
 from ..conversation import Conversation, ConversationHistory
 from ..durable import CheckpointStore, Durable, DurableEngine, replay_journal, transcript
 from ..durable._driver import Resumed, default_worker_id
 from ..durable._records import Lease, RunRecord
-from ._merge import apply_run
-from ._records import AgentSession, RunOutcome
-
-
-def _only_cancelled(exc: BaseException | None) -> bool:
-    from ._handle import _only_cancelled as check
-
-    return check(exc)
-
+from ._records import RunOutcome
 
 if TYPE_CHECKING:
     from ._handle import SessionHandle
@@ -151,7 +144,7 @@ async def recover(handle: SessionHandle) -> RecoveredRun | None:
         if record is None:
             # Its run record was never committed: nothing can resume it.
             base = handle.session.conversation_history
-            await _store_outcome(handle, run_id, base, base, RunOutcome(finish_reason="aborted"))
+            await handle._store_outcome(run_id, base, base, RunOutcome(finish_reason="aborted"))
             return None
         if record.status != "running":
             await _reconcile(handle, durability, record)
@@ -208,7 +201,7 @@ async def _start(
             failure = exc
         try:
             with trio.CancelScope(shield=True):
-                if result is not None or not _only_cancelled(failure):
+                if result is not None or not only_cancelled(failure):
                     await handle._settle(lease.run_id, base, result, failure)
         except BaseException as exc:
             recovered._error = exc
@@ -238,34 +231,9 @@ async def _reconcile(
     base = ConversationHistory(
         messages=replay.started.messages, metadata=dict(replay.started.conversation_metadata)
     )
-    await _store_outcome(
-        handle,
+    await handle._store_outcome(
         record.run_id,
         base,
         transcript(replay),
         RunOutcome(finish_reason=finish, error=error),
     )
-
-
-async def _store_outcome(
-    handle: SessionHandle,
-    run_id: str,
-    base: ConversationHistory,
-    transcript: ConversationHistory,
-    outcome: RunOutcome,
-) -> None:
-    """Store a run's transcript and outcome (a run another worker finished)."""
-    ended_at = handle.store.clock()
-
-    def settle(current: AgentSession) -> AgentSession:
-        return apply_run(
-            current,
-            run_id=run_id,
-            transcript=transcript,
-            base=base,
-            outcome=outcome,
-            ended_at=ended_at,
-        )
-
-    handle._session = await handle.store.update(handle.id, settle)
-    handle._announce_save(run_id, outcome.finish_reason)

@@ -33,6 +33,7 @@ from .._events import SessionLoaded, SessionSaved
 from .._instrument_hook import reset_conversation_id, set_conversation_id
 from .._results import RunResult
 from .._run import open_run
+from .._run_state import only_cancelled
 from .._types import FinishReason
 from ..conversation import ContentPart, Conversation, ConversationHistory, Message
 from ..liveness import (
@@ -45,6 +46,7 @@ from ..liveness import (
 from ._duration import Duration, parse_duration
 from ._merge import apply_run
 from ._records import AgentSession, RunOutcome, RunRef, outcome_of
+from ._signals import SignalBoard
 from ._store import SessionStore
 
 if TYPE_CHECKING:
@@ -70,15 +72,6 @@ class MonitorResult:
     result: RunResult | None
     """The last tick's result (``None`` when cancelled before the first one ended)."""
     stopped_by: Literal["until", "max-ticks", "cancelled"]
-
-
-class _Waiter:
-    __slots__ = ("event", "name", "payload")
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.event = trio.Event()
-        self.payload: Any = None
 
 
 class SessionHandle:
@@ -111,7 +104,7 @@ class SessionHandle:
         self._loaded: SessionLoaded | None = None
         self._runs: set[RunHandle] = set()
         self._scopes: set[trio.CancelScope] = set()
-        self._waiters: dict[str, list[_Waiter]] = {}
+        self._signals = SignalBoard(self._tracker)
         self._cancels = 0
         """How many times cancel() was called: a turn started before a cancel aborts."""
         self._cancel_reason = ""
@@ -261,7 +254,7 @@ class SessionHandle:
             _current_handle.reset(token)
             reset_conversation_id(conversation)
         shutdown = (
-            self._durability is not None and _only_cancelled(failure) and self._cancels == cancels
+            self._durability is not None and only_cancelled(failure) and self._cancels == cancels
         )
         with trio.CancelScope(shield=True):
             if result is None and handle is not None:
@@ -358,26 +351,12 @@ class SessionHandle:
             name = type(failure).__name__ if failure is not None else "Error"
             outcome = RunOutcome(finish_reason=str(FinishReason.ERROR), error=f"error/{name}")
             transcript = base
-        ended_at = self._store.clock()
-
-        def settle(current: AgentSession) -> AgentSession:
-            return apply_run(
-                current,
-                run_id=run_id,
-                transcript=transcript,
-                base=base,
-                outcome=outcome,
-                ended_at=ended_at,
-            )
-
         problem: BaseException | None = None
         with trio.move_on_after(self._cleanup_timeout) as scope:
             try:
-                self._session = await self._store.update(self.id, settle)
+                await self._store_outcome(run_id, base, transcript, outcome)
             except Exception as exc:
                 problem = exc
-            else:
-                self._announce_save(run_id, outcome.finish_reason)
         if scope.cancelled_caught:
             problem = TimeoutError(
                 f"storing the outcome took longer than cleanup_timeout={self._cleanup_timeout}s"
@@ -397,6 +376,29 @@ class SessionHandle:
         raise SessionPersistenceError(
             message, session_id=self.id, run_id=run_id, result=result
         ) from problem
+
+    async def _store_outcome(
+        self,
+        run_id: str,
+        base: ConversationHistory,
+        transcript: ConversationHistory,
+        outcome: RunOutcome,
+    ) -> None:
+        """Write a run's transcript and outcome in one update, and announce it."""
+        ended_at = self._store.clock()
+
+        def settle(current: AgentSession) -> AgentSession:
+            return apply_run(
+                current,
+                run_id=run_id,
+                transcript=transcript,
+                base=base,
+                outcome=outcome,
+                ended_at=ended_at,
+            )
+
+        self._session = await self._store.update(self.id, settle)
+        self._announce_save(run_id, outcome.finish_reason)
 
     # -- timing ----------------------------------------------------------------------
 
@@ -505,31 +507,7 @@ class SessionHandle:
         (reason ``"review"`` with a prompt, ``"signal"`` without; no deadline).
         Tools of the session's runs reach this through :func:`wait_for_signal`.
         """
-        if not isinstance(name, str) or not name:
-            raise InvalidArgument(f"a signal name is a non-empty str, got {name!r}")
-        waiter = _Waiter(name)
-        self._waiters.setdefault(name, []).append(waiter)
-        declared = self._tracker.declare_wait(
-            "review" if prompt else "signal", detail=prompt or name
-        )
-        try:
-            try:
-                await waiter.event.wait()
-            except trio.Cancelled:
-                if waiter.event.is_set():
-                    # The signal was delivered as the wait was being cancelled: hand the
-                    # payload over (signal() reported it delivered); the cancellation
-                    # surfaces at the caller's next checkpoint.
-                    return waiter.payload
-                raise
-            return waiter.payload
-        finally:
-            waiting = self._waiters.get(name, [])
-            if waiter in waiting:
-                waiting.remove(waiter)
-            if not waiting:
-                self._waiters.pop(name, None)
-            self._tracker.clear_wait(declared)
+        return await self._signals.wait(name, prompt=prompt)
 
     def signal(self, name: str, payload: Any = None) -> bool:
         """Deliver ``payload`` to every wait parked on ``name``; False when none was.
@@ -537,13 +515,7 @@ class SessionHandle:
         Signals are not queued: only waits parked now receive one (watch
         :meth:`snapshot` for ``waiting`` before signalling).
         """
-        if not isinstance(name, str) or not name:
-            raise InvalidArgument(f"a signal name is a non-empty str, got {name!r}")
-        waiting = self._waiters.pop(name, [])
-        for waiter in waiting:
-            waiter.payload = payload
-            waiter.event.set()
-        return bool(waiting)
+        return self._signals.deliver(name, payload)
 
     # -- liveness --------------------------------------------------------------------
 
@@ -576,13 +548,6 @@ class _Registered:
     def __exit__(self, *exc: Any) -> bool:
         self._scopes.discard(self._scope)
         return bool(self._scope.__exit__(*exc))
-
-
-def _only_cancelled(exc: BaseException | None) -> bool:
-    """True for a ``trio.Cancelled``, or a group holding nothing else."""
-    if isinstance(exc, BaseExceptionGroup):
-        return exc.split(trio.Cancelled)[1] is None
-    return isinstance(exc, trio.Cancelled)
 
 
 def _checked_input(input: object) -> str | Sequence[ContentPart]:

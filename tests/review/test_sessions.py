@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -62,23 +61,21 @@ async def test_cancel_during_the_reservation_aborts_the_turn() -> None:
     assert result.finish_reason == "aborted"
 
 
-_slow_commits = [False]
+_hooked_commits = [False]
 _after_commit: list[Callable[[], object] | None] = [None]
 
 
-class _SlowCommit(sqlite3.Connection):
-    """A connection whose COMMIT succeeds, then takes a while to return (a slow fsync).
-
-    ``_after_commit`` runs (in the worker thread) once the COMMIT went through.
-    """
+class _HookedCommit(sqlite3.Connection):
+    """A connection that runs ``_after_commit`` (in its worker thread) once a COMMIT
+    went through, before returning: the caller is cancelled while the commit is still
+    reported as in flight."""
 
     def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
         cursor = super().execute(sql, *args)
-        if sql == "COMMIT" and _slow_commits[0]:
+        if sql == "COMMIT" and _hooked_commits[0]:
             hook = _after_commit[0]
             if hook is not None:
                 hook()
-            time.sleep(0.1)
         return cursor
 
 
@@ -89,7 +86,7 @@ async def test_cancel_during_a_committed_reservation_still_settles_the_run(
     real_connect = sqlite3.connect
 
     def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
-        return real_connect(*args, factory=_SlowCommit, **kwargs)
+        return real_connect(*args, factory=_HookedCommit, **kwargs)
 
     monkeypatch.setattr(sqlite3, "connect", connect)
     agent = create_agent(generate=ScriptedModel(["Hello!"]), name="helper")
@@ -100,11 +97,11 @@ async def test_cancel_during_a_committed_reservation_still_settles_the_run(
             with trio.CancelScope() as scope:
                 # The caller is cancelled while the committed reservation's thread runs.
                 _after_commit[0] = lambda: trio.from_thread.run_sync(scope.cancel, trio_token=token)
-                _slow_commits[0] = True
+                _hooked_commits[0] = True
                 try:
                     await handle.run("hi")
                 finally:
-                    _slow_commits[0] = False
+                    _hooked_commits[0] = False
                     _after_commit[0] = None
         assert scope.cancelled_caught
         stored = await sessions.load("s")
