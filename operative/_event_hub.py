@@ -10,7 +10,7 @@ import contextlib
 import logging
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from typing import Any, Literal, TypeAlias
 
 import trio
@@ -159,27 +159,39 @@ async def _push(ref: weakref.ref[EventStream], event: Any) -> None:
         stream._consumers.unpark()
 
 
+class _Everything:
+    """The event types a ``"*"`` listener wants: all of them."""
+
+    __slots__ = ()
+
+    def __contains__(self, type: object) -> bool:
+        return True
+
+
+_EVERYTHING = _Everything()
+
+
 class EventHub:
     """Fan-out of one run's events: sync listeners first, then streams.
 
-    ``wants(type)`` is a set lookup, so the loop builds an event only when someone
-    listens; emitting with no listener costs next to nothing.
+    ``type in hub.wanted`` (or ``wants(type)``) is a set lookup, so the loop builds an
+    event only when someone listens; emitting with no listener costs next to nothing.
     """
 
-    __slots__ = ("_all", "_closed", "_listeners", "_streams", "_wanted", "listener_errors")
+    __slots__ = ("_closed", "_listeners", "_streams", "listener_errors", "wanted")
 
     def __init__(self) -> None:
         self._listeners: dict[str, list[Listener]] = {}
         self._streams: list[weakref.ref[EventStream]] = []
         """Weak: a stream its consumer dropped must not be kept alive by the run."""
-        self._wanted: frozenset[str] = frozenset()
-        self._all = False
+        self.wanted: Container[str] = frozenset()
+        """The event types someone listens to; the loop's hot path tests ``in`` it."""
         self._closed = False
         self.listener_errors = 0
         """Listener calls that raised (each is logged to ``operative.events``)."""
 
     def wants(self, type: str) -> bool:
-        return self._all or type in self._wanted
+        return type in self.wanted
 
     def _recompute(self) -> None:
         wanted: set[str] = set()
@@ -194,8 +206,7 @@ class EventHub:
                 everything = True
             else:
                 wanted |= stream.types
-        self._all = everything
-        self._wanted = frozenset(wanted)
+        self.wanted = _EVERYTHING if everything else frozenset(wanted)
 
     def add_listener(self, type: str, listener: Listener) -> Callable[[], None]:
         if type != "*" and type not in EVENT_TYPES:

@@ -6,7 +6,7 @@ import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
-import attrs
+import msgspec
 
 from ._errors import InvalidArgument
 from ._instrument_hook import RunInstrumentation
@@ -72,8 +72,7 @@ class RunOptions(TypedDict, total=False):
     guardrails: Any
 
 
-@attrs.frozen(kw_only=True)
-class Hooks:
+class Hooks(msgspec.Struct, frozen=True, kw_only=True):
     """Every hook of a run, by kind, in the order they run (resolved once per run)."""
 
     select_tools: tuple[AnyHook, ...] = ()
@@ -89,9 +88,9 @@ class Hooks:
     on_maximum_steps: tuple[AnyHook, ...] = ()
 
 
-@attrs.frozen(kw_only=True)
-class RunConfig:
-    """Everything one run needs, validated."""
+class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything one run needs, validated (a frozen record: built once per run in C,
+    changed only by ``msgspec.structs.replace``)."""
 
     generate: GenerateFunction
     toolbox: Toolbox
@@ -101,7 +100,7 @@ class RunConfig:
     output: Any = None
     output_schema: dict[str, Any] | None = None
     schema_retries: int = 2
-    settings: dict[str, Any] = attrs.Factory(dict)
+    settings: dict[str, Any] = msgspec.field(default_factory=dict)
     request_context: RequestContext | None = None
     run_id: str = ""
     principal: Any = None
@@ -165,6 +164,7 @@ def make_toolbox(toolbox: Any, tools: Any, permissions: Any = None) -> Toolbox:
 
 
 _NO_HOOKS = Hooks()
+_OPTION_NAMES = frozenset(RunOptions.__annotations__)
 
 
 def _hooks(options: Mapping[str, Any]) -> Hooks:
@@ -191,8 +191,8 @@ def configure_run(
     **options: Any,
 ) -> tuple[RunConfig, Conversation]:
     """Validate every option eagerly; returns the config and the run's conversation."""
-    unknown = set(options) - set(RunOptions.__annotations__)
-    if unknown:
+    if not _OPTION_NAMES.issuperset(options):
+        unknown = set(options) - _OPTION_NAMES
         raise InvalidArgument(
             f"unknown run option(s) {sorted(unknown)}; options are: "
             f"{', '.join(sorted(RunOptions.__annotations__))}"
@@ -211,31 +211,74 @@ def configure_run(
             "conversation= takes a Conversation (shared) or a ConversationHistory "
             f"(snapshotted), got {type(conversation).__name__}"
         )
-    if isinstance(maximum_steps, bool) or not isinstance(maximum_steps, int) or maximum_steps < 1:
+    if maximum_steps.__class__ is not int or maximum_steps < 1:
         raise InvalidArgument(f"maximum_steps must be a positive int, got {maximum_steps!r}")
-    schema_retries = options.get("schema_retries", 2)
-    if not isinstance(schema_retries, int) or schema_retries < 0:
-        raise InvalidArgument(f"schema_retries must be an int >= 0, got {schema_retries!r}")
-    concurrency = options.get("tool_concurrency")
-    if concurrency is not None and (not isinstance(concurrency, int) or concurrency < 1):
-        raise InvalidArgument(
-            f"tool_concurrency must be a positive int or None (no limit), got {concurrency!r}"
-        )
-    cleanup_timeout = options.get("cleanup_timeout", 10.0)
-    if not isinstance(cleanup_timeout, int | float) or not cleanup_timeout > 0:
-        raise InvalidArgument(f"cleanup_timeout must be seconds > 0, got {cleanup_timeout!r}")
-    request_context = options.get("request_context")
-    if request_context is not None and not isinstance(request_context, RequestContext):
-        raise InvalidArgument(
-            f"request_context= takes a RequestContext, got {type(request_context).__name__}"
-        )
-    on_elicitation = options.get("on_elicitation")
-    if on_elicitation is not None and not callable(on_elicitation):
-        raise InvalidArgument(f"on_elicitation= takes an async callable, got {on_elicitation!r}")
-    settings = options.get("settings")
-    if settings is not None and not isinstance(settings, Mapping):
-        raise InvalidArgument(f"settings= takes a mapping, got {type(settings).__name__}")
-    durable = options.get("durable")
+    # Only the options given are checked: a plain run pays for none of them.
+    fields = _checked_options(options) if options else {}
+    hooks = _hooks(options) if options else _NO_HOOKS
+    if "run_id" not in fields:
+        fields["run_id"] = os.urandom(12).hex()
+    if "instrumentation" not in fields:
+        instrumentation = installed_instrumentation()
+        if instrumentation is not None:
+            fields["instrumentation"] = instrumentation
+    config = RunConfig(
+        generate=generate,
+        toolbox=make_toolbox(toolbox, tools),
+        stop_when=_as_tuple(stop_when, "stop_when="),
+        maximum_steps=maximum_steps,
+        hooks=hooks,
+        **fields,
+    )
+    return config, live
+
+
+_NUMBER = (int, float)
+
+
+def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The ``RunConfig`` fields for the options given, each checked (defaults elsewhere)."""
+    fields: dict[str, Any] = {}
+    get = options.get
+    schema_retries = get("schema_retries")
+    if schema_retries is not None:
+        if not isinstance(schema_retries, int) or schema_retries < 0:
+            raise InvalidArgument(f"schema_retries must be an int >= 0, got {schema_retries!r}")
+        fields["schema_retries"] = schema_retries
+    concurrency = get("tool_concurrency")
+    if concurrency is not None:
+        if not isinstance(concurrency, int) or concurrency < 1:
+            raise InvalidArgument(
+                f"tool_concurrency must be a positive int or None (no limit), got {concurrency!r}"
+            )
+        fields["tool_concurrency"] = concurrency
+    if "cleanup_timeout" in options:
+        cleanup_timeout = options["cleanup_timeout"]
+        if not isinstance(cleanup_timeout, _NUMBER) or not cleanup_timeout > 0:
+            raise InvalidArgument(f"cleanup_timeout must be seconds > 0, got {cleanup_timeout!r}")
+        fields["cleanup_timeout"] = float(cleanup_timeout)
+    request_context = get("request_context")
+    if request_context is not None:
+        if not isinstance(request_context, RequestContext):
+            raise InvalidArgument(
+                f"request_context= takes a RequestContext, got {type(request_context).__name__}"
+            )
+        fields["request_context"] = request_context
+    on_elicitation = get("on_elicitation")
+    if on_elicitation is not None:
+        if not callable(on_elicitation):
+            raise InvalidArgument(
+                f"on_elicitation= takes an async callable, got {on_elicitation!r}"
+            )
+        fields["on_elicitation"] = on_elicitation
+    settings = get("settings")
+    if settings is not None:
+        if not isinstance(settings, Mapping):
+            raise InvalidArgument(f"settings= takes a mapping, got {type(settings).__name__}")
+        if settings:
+            fields["settings"] = dict(settings)
+    run_id = get("run_id")
+    durable = get("durable")
     if durable is not None:
         from .durable._driver import Durable, Resumed
 
@@ -246,115 +289,110 @@ def configure_run(
             )
         durable_id = durable.lease.run_id if isinstance(durable, Resumed) else durable.run_id
         if durable_id is not None:
-            if options.get("run_id") not in (None, durable_id):
+            if run_id not in (None, durable_id):
                 raise InvalidArgument(
-                    f"run_id={options.get('run_id')!r} and the durable run id "
-                    f"{durable_id!r} differ: give the id once"
+                    f"run_id={run_id!r} and the durable run id {durable_id!r} differ: give "
+                    "the id once"
                 )
-            options["run_id"] = durable_id
-    run_id = options.get("run_id") or os.urandom(12).hex()
-    if not isinstance(run_id, str):
-        raise InvalidArgument(f"run_id= takes a str, got {type(run_id).__name__}")
-    output = options.get("output")
-    retry = options.get("retry")
-    if retry is not None and not isinstance(retry, RetryOptions):
-        raise InvalidArgument(f"retry= takes RetryOptions, got {type(retry).__name__}")
-    budget = options.get("budget")
+            run_id = durable_id
+        fields["durable"] = durable
+    if run_id:
+        if not isinstance(run_id, str):
+            raise InvalidArgument(f"run_id= takes a str, got {type(run_id).__name__}")
+        fields["run_id"] = run_id
+    output = get("output")
+    if output is not None:
+        fields["output"] = output
+        fields["output_schema"] = output_schema(output)
+    retry = get("retry")
+    if retry is not None:
+        if not isinstance(retry, RetryOptions):
+            raise InvalidArgument(f"retry= takes RetryOptions, got {type(retry).__name__}")
+        fields["retry"] = retry
+    budget = get("budget")
     if budget is not None:
         # Optional subsystems load when a run uses them, keeping ``import operative`` light.
         from .budgets import Budget, CostBudgetMonitor
-    if budget is not None and not isinstance(budget, Budget | CostBudgetMonitor):
-        raise InvalidArgument(
-            f"budget= takes a Budget or a CostBudgetMonitor, got {type(budget).__name__}"
-        )
-    backpressure = options.get("backpressure")
-    if backpressure is not None and not callable(getattr(backpressure, "slot", None)):
-        raise InvalidArgument(
-            "backpressure= takes a strategy with a slot(request, notify) method (FixedDelay, "
-            f"GenerateLimiter), got {type(backpressure).__name__}"
-        )
-    context_management = options.get("context_management")
+
+        if not isinstance(budget, Budget | CostBudgetMonitor):
+            raise InvalidArgument(
+                f"budget= takes a Budget or a CostBudgetMonitor, got {type(budget).__name__}"
+            )
+        fields["budget"] = budget
+    backpressure = get("backpressure")
+    if backpressure is not None:
+        if not callable(getattr(backpressure, "slot", None)):
+            raise InvalidArgument(
+                "backpressure= takes a strategy with a slot(request, notify) method "
+                f"(FixedDelay, GenerateLimiter), got {type(backpressure).__name__}"
+            )
+        fields["backpressure"] = backpressure
+    context_management = get("context_management")
     if context_management is not None:
         from .context import ContextManagement
-    if context_management is not None and not isinstance(context_management, ContextManagement):
-        raise InvalidArgument(
-            "context_management= takes a ContextManagement, got "
-            f"{type(context_management).__name__}"
-        )
-    steering = options.get("steering")
-    if steering is not None and not options.get("run_id"):
-        raise InvalidArgument(
-            "steering= needs a run_id=: the run's steering.applied events name it, and runs "
-            "on one session de-duplicate by it"
-        )
-    selection = options.get("selection")
-    if selection is not None and not (
-        callable(getattr(selection, "get_plan", None))
-        and callable(getattr(selection, "revalidate", None))
-    ):
-        raise InvalidArgument(
-            "selection= takes a SelectionGate (get_plan() and revalidate(plan)), got "
-            f"{type(selection).__name__}"
-        )
-    stall_policy = options.get("stall_policy")
-    if stall_policy is not None and not isinstance(stall_policy, StallPolicy):
-        raise InvalidArgument(
-            f"stall_policy= takes a StallPolicy, got {type(stall_policy).__name__}"
-        )
-    on_approval = options.get("on_approval")
-    if on_approval is not None and not callable(on_approval):
-        raise InvalidArgument(f"on_approval= takes an async callable, got {on_approval!r}")
-    approval_timeout = options.get("approval_timeout")
-    if approval_timeout is not None and (
-        isinstance(approval_timeout, bool)
-        or not isinstance(approval_timeout, int | float)
-        or approval_timeout <= 0
-    ):
-        raise InvalidArgument(
-            f"approval_timeout= takes seconds > 0 or None, got {approval_timeout!r}"
-        )
-    instrumentation = options.get("instrumentation")
-    if instrumentation is None:
-        instrumentation = installed_instrumentation()
-    elif not callable(getattr(instrumentation, "trace_run", None)):
-        raise InvalidArgument(
-            "instrumentation= takes an operative.instrumentation.Instrumentation, got "
-            f"{type(instrumentation).__name__}"
-        )
-    guardrails = options.get("guardrails")
+
+        if not isinstance(context_management, ContextManagement):
+            raise InvalidArgument(
+                "context_management= takes a ContextManagement, got "
+                f"{type(context_management).__name__}"
+            )
+        fields["context_management"] = context_management
+    steering = get("steering")
+    if steering is not None:
+        if not run_id:
+            raise InvalidArgument(
+                "steering= needs a run_id=: the run's steering.applied events name it, and "
+                "runs on one session de-duplicate by it"
+            )
+        fields["steering"] = steering
+    selection = get("selection")
+    if selection is not None:
+        if not (
+            callable(getattr(selection, "get_plan", None))
+            and callable(getattr(selection, "revalidate", None))
+        ):
+            raise InvalidArgument(
+                "selection= takes a SelectionGate (get_plan() and revalidate(plan)), got "
+                f"{type(selection).__name__}"
+            )
+        fields["selection"] = selection
+    stall_policy = get("stall_policy")
+    if stall_policy is not None:
+        if not isinstance(stall_policy, StallPolicy):
+            raise InvalidArgument(
+                f"stall_policy= takes a StallPolicy, got {type(stall_policy).__name__}"
+            )
+        fields["stall_policy"] = stall_policy
+    on_approval = get("on_approval")
+    if on_approval is not None:
+        if not callable(on_approval):
+            raise InvalidArgument(f"on_approval= takes an async callable, got {on_approval!r}")
+        fields["on_approval"] = on_approval
+    approval_timeout = get("approval_timeout")
+    if approval_timeout is not None:
+        if (
+            approval_timeout.__class__ is bool
+            or not isinstance(approval_timeout, _NUMBER)
+            or approval_timeout <= 0
+        ):
+            raise InvalidArgument(
+                f"approval_timeout= takes seconds > 0 or None, got {approval_timeout!r}"
+            )
+        fields["approval_timeout"] = float(approval_timeout)
+    instrumentation = get("instrumentation")
+    if instrumentation is not None:
+        if not callable(getattr(instrumentation, "trace_run", None)):
+            raise InvalidArgument(
+                "instrumentation= takes an operative.instrumentation.Instrumentation, got "
+                f"{type(instrumentation).__name__}"
+            )
+        fields["instrumentation"] = instrumentation
+    guardrails = get("guardrails")
     if guardrails is not None:
         from .guardrails import collect_guardrails
 
-        guardrails = collect_guardrails(guardrails)
-    config = RunConfig(
-        generate=generate,
-        toolbox=make_toolbox(toolbox, tools),
-        stop_when=_as_tuple(stop_when, "stop_when="),
-        maximum_steps=maximum_steps,
-        hooks=_hooks(options),
-        output=output,
-        output_schema=output_schema(output) if output is not None else None,
-        schema_retries=schema_retries,
-        settings=dict(settings) if settings else {},
-        request_context=request_context,
-        run_id=run_id,
-        principal=options.get("principal"),
-        tool_concurrency=concurrency,
-        on_elicitation=on_elicitation,
-        agent_name=options.get("agent_name", "(agent)"),
-        trace_context=options.get("trace_context"),
-        cleanup_timeout=float(cleanup_timeout),
-        retry=retry,
-        budget=budget,
-        backpressure=backpressure,
-        context_management=context_management,
-        steering=steering,
-        selection=selection,
-        stall_policy=stall_policy,
-        on_approval=on_approval,
-        approval_timeout=None if approval_timeout is None else float(approval_timeout),
-        durable=durable,
-        instrumentation=instrumentation,
-        guardrails=guardrails,
-    )
-    return config, live
+        fields["guardrails"] = collect_guardrails(guardrails)
+    for name in ("principal", "agent_name", "trace_context"):
+        if name in options:
+            fields[name] = options[name]
+    return fields

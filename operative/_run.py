@@ -21,6 +21,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import msgspec
 import trio
 
 from ._errors import HookError, InvalidArgument, OutputValidationError
@@ -201,6 +202,7 @@ class ActiveRun(StepLoop):
         error: BaseException | None = None
         escaping: BaseException | None = None
         self._now = trio.lowlevel.current_clock().current_time
+        self._liveness._clock = self._now  # the same clock, one call less per pulse
         started_at = self._now()
         self._liveness.start()
         hub = self._hub
@@ -464,7 +466,7 @@ class ActiveRun(StepLoop):
                 steps=len(steps),
                 recovered_error=self._recovered_error,
             )
-        self._liveness.finish(terminal_status(finish), finish, step=self._step, usage=self._usage)
+        self._liveness._end(terminal_status(finish), finish, self._step, self._usage)
         hub.emit_nowait(terminal)
         self._done.set()
         hub.close()
@@ -499,7 +501,7 @@ async def open_run(
     tracer = None
     if config.instrumentation is not None:
         tracer = config.instrumentation.trace_run(config)
-        config = attrs.evolve(config, generate=tracer.wrap_generate(config.generate))
+        config = msgspec.structs.replace(config, generate=tracer.wrap_generate(config.generate))
     run = ActiveRun(config, live)
     if tracer is not None:
         run._tracer = tracer

@@ -204,10 +204,6 @@ class RunState:
     def _clock_now(self) -> float:
         return self._now()
 
-    def _touch(self) -> None:
-        """A progress pulse for liveness: the run moved forward."""
-        self._liveness.pulse("progress", step=self._step, usage=self._usage)
-
     def _hook_context(self) -> HookContext:
         cfg = self._cfg
         return HookContext(

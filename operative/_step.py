@@ -29,7 +29,7 @@ from ._results import SchemaValidation, StepResult
 from ._run_state import NO_USAGE, CancelReason, Inflight
 from ._tool_phase import ToolPhase, select_specs
 from ._types import FinishReason, ToolResult
-from .conversation import ConversationHistory, tool_result_message
+from .conversation import ConversationHistory, Message, new_message_id, tool_result_message
 from .hooks import call_hook
 
 __all__ = ["StepLoop"]
@@ -64,18 +64,18 @@ class StepLoop(GeneratePhase, ToolPhase):
                 self._cancel(CancelReason(FinishReason.ABORTED, durable.cancel_reason))
             await trio.lowlevel.checkpoint()
             self._step = step
-            self._touch()
+            self._liveness._progress(step, self._usage)
             if steering is not None:
                 # A paused run parks here, between steps, with nothing in flight.
                 for applied in await steering.at_step_entry(step):
-                    if hub.wants("steering.applied"):
+                    if "steering.applied" in hub.wanted:
                         await hub.emit(applied)
             if cfg.selection is not None:
                 from .steering import check_selection
 
                 check_selection(cfg.selection, step=step)
             inflight = self._inflight = Inflight(step)
-            if hub.wants("step.started"):
+            if "step.started" in hub.wanted:
                 await hub.emit(StepStarted(run_id=run_id, step=step, time=self._now()))
             if budget is not None and budget.budget.max_duration is not None:
                 await self._enforce_budget(budget.check_time(self._now()))
@@ -105,14 +105,26 @@ class StepLoop(GeneratePhase, ToolPhase):
             if calls:
                 calls = self._normalize_calls(calls)
             inflight.calls = calls
-            inflight.content = response.content
-            conversation.append_assistant_message(
-                response.content, calls, metadata=response.metadata
-            )
+            content = inflight.content = response.content
+            if content.__class__ is str:
+                metadata = response.metadata
+                conversation._extend_built(
+                    [
+                        Message(
+                            id=new_message_id(),
+                            role="assistant",
+                            content=content,
+                            tool_calls=calls,
+                            metadata=dict(metadata) if metadata else {},
+                        )
+                    ]
+                )
+            else:  # content parts: checked on the way in
+                conversation.append_assistant_message(content, calls, metadata=response.metadata)
             inflight.generated = True
             if durable is not None:
                 await durable.generated(step, conversation, inflight.usage, response.model)
-            if hub.wants("step.generated"):
+            if "step.generated" in hub.wanted:
                 await hub.emit(
                     StepGenerated(
                         run_id=run_id,
@@ -129,7 +141,7 @@ class StepLoop(GeneratePhase, ToolPhase):
             results: tuple[ToolResult, ...] = ()
             if calls:
                 results = await self._run_tools(inflight, offered)
-                conversation.extend([tool_result_message(r) for r in results])
+                conversation._extend_built([tool_result_message(r) for r in results])
             step_result = StepResult(
                 step=step,
                 content=response.content,
@@ -142,7 +154,7 @@ class StepLoop(GeneratePhase, ToolPhase):
                 await durable.step_done(step, results, conversation)
             self._steps.append(step_result)
             inflight.completed = True
-            if hub.wants("step.completed"):
+            if "step.completed" in hub.wanted:
                 await hub.emit(
                     StepCompleted(
                         run_id=run_id,
@@ -208,7 +220,7 @@ class StepLoop(GeneratePhase, ToolPhase):
         assert self._context is not None
         hub = self._hub
         prepared = await self._context.prepare(history, step=inflight.step)
-        if prepared.warned and hub.wants("context.budget-warning"):
+        if prepared.warned and "context.budget-warning" in hub.wanted:
             await hub.emit(
                 ContextBudgetWarning(
                     run_id=self.run_id,
@@ -228,7 +240,7 @@ class StepLoop(GeneratePhase, ToolPhase):
                 self._usage = self._usage + usage
                 if self._budget is not None:
                     await self._enforce_budget(self._budget.charge_usage(usage))
-            if hub.wants("context.compacted"):
+            if "context.compacted" in hub.wanted:
                 await hub.emit(
                     ContextCompacted(
                         run_id=self.run_id,

@@ -112,7 +112,7 @@ class ToolPhase(RunState):
         if self._budget is not None and to_run:
             # All or nothing: when the step's calls would pass max_tool_calls, none runs.
             await self._enforce_budget(self._budget.charge_tool_calls(len(to_run)))
-        if hub.wants("tools.executing"):
+        if "tools.executing" in hub.wanted:
             await hub.emit(ToolsExecuting(run_id=run_id, step=step, time=self._now(), calls=calls))
         execution = ExecutionContext(
             run_id=run_id,
@@ -148,7 +148,7 @@ class ToolPhase(RunState):
             async with trio.open_nursery() as nursery:
                 for index, call in to_run:
                     nursery.start_soon(run_one, index, call, name=f"tool {call.name} {call.id}")
-        self._touch()
+        self._liveness._progress(step, self._usage)
         settled: list[ToolResult] = results  # type: ignore[assignment]
         if hooks.validate_tool_result:
             context = context or self._hook_context()
@@ -158,7 +158,7 @@ class ToolPhase(RunState):
                     if replacement is not None:
                         result = _checked_result(replacement, result, hook)
                 settled[index] = result
-        if hub.wants("tool-result.validated"):
+        if "tool-result.validated" in hub.wanted:
             for result in settled:
                 await hub.emit(
                     ToolResultValidated(run_id=run_id, step=step, time=self._now(), result=result)
@@ -171,7 +171,7 @@ class ToolPhase(RunState):
                     settled = _checked_results(replacement, settled, hook)
                     inflight.results = list(settled)
         final = tuple(settled)
-        if hub.wants("tools.executed"):
+        if "tools.executed" in hub.wanted:
             await hub.emit(ToolsExecuted(run_id=run_id, step=step, time=self._now(), results=final))
         return final
 

@@ -130,6 +130,11 @@ class Conversation:
         self._messages.extend(_checked_message(m) for m in messages)
         self._snapshot = None
 
+    def _extend_built(self, messages: list[Message]) -> None:
+        """Append messages the run loop built itself (``Message`` records by construction)."""
+        self._messages.extend(messages)
+        self._snapshot = None
+
     def append_system_message(
         self, content: str | Sequence[ContentPart], *, metadata: Mapping[str, Any] | None = None
     ) -> Message:

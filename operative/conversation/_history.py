@@ -32,6 +32,7 @@ class ConversationHistory(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Always written, so a reader can tell which rules the bytes follow."""
 
     def __post_init__(self) -> None:
-        check_schema_version("ConversationHistory", self.schema_version, HISTORY_SCHEMA_VERSION)
+        if self.schema_version != HISTORY_SCHEMA_VERSION:
+            check_schema_version("ConversationHistory", self.schema_version, HISTORY_SCHEMA_VERSION)
         if type(self.metadata) is not dict:  # keep it encodable whatever mapping was given
             msgspec.structs.force_setattr(self, "metadata", dict(self.metadata))

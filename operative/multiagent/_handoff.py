@@ -120,7 +120,7 @@ class _PendingHandoff:
         if run._tracer is not None:
             generate = run._tracer.wrap_generate(generate)
         settings = agent.options.get("settings")
-        new = attrs.evolve(
+        new = msgspec.structs.replace(
             cfg,
             generate=generate,
             toolbox=agent.toolbox,
