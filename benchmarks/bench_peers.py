@@ -158,8 +158,10 @@ def child_parallel(adapter: ModuleType, repetitions: int) -> dict[str, Any]:
 
 
 def child_concurrency(adapter: ModuleType, runs: int, limit: float | None) -> dict[str, Any]:
-    """One batch of ``runs``; with ``limit``, the batch is stopped after that many seconds
-    (every run has started by then, so peak RSS still covers the runs in flight)."""
+    """One batch of ``runs``; with ``limit``, a batch still running after that many seconds
+    is reported as it stands and the process exits at once (every run has started by
+    then, so peak RSS covers the runs in flight; cancelling thousands of runs would take
+    a peer minutes and measure nothing)."""
     run = adapter.make_steps(CONCURRENT_STEPS, MODEL_LATENCY)
     state = {"in_flight": 0, "max_in_flight": 0, "done": 0, "cancelled": 0}
 
@@ -175,55 +177,73 @@ def child_concurrency(adapter: ModuleType, runs: int, limit: float | None) -> di
             state["in_flight"] -= 1
             state["done"] += 1
 
+    clock: dict[str, Any] = {}
+
+    def summary(stopped: bool) -> dict[str, Any]:
+        wall = time.perf_counter() - clock["start"]
+        cpu = time.process_time() - clock["cpu"]
+        after = read_status_kib("VmHWM")
+        finished = state["done"] - state["cancelled"]
+        per_run = CONCURRENT_STEPS - 1
+        if not stopped:
+            if finished != runs:
+                raise RuntimeError(f"{adapter.NAME}: {finished} of {runs} runs finished")
+            _check_calls(adapter, (warm + runs) * per_run)
+        elif not (warm + finished) * per_run <= adapter.CALLS[0] <= (warm + runs) * per_run:
+            raise RuntimeError(f"{adapter.NAME}: {adapter.CALLS[0]} tool executions for {finished}")
+        return {
+            "runs": runs,
+            "finished": finished,
+            "stopped_after_s": limit if stopped else None,
+            "steps": CONCURRENT_STEPS,
+            "model_latency_s": MODEL_LATENCY,
+            "wall_s": wall,
+            "runs_per_s": finished / wall,
+            "cpu_s": cpu,
+            "max_in_flight": state["max_in_flight"],
+            "rss_before_kib": clock["before"]["VmRSS"],
+            "hwm_after_kib": after["VmHWM"],
+            # Every run is in flight at the peak, unless a stopped batch never started them all.
+            "kib_per_run": (after["VmHWM"] - clock["before"]["VmRSS"]) / state["max_in_flight"],
+            "tool_calls": adapter.CALLS[0],
+        }
+
+    def stop_now() -> None:
+        print(json.dumps(summary(stopped=True)), flush=True)
+        os._exit(0)
+
     async def batch(n: int, limit: float | None = None) -> None:
         if adapter.RUNNER == "trio":
             import trio
 
-            with trio.move_on_after(limit if limit else float("inf")):
+            async def stop_after(seconds: float) -> None:
+                await trio.sleep(seconds)
+                stop_now()
+
+            async with trio.open_nursery() as outer:
+                if limit:
+                    outer.start_soon(stop_after, limit)
                 async with trio.open_nursery() as nursery:
                     for _ in range(n):
                         nursery.start_soon(tracked)
+                outer.cancel_scope.cancel()
         else:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(limit), asyncio.TaskGroup() as group:
-                    for _ in range(n):
-                        group.create_task(tracked())
+            stopper = asyncio.get_running_loop().call_later(limit, stop_now) if limit else None
+            async with asyncio.TaskGroup() as group:
+                for _ in range(n):
+                    group.create_task(tracked())
+            if stopper is not None:
+                stopper.cancel()
 
     warm = 10
     _drive(adapter, lambda: batch(warm))
     gc.collect()
     state.update(max_in_flight=0, done=0, cancelled=0)
-    before = read_status_kib("VmRSS", "VmHWM")
-    cpu = time.process_time()
-    start = time.perf_counter()
+    clock["before"] = read_status_kib("VmRSS", "VmHWM")
+    clock["cpu"] = time.process_time()
+    clock["start"] = time.perf_counter()
     _drive(adapter, lambda: batch(runs, limit))
-    wall = time.perf_counter() - start
-    cpu = time.process_time() - cpu
-    after = read_status_kib("VmHWM")
-    finished = state["done"] - state["cancelled"]
-    per_run = CONCURRENT_STEPS - 1
-    if finished == runs:
-        _check_calls(adapter, (warm + runs) * per_run)
-    elif limit is None:
-        raise RuntimeError(f"{adapter.NAME}: {finished} of {runs} runs finished")
-    elif not (warm + finished) * per_run <= adapter.CALLS[0] <= (warm + runs) * per_run:
-        raise RuntimeError(f"{adapter.NAME}: {adapter.CALLS[0]} tool executions for {finished}")
-    return {
-        "runs": runs,
-        "finished": finished,
-        "stopped_after_s": None if finished == runs else limit,
-        "steps": CONCURRENT_STEPS,
-        "model_latency_s": MODEL_LATENCY,
-        "wall_s": wall,
-        "runs_per_s": finished / wall,
-        "cpu_s": cpu,
-        "max_in_flight": state["max_in_flight"],
-        "rss_before_kib": before["VmRSS"],
-        "hwm_after_kib": after["VmHWM"],
-        # Every run is in flight at the peak, unless a stopped batch never started them all.
-        "kib_per_run": (after["VmHWM"] - before["VmRSS"]) / state["max_in_flight"],
-        "tool_calls": adapter.CALLS[0],
-    }
+    return summary(stopped=False)
 
 
 def child_durable_operative(repetitions: int, warmup: int, postgres: bool) -> dict[str, Any]:
@@ -515,8 +535,8 @@ def markdown(results: dict[str, Any]) -> str:
         "finished by then): the peers' 10,000-run batches would take several minutes each, "
         "and the whole comparison has to fit in 15 minutes. A stopped batch's KiB/run covers "
         "runs that had not all reached their later steps, so it can understate a finished "
-        "run's footprint; the stop also only takes effect when the event loop next gets "
-        "control, and unwinding thousands of cancelled runs takes a peer a while.",
+        "run's footprint. The stop takes effect when the event loop next gets control; "
+        "the process then reports and exits without unwinding the runs.",
         f"- Import: best of {results['import_attempts']} fresh interpreters.",
         "",
         "## Durable checkpoint overhead per step",

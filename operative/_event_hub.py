@@ -288,6 +288,8 @@ class EventHub:
         type = event.__struct_config__.tag
         if self._listeners:
             self._call_listeners(event, type)
+        if not self._streams:
+            return
         refs = tuple(self._streams)
         for index, ref in enumerate(refs):
             stream = ref()

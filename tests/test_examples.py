@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -42,6 +44,43 @@ def test_import_is_light() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+def _readme_command_lines() -> list[str]:
+    """The README's shell lines that run the ``operative`` command (serve excluded)."""
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"^```sh\n(.*?)^```", readme, flags=re.DOTALL | re.MULTILINE)
+    return [
+        line.split("  #")[0].strip()
+        for block in blocks
+        for line in block.splitlines()
+        if ".venv/bin/operative " in line and ".venv/bin/operative serve" not in line
+    ]
+
+
+def test_the_readme_operative_commands_run_offline(tmp_path: Path) -> None:
+    """``operative demo`` and the piped ``operative chat`` of the README run as written
+    (with this interpreter), offline, and do what the README says."""
+    lines = _readme_command_lines()
+    assert [line.split("operative ", 1)[1].split()[0] for line in lines] == ["demo", "chat"]
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("ANTHROPIC_", "OPENAI_", "OPERATIVE_"))
+    }
+    env.update(NO_COLOR="1", OPERATIVE_DATA_DIR=str(tmp_path))
+    outputs = []
+    for line in lines:
+        command = line.replace(".venv/bin/operative", f"{shlex.quote(sys.executable)} -m operative")
+        done = subprocess.run(
+            command, shell=True, capture_output=True, text=True, timeout=60, env=env, check=False
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        outputs.append(done.stdout)
+    demo, chat = outputs
+    assert "OFFLINE scripted model" in demo
+    assert "approve save_note(text='buy milk')? [y/N]" in chat
+    assert (tmp_path / "notes.txt").read_text().strip() == "buy milk"
 
 
 DURABLE_PAGE = ROOT / "docs" / "durable.md"
