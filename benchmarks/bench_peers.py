@@ -101,35 +101,61 @@ def _check_calls(adapter: ModuleType, expected: int) -> None:
         raise RuntimeError(f"{adapter.NAME}: {adapter.CALLS[0]} tool executions, not {expected}")
 
 
-def child_per_step(adapter: ModuleType, repetitions: int, warmup: int) -> dict[str, Any]:
-    long, short = adapter.make_steps(STEPS, 0.0), adapter.make_steps(1, 0.0)
-    samples: dict[str, list[int]] = {"long": [], "short": []}
+ROUNDS = 10
+"""Per-step samples are taken in this many rounds, every system once per round."""
 
-    async def main() -> None:
-        for _ in range(warmup):
-            await long()
-            await short()
-        gc.collect()
-        for _ in range(repetitions):
-            for name, fn in (("long", long), ("short", short)):
-                start = time.perf_counter_ns()
-                answer = await fn()
-                samples[name].append(time.perf_counter_ns() - start)
-                if answer != "the answer is 42":
-                    raise RuntimeError(f"{adapter.NAME}: unexpected answer {answer!r}")
 
-    _drive(adapter, main)
-    _check_calls(adapter, (warmup + repetitions) * (STEPS - 1))
-    whole, one = median(samples["long"]) / 1000, median(samples["short"]) / 1000
-    ordered = sorted(samples["long"])
-    return {
-        "repetitions": repetitions,
-        "us_per_step": whole / STEPS,
-        "us_per_step_p10": ordered[len(ordered) // 10] / 1000 / STEPS,
-        "us_per_step_marginal": (whole - one) / (STEPS - 1),
-        "us_run_1_step": one,
-        "tool_calls": adapter.CALLS[0],
-    }
+def child_per_step(names: Sequence[str], repetitions: int, warmup: int) -> dict[str, Any]:
+    """Every system's per-step figures, measured in one process, interleaved.
+
+    A fresh process per system would compare processes as much as systems: on a shared
+    VM one process can run 1.5x faster than the next, all through. Here every system is
+    imported first, the heap is frozen (so no system pays the others' garbage
+    collection), and the samples are taken in rounds, each system's event loop in turn.
+    """
+    adapters = {name: importlib.import_module(SYSTEMS[name][0]) for name in names}
+    runs = {name: (a.make_steps(STEPS, 0.0), a.make_steps(1, 0.0)) for name, a in adapters.items()}
+    samples: dict[str, dict[str, list[int]]] = {n: {"long": [], "short": []} for n in names}
+    gc.collect()
+    gc.freeze()
+
+    def sampler(name: str, count: int, record: bool) -> Callable[[], Coroutine[Any, Any, None]]:
+        long, short = runs[name]
+
+        async def main() -> None:
+            for _ in range(count):
+                for kind, fn in (("long", long), ("short", short)):
+                    start = time.perf_counter_ns()
+                    answer = await fn()
+                    elapsed = time.perf_counter_ns() - start
+                    if record:
+                        samples[name][kind].append(elapsed)
+                    if answer != "the answer is 42":
+                        raise RuntimeError(f"{name}: unexpected answer {answer!r}")
+
+        return main
+
+    per_round = -(-repetitions // ROUNDS)
+    for name in names:
+        _drive(adapters[name], sampler(name, warmup, record=False))
+    for _ in range(ROUNDS):
+        for name in names:
+            _drive(adapters[name], sampler(name, per_round, record=True))
+    out: dict[str, Any] = {}
+    for name, adapter in adapters.items():
+        _check_calls(adapter, (warmup + per_round * ROUNDS) * (STEPS - 1))
+        long_ns, short_ns = samples[name]["long"], samples[name]["short"]
+        whole, one = median(long_ns) / 1000, median(short_ns) / 1000
+        ordered = sorted(long_ns)
+        out[name] = {
+            "repetitions": len(long_ns),
+            "us_per_step": whole / STEPS,
+            "us_per_step_p10": ordered[len(ordered) // 10] / 1000 / STEPS,
+            "us_per_step_marginal": (whole - one) / (STEPS - 1),
+            "us_run_1_step": one,
+            "tool_calls": adapter.CALLS[0],
+        }
+    return out
 
 
 def child_parallel(adapter: ModuleType, repetitions: int) -> dict[str, Any]:
@@ -354,11 +380,11 @@ def child(argv: Sequence[str]) -> int:
             out = child_durable_operative(args.repetitions, args.warmup, not args.no_postgres)
         else:
             out = child_durable_langgraph(args.repetitions, args.warmup)
+    elif args.scenario == "per-step":
+        out = child_per_step(args.system.split(","), args.repetitions, args.warmup)
     else:
         adapter = importlib.import_module(SYSTEMS[args.system][0])
-        if args.scenario == "per-step":
-            out = child_per_step(adapter, args.repetitions, args.warmup)
-        elif args.scenario == "parallel":
+        if args.scenario == "parallel":
             out = child_parallel(adapter, args.repetitions)
         else:
             out = child_concurrency(adapter, args.runs, args.limit)
@@ -439,6 +465,9 @@ def headline_rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
             c, cf = conc[str(n)].get(s), conc[str(n)].get(floor)
             if c is None:
                 row += ["-", "-"]
+                continue
+            if c.get("not_run_after"):
+                row += ["not run", "-"]
                 continue
             if c.get("stopped_after_s"):
                 wall_cell = f"> {c['stopped_after_s']:.0f} ({c['finished']:,} done)"
@@ -523,8 +552,10 @@ def markdown(results: dict[str, Any]) -> str:
         "| " + " | ".join("---" for _ in header) + " |",
         *("| " + " | ".join(row) + " |" for row in rows),
         "",
-        f"- µs/step: median of {results['per_step']['floor']['repetitions']} interleaved "
-        f"{STEPS}-step runs (one `add` tool call per step, then an answer), set-up amortised in.",
+        f"- µs/step: median of {results['per_step']['floor']['repetitions']} "
+        f"{STEPS}-step runs (one `add` tool call per step, then an answer), set-up amortised "
+        f"in; every system in one process, in {ROUNDS} rounds of each system in turn, so "
+        "the ratios compare systems, not processes.",
         f"- Tools: one step asking for {PARALLEL_CALLS} `wait(10 ms)` calls, then an answer; "
         "median wall time of the run (500 ms if the calls ran one after another).",
         f"- Batches: {CONCURRENT_STEPS}-step runs (4 tool calls), the model sleeping "
@@ -536,7 +567,8 @@ def markdown(results: dict[str, Any]) -> str:
         "and the whole comparison has to fit in 15 minutes. A stopped batch's KiB/run covers "
         "runs that had not all reached their later steps, so it can understate a finished "
         "run's footprint. The stop takes effect when the event loop next gets control; "
-        "the process then reports and exits without unwinding the runs.",
+        "the process then reports and exits without unwinding the runs. A system whose "
+        "smaller batch was stopped does not run the larger one (`not run`).",
         f"- Import: best of {results['import_attempts']} fresh interpreters.",
         "",
         "## Durable checkpoint overhead per step",
@@ -667,10 +699,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"[{time.perf_counter() - started:6.1f} s] {what}", file=sys.stderr, flush=True)
 
     reps = ["--repetitions", str(repetitions), "--warmup", str(warmup)]
-    results["per_step"] = {}
-    for s in systems:
-        progress(f"per-step: {s}")
-        results["per_step"][s] = in_child(s, "per-step", *reps)
+    progress(f"per-step: {', '.join(systems)}, interleaved in one process")
+    results["per_step"] = in_child(",".join(systems), "per-step", *reps)
     results["parallel"] = {}
     for s in systems:
         progress(f"parallel tools: {s}")
@@ -678,12 +708,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             s, "parallel", "--repetitions", "3" if args.quick else "9"
         )
     results["concurrency"] = {}
-    for n in batches:
+    stopped: dict[str, int] = {}
+    for n in sorted(batches):
         results["concurrency"][str(n)] = {}
         for s in systems:
+            if s in stopped:
+                # It could not finish a smaller batch in time; this one would only
+                # spend minutes starting runs it cannot finish either.
+                results["concurrency"][str(n)][s] = {"runs": n, "not_run_after": stopped[s]}
+                continue
             progress(f"{n:,} concurrent runs: {s}")
             limit = [] if s in ("floor", "operative") else ["--limit", str(args.batch_limit)]
-            results["concurrency"][str(n)][s] = in_child(s, "concurrency", "--runs", str(n), *limit)
+            result = in_child(s, "concurrency", "--runs", str(n), *limit)
+            results["concurrency"][str(n)][s] = result
+            if result.get("stopped_after_s"):
+                stopped[s] = n
     results["import_ms"] = {}
     for s in systems:
         progress(f"import time: {s}")

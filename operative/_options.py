@@ -234,12 +234,44 @@ def configure_run(
 
 
 _NUMBER = (int, float)
+_TYPED_OPTIONS: dict[str, tuple[type, str]] = {
+    "request_context": (RequestContext, "a RequestContext"),
+    "retry": (RetryOptions, "RetryOptions"),
+    "stall_policy": (StallPolicy, "a StallPolicy"),
+}
+_CALLABLE_OPTIONS = ("on_elicitation", "on_approval")
+_PROTOCOL_OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
+    "backpressure": (
+        ("slot",),
+        "a strategy with a slot(request, notify) method (FixedDelay, GenerateLimiter)",
+    ),
+    "selection": (("get_plan", "revalidate"), "a SelectionGate (get_plan() and revalidate(plan))"),
+    "instrumentation": (("trace_run",), "an operative.instrumentation.Instrumentation"),
+}
 
 
 def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
     """The ``RunConfig`` fields for the options given, each checked (defaults elsewhere)."""
     fields: dict[str, Any] = {}
     get = options.get
+    for name, (kind, what) in _TYPED_OPTIONS.items():
+        value = get(name)
+        if value is not None:
+            if not isinstance(value, kind):
+                raise InvalidArgument(f"{name}= takes {what}, got {type(value).__name__}")
+            fields[name] = value
+    for name, (methods, what) in _PROTOCOL_OPTIONS.items():
+        value = get(name)
+        if value is not None:
+            if not all(callable(getattr(value, method, None)) for method in methods):
+                raise InvalidArgument(f"{name}= takes {what}, got {type(value).__name__}")
+            fields[name] = value
+    for name in _CALLABLE_OPTIONS:
+        value = get(name)
+        if value is not None:
+            if not callable(value):
+                raise InvalidArgument(f"{name}= takes an async callable, got {value!r}")
+            fields[name] = value
     schema_retries = get("schema_retries")
     if schema_retries is not None:
         if not isinstance(schema_retries, int) or schema_retries < 0:
@@ -257,20 +289,6 @@ def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(cleanup_timeout, _NUMBER) or not cleanup_timeout > 0:
             raise InvalidArgument(f"cleanup_timeout must be seconds > 0, got {cleanup_timeout!r}")
         fields["cleanup_timeout"] = float(cleanup_timeout)
-    request_context = get("request_context")
-    if request_context is not None:
-        if not isinstance(request_context, RequestContext):
-            raise InvalidArgument(
-                f"request_context= takes a RequestContext, got {type(request_context).__name__}"
-            )
-        fields["request_context"] = request_context
-    on_elicitation = get("on_elicitation")
-    if on_elicitation is not None:
-        if not callable(on_elicitation):
-            raise InvalidArgument(
-                f"on_elicitation= takes an async callable, got {on_elicitation!r}"
-            )
-        fields["on_elicitation"] = on_elicitation
     settings = get("settings")
     if settings is not None:
         if not isinstance(settings, Mapping):
@@ -304,11 +322,6 @@ def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
     if output is not None:
         fields["output"] = output
         fields["output_schema"] = output_schema(output)
-    retry = get("retry")
-    if retry is not None:
-        if not isinstance(retry, RetryOptions):
-            raise InvalidArgument(f"retry= takes RetryOptions, got {type(retry).__name__}")
-        fields["retry"] = retry
     budget = get("budget")
     if budget is not None:
         # Optional subsystems load when a run uses them, keeping ``import operative`` light.
@@ -319,14 +332,6 @@ def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
                 f"budget= takes a Budget or a CostBudgetMonitor, got {type(budget).__name__}"
             )
         fields["budget"] = budget
-    backpressure = get("backpressure")
-    if backpressure is not None:
-        if not callable(getattr(backpressure, "slot", None)):
-            raise InvalidArgument(
-                "backpressure= takes a strategy with a slot(request, notify) method "
-                f"(FixedDelay, GenerateLimiter), got {type(backpressure).__name__}"
-            )
-        fields["backpressure"] = backpressure
     context_management = get("context_management")
     if context_management is not None:
         from .context import ContextManagement
@@ -345,29 +350,6 @@ def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
                 "runs on one session de-duplicate by it"
             )
         fields["steering"] = steering
-    selection = get("selection")
-    if selection is not None:
-        if not (
-            callable(getattr(selection, "get_plan", None))
-            and callable(getattr(selection, "revalidate", None))
-        ):
-            raise InvalidArgument(
-                "selection= takes a SelectionGate (get_plan() and revalidate(plan)), got "
-                f"{type(selection).__name__}"
-            )
-        fields["selection"] = selection
-    stall_policy = get("stall_policy")
-    if stall_policy is not None:
-        if not isinstance(stall_policy, StallPolicy):
-            raise InvalidArgument(
-                f"stall_policy= takes a StallPolicy, got {type(stall_policy).__name__}"
-            )
-        fields["stall_policy"] = stall_policy
-    on_approval = get("on_approval")
-    if on_approval is not None:
-        if not callable(on_approval):
-            raise InvalidArgument(f"on_approval= takes an async callable, got {on_approval!r}")
-        fields["on_approval"] = on_approval
     approval_timeout = get("approval_timeout")
     if approval_timeout is not None:
         if (
@@ -379,14 +361,6 @@ def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
                 f"approval_timeout= takes seconds > 0 or None, got {approval_timeout!r}"
             )
         fields["approval_timeout"] = float(approval_timeout)
-    instrumentation = get("instrumentation")
-    if instrumentation is not None:
-        if not callable(getattr(instrumentation, "trace_run", None)):
-            raise InvalidArgument(
-                "instrumentation= takes an operative.instrumentation.Instrumentation, got "
-                f"{type(instrumentation).__name__}"
-            )
-        fields["instrumentation"] = instrumentation
     guardrails = get("guardrails")
     if guardrails is not None:
         from .guardrails import collect_guardrails
