@@ -166,8 +166,14 @@ class Instrumentation:
         conversation_id: str | None,
         anchor: int,
         cancel_reason: CancelReason | None = None,
+        purpose: str | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> GenerateResponse:
-        """Call ``generate`` inside a ``chat {model}`` CLIENT span, recording metrics."""
+        """Call ``generate`` inside a ``chat {model}`` CLIENT span, recording metrics.
+
+        ``purpose`` (``operative.chat.purpose``) marks a call made for something other
+        than a step's answer, on the span and its metrics; ``extra`` adds span attributes.
+        """
         attributes: dict[str, Any] = {sc.OPERATION: "chat", sc.PROVIDER: provider}
         if model is not None:
             attributes[sc.REQUEST_MODEL] = model
@@ -178,6 +184,8 @@ class Instrumentation:
             attributes[sc.RUN_ID] = request.run_id
             attributes[sc.STEP] = request.step
             attributes[sc.ATTEMPT] = request.attempt
+        if extra:
+            attributes.update(extra)
         if self.capture_content:
             attributes[sc.INPUT_MESSAGES] = sc.input_messages(request)
             instructions = sc.system_instructions(request)
@@ -188,6 +196,8 @@ class Instrumentation:
         metric: dict[str, Any] = {sc.OPERATION: "chat", sc.PROVIDER: provider}
         if model is not None:
             metric[sc.REQUEST_MODEL] = model
+        if purpose is not None:
+            attributes[sc.PURPOSE] = metric[sc.PURPOSE] = purpose
         started = trio.current_time()
         span = self._tracer.start_span(
             f"chat {model}" if model else "chat",

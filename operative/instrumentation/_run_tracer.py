@@ -6,6 +6,11 @@ copies the context into every child task when it is spawned, so tool tasks start
 a step's nursery find the step span as their parent without any plumbing; the model
 and tool wrappers make their span current around the call, so spans that a provider's
 HTTP client or a tool opens nest under them.
+
+A run whose context management summarizes has its strategy's ``generate`` traced too:
+the summarizing call is a ``chat`` span of its step, marked ``operative.chat.purpose``
+``compaction``. A durable run carries its session id as its conversation id when none
+is set around it, so a run resumed from its journal keeps the original run's.
 """
 
 from __future__ import annotations
@@ -14,11 +19,13 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import attrs
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from .._compaction import Summarize
 from .._instrument_hook import Execute, current_conversation_id
 from .._model import GenerateFunction, GenerateRequest, GenerateResponse
 from .._types import ToolCall, ToolResult
@@ -68,10 +75,12 @@ class RunTracer:
         "_model",
         "_parent",
         "_provider",
+        "_resumed_at",
         "_run",
         "_run_id",
         "_run_span",
         "_run_token",
+        "_step",
         "_step_span",
         "_step_token",
     )
@@ -83,12 +92,18 @@ class RunTracer:
         self._agent = config.agent_name
         self._run_id = config.run_id
         self._conversation_id = current_conversation_id()
+        self._resumed_at: int | None = None
+        if config.durable is not None:
+            self._conversation_id, self._resumed_at = _durable_identity(
+                config.durable, self._conversation_id
+            )
         self._parent = parent_context(config.trace_context)
         self._descriptions = {spec.name: spec.description for spec in config.toolbox.specs()}
         self._anchor = time.time_ns()
         self._run: Any = None
         self._run_span: trace.Span | None = None
         self._run_token: object = None
+        self._step = 0
         self._step_span: trace.Span | None = None
         self._step_token: object = None
 
@@ -133,8 +148,35 @@ class RunTracer:
 
         return traced_execute
 
+    def _trace_summarizer(self, generate: GenerateFunction) -> GenerateFunction:
+        """``generate`` of a ``summarize`` strategy: a ``chat`` span of the current step."""
+        instrumentation = self._instrumentation
+        provider = sc.provider_of(generate)
+
+        async def traced_summarize(request: GenerateRequest) -> GenerateResponse:
+            return await instrumentation.traced_chat(
+                generate,
+                request,
+                provider=provider,
+                model=sc.request_model_of(generate, request.settings),
+                conversation_id=self._conversation_id,
+                anchor=self._anchor,
+                cancel_reason=self._cancel_reason,
+                purpose=sc.COMPACTION,
+                extra={sc.RUN_ID: self._run_id, sc.STEP: self._step},
+            )
+
+        return traced_summarize
+
     def attach(self, run: Any) -> None:
         self._run = run
+        manager = run._context
+        if manager is not None:
+            strategy = manager._strategy
+            if isinstance(strategy, Summarize):
+                # A per-run copy: the agent's ContextManagement is left as it is.
+                traced = self._trace_summarizer(strategy.generate)
+                manager._strategy = attrs.evolve(strategy, generate=traced)
         run.add_listener("run.started", self._run_started)
         run.add_listener("step.started", self._step_started)
         run.add_listener("step.completed", self._step_completed)
@@ -159,6 +201,8 @@ class RunTracer:
             attributes[sc.REQUEST_MODEL] = self._model
         if self._conversation_id is not None:
             attributes[sc.CONVERSATION_ID] = self._conversation_id
+        if self._resumed_at is not None:
+            attributes[sc.RESUMED_AT_STEP] = self._resumed_at
         span = self._instrumentation.tracer.start_span(
             f"invoke_agent {self._agent}",
             context=parent,
@@ -171,6 +215,7 @@ class RunTracer:
 
     def _step_started(self, event: Any) -> None:
         self._end_step(None, event.time)  # defensive: a step span never outlives its step
+        self._step = event.step
         span = self._instrumentation.tracer.start_span(
             f"step {event.step}",
             kind=SpanKind.INTERNAL,
@@ -243,3 +288,17 @@ class RunTracer:
         span.end(end_time=end)
         if token is not None:
             otel_context.detach(token)  # type: ignore[arg-type]
+
+
+def _durable_identity(option: Any, current: str | None) -> tuple[str | None, int | None]:
+    """A durable run's conversation id, and the step a recovered one goes on from.
+
+    A fresh run keeps the conversation id set around it, else takes its session id; a
+    recovered run (``Resumed``: its journal replayed) takes the session id recorded with
+    it first, since the id set around ``recover()`` is not the original run's.
+    """
+    replay = getattr(option, "replay", None)
+    if replay is None:
+        return (current if current is not None else option.session_id), None
+    session_id = option.durable.session_id
+    return (session_id if session_id is not None else current), replay.next_step

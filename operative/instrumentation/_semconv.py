@@ -85,6 +85,12 @@ STEPS = "operative.steps"
 TOOL_OUTCOME = "operative.tool.outcome"
 TOOL_CALLS = "operative.tool_calls"
 ROUTE_PROVIDER = "operative.route.provider"
+PURPOSE = "operative.chat.purpose"
+"""Set on a ``chat`` span (and its metrics) made for something other than a step's answer."""
+COMPACTION = "compaction"
+"""``operative.chat.purpose`` of the call that summarizes older messages for a step."""
+RESUMED_AT_STEP = "operative.resumed_at_step"
+"""On a recovered run's span: the step it went on from (earlier ones were replayed)."""
 
 # operative's provider names -> the conventions' well-known values (others pass as they are).
 _PROVIDER_NAMES = {"gemini": "gcp.gemini"}
