@@ -234,7 +234,10 @@ class GeneratePhase(RunState):
                 request = retry.next_request(request, exc, attempt)
         usage = response.usage
         if usage is not None:
-            inflight.usage = inflight.usage + usage if attempt > 1 else usage
+            # The step may already have paid for something (a failed attempt, a context
+            # compaction's summary); only a step that paid nothing yet skips the sum.
+            spent = inflight.usage
+            inflight.usage = usage if spent is NO_USAGE else spent + usage
             self._usage = total = self._usage + usage
             if budget is not None:
                 # Enforced once the answer is in the transcript: it was paid for.

@@ -28,6 +28,7 @@ from operative import (
     ToolCall,
     ToolResult,
     Usage,
+    open_run,
     resolve_tool_result,
 )
 from operative.context import (
@@ -709,3 +710,27 @@ async def test_the_guide_samples_run() -> None:
         pending = eval(code, namespace)
         if pending is not None:
             await pending
+
+
+async def test_a_summarizing_step_pays_for_its_summary() -> None:
+    """The summary's usage counts toward the step's usage as well as the run's."""
+    summarizer = ScriptedModel([GenerateResponse(content="earlier: hellos", usage=Usage.of(50, 9))])
+    model = ScriptedModel([GenerateResponse(content="done", usage=Usage.of(300, 20))])
+    conversation = Conversation()
+    conversation.append_system_message("You are careful.")
+    for index in range(12):
+        for message in _turn(f"question {index}"):
+            conversation.append(message)
+    async with open_run(
+        generate=model,
+        conversation=conversation,
+        maximum_steps=1,
+        context_management=ContextManagement(
+            max_tokens=800, reserve=0, strategy=summarize(summarizer, keep_last=1)
+        ),
+    ) as run:
+        pass
+    result = await run.unwrap()
+    assert len(summarizer.requests) == 1
+    (step,) = result.steps
+    assert step.usage == Usage.of(350, 29) == result.usage
