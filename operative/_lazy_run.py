@@ -1,7 +1,8 @@
 """The run handle of a lazy agent: answers by itself until the definition loads.
 
-Before the definition loads, :class:`LazyRun` holds listeners and event streams and
-reports ``starting``; once the real run exists, everything is handed over to it.
+Before the definition loads, :class:`LazyRun` holds listeners, event streams and
+snapshot subscriptions and reports ``starting``; once the real run exists, everything is
+handed over to it.
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ from ._errors import (
 )
 from ._event_hub import EventStream, Listener, Overflow
 from ._events import EVENT_TYPES, RunAborted, RunError
+from ._lazy_liveness import LazyLiveness
 from ._results import RunResult
 from ._run import ActiveRun
 from ._types import FinishReason, Usage
 from .conversation import Conversation, ConversationHistory
-from .liveness import LivenessSnapshot
+from .liveness import LivenessSnapshot, SnapshotObserver, SnapshotStream, SnapshotSubscription
 
 if TYPE_CHECKING:
     from ._lazy import _SingleFlight
@@ -70,10 +72,11 @@ class LazyRun:
     """A run of a :class:`LazyAgent`: a subset of :class:`~operative.ActiveRun`.
 
     Before the definition loads, the handle answers by itself (``snapshot()`` says
-    ``starting``; listeners and event streams are held); once the real run exists,
-    everything delegates to it. A run that ends before the agent loaded (an abort, a
-    load failure) has a real :class:`~operative.RunResult` with no steps and the input
-    conversation, and one terminal event (``run.aborted`` or ``run.error``).
+    ``starting``; listeners, event streams and snapshot subscriptions are held); once
+    the real run exists, everything delegates to it. A run that ends before the agent
+    loaded (an abort, a load failure) has a real :class:`~operative.RunResult` with no
+    steps and the input conversation, one terminal event (``run.aborted`` or
+    ``run.error``) and one terminal snapshot.
     """
 
     __slots__ = (
@@ -85,6 +88,7 @@ class LazyRun:
         "_forwarded_abort",
         "_input",
         "_listeners",
+        "_liveness",
         "_load_scope",
         "_opened_at",
         "_provisional_id",
@@ -118,6 +122,7 @@ class LazyRun:
         self._listeners: list[_PendingListener] = []
         self._streams: list[LazyEventStream] = []
         self._opened_at = trio.current_time()
+        self._liveness = LazyLiveness(self._provisional_id, self.snapshot)
 
     def __repr__(self) -> str:
         return f"<LazyRun {self.run_id} {self.snapshot().status}>"
@@ -195,7 +200,7 @@ class LazyRun:
         if real is not None:
             return real.snapshot()
         result = self._result
-        if result is None:
+        if result is None and self._failure is None:
             return LivenessSnapshot(
                 id=self._provisional_id,
                 status="starting",
@@ -203,14 +208,37 @@ class LazyRun:
                 started_at=self._opened_at,
                 observed_at=trio.current_time(),
             )
+        finish = FinishReason.ERROR if result is None else result.finish_reason
         return LivenessSnapshot(
             id=self._provisional_id,
-            status="failed" if result.finish_reason is FinishReason.ERROR else "aborted",
+            status="failed" if finish is FinishReason.ERROR else "aborted",
             revision=1,
             started_at=self._opened_at,
             observed_at=trio.current_time(),
-            finish_reason=result.finish_reason,
+            finish_reason=finish,
         )
+
+    def subscribe_snapshot(self, observer: SnapshotObserver) -> SnapshotSubscription:
+        """Call ``observer(snapshot)`` now, then on every revision change.
+
+        Before the agent loaded the observer gets ``starting`` at once; when the real
+        run exists it goes on receiving the real run's snapshots with no new
+        subscription. The terminal snapshot is delivered exactly once (also for a run
+        that already ended, or that ended before its agent loaded), then the
+        subscription ends. An observer that raises is logged and counted, never allowed
+        to break the run. Returns a handle with ``unsubscribe()`` (also usable as a
+        ``with`` block), which works before and after the switch.
+        """
+        return self._liveness.subscribe_snapshot(observer)
+
+    def snapshots(self, *, capacity: int = 16) -> SnapshotStream:
+        """Iterate snapshots as they change, ending after the terminal one.
+
+        ``starting`` first while the agent loads, then the real run's. ``capacity``
+        bounds the buffer: a consumer that falls behind misses the oldest snapshots,
+        never the newest or the terminal one.
+        """
+        return self._liveness.snapshots(capacity=capacity)
 
     # -- outcome ---------------------------------------------------------------------
 
@@ -264,6 +292,8 @@ class LazyRun:
         finally:
             self._resolved.set()
             self._done.set()
+            result = self._result
+            self._liveness.close(FinishReason.ERROR if result is None else result.finish_reason)
 
     async def _drive_inner(self) -> None:
         agent: RunnableAgent | None = None
@@ -323,6 +353,7 @@ class LazyRun:
         streams, self._streams = self._streams, []
         for stream in streams:
             stream._bind(real)
+        self._liveness.bind(real)
         self._resolved.set()
 
     def _end_unresolved(self, error: BaseException | None, reason: str | None) -> None:
@@ -361,6 +392,7 @@ class LazyRun:
         streams, self._streams = self._streams, []
         for stream in streams:
             stream._end(event)
+        self._liveness.close(finish)
         self._resolved.set()
 
 
