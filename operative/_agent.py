@@ -16,7 +16,7 @@ from ._results import RunResult
 from ._run import ActiveRun, open_run
 from .conditions import StopCondition, no_tool_calls
 from .conversation import ContentPart, Conversation, ConversationHistory
-from .liveness import LivenessSnapshot
+from .liveness import LivenessSnapshot, SnapshotObserver, SnapshotStream, SnapshotSubscription
 from .tools import Tool, Toolbox
 
 __all__ = ["Agent", "AgentInput", "AgentRunContext", "RunHandle", "RunnableAgent", "create_agent"]
@@ -55,6 +55,10 @@ class RunHandle(Protocol):
     ) -> AsyncIterator[Any]: ...
 
     def snapshot(self) -> LivenessSnapshot: ...
+
+    def subscribe_snapshot(self, observer: SnapshotObserver) -> SnapshotSubscription: ...
+
+    def snapshots(self, *, capacity: int = 16) -> SnapshotStream: ...
 
     async def result(self) -> RunResult: ...
 
