@@ -117,8 +117,13 @@ class RunTracer:
     # -- the kernel's seam -------------------------------------------------------------
 
     def wrap_generate(self, generate: GenerateFunction) -> GenerateFunction:
+        return self._traced(generate, self._provider, compaction=False)
+
+    def _traced(
+        self, generate: GenerateFunction, provider: str, *, compaction: bool
+    ) -> GenerateFunction:
+        """``generate`` with each call a ``chat`` span; a compaction's is marked so."""
         instrumentation = self._instrumentation
-        provider = self._provider
 
         async def traced_generate(request: GenerateRequest) -> GenerateResponse:
             return await instrumentation.traced_chat(
@@ -129,6 +134,8 @@ class RunTracer:
                 conversation_id=self._conversation_id,
                 anchor=self._anchor,
                 cancel_reason=self._cancel_reason,
+                purpose=sc.COMPACTION if compaction else None,
+                extra={sc.RUN_ID: self._run_id, sc.STEP: self._step} if compaction else None,
             )
 
         return traced_generate
@@ -148,26 +155,6 @@ class RunTracer:
 
         return traced_execute
 
-    def _trace_summarizer(self, generate: GenerateFunction) -> GenerateFunction:
-        """``generate`` of a ``summarize`` strategy: a ``chat`` span of the current step."""
-        instrumentation = self._instrumentation
-        provider = sc.provider_of(generate)
-
-        async def traced_summarize(request: GenerateRequest) -> GenerateResponse:
-            return await instrumentation.traced_chat(
-                generate,
-                request,
-                provider=provider,
-                model=sc.request_model_of(generate, request.settings),
-                conversation_id=self._conversation_id,
-                anchor=self._anchor,
-                cancel_reason=self._cancel_reason,
-                purpose=sc.COMPACTION,
-                extra={sc.RUN_ID: self._run_id, sc.STEP: self._step},
-            )
-
-        return traced_summarize
-
     def attach(self, run: Any) -> None:
         self._run = run
         manager = run._context
@@ -175,7 +162,8 @@ class RunTracer:
             strategy = manager._strategy
             if isinstance(strategy, Summarize):
                 # A per-run copy: the agent's ContextManagement is left as it is.
-                traced = self._trace_summarizer(strategy.generate)
+                generate = strategy.generate
+                traced = self._traced(generate, sc.provider_of(generate), compaction=True)
                 manager._strategy = attrs.evolve(strategy, generate=traced)
         run.add_listener("run.started", self._run_started)
         run.add_listener("step.started", self._step_started)
