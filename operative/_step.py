@@ -53,9 +53,10 @@ class StepLoop(GeneratePhase, ToolPhase):
         first = 1
         if durable is not None and durable.replay is not None:
             # A recovered run goes on from the journal's last step; one that had already
-            # met a stop condition when it was cut ends here.
+            # met a stop condition when it was cut ends here (unless that step handed off:
+            # the agent that handed off is not consulted).
             first = durable.replay.next_step
-            if durable.replay.partial is None and self._steps:
+            if durable.replay.partial is None and self._steps and not durable.handed_off:
                 stopped = await self._stopped(self._steps[-1])
                 if stopped is not None:
                     return stopped

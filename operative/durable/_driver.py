@@ -123,6 +123,21 @@ def fingerprint(config: RunConfig) -> str:
     return hashlib.sha256(raw).hexdigest()[:32]
 
 
+_HANDOFF_MARK = "operative_handoff"
+"""Set on the function of a tool made by ``operative.multiagent.handoff``."""
+
+
+def _successes(steps: Any) -> Any:
+    return (result for step in steps for result in step.results if result.outcome == "success")
+
+
+def _is_handoff(toolbox: Any, result: ToolResult) -> bool:
+    """Whether ``result`` may be a handoff's (its tool, in this toolbox, is a handoff);
+    later agents' handoff tools are found by ``replay_handoffs`` itself."""
+    tool = toolbox.get(result.tool_name)
+    return tool is not None and _HANDOFF_MARK in getattr(tool.fn, "__dict__", ())
+
+
 class DurableDriver:
     """One run's durable writes. Created by the run; the loop calls it at each boundary."""
 
@@ -138,6 +153,7 @@ class DurableDriver:
         "_seq",
         "_started",
         "cancel_reason",
+        "handed_off",
         "worker_id",
     )
 
@@ -157,6 +173,8 @@ class DurableDriver:
         self._renew_scope = trio.CancelScope()
         self.cancel_reason: str | None = None
         """A cancellation requested through the engine, seen at the next step boundary."""
+        self.handed_off = False
+        """A recovered run whose last journaled step handed off to another agent."""
 
     @property
     def replay(self) -> Replay | None:
@@ -235,6 +253,13 @@ class DurableDriver:
                 run.run_id,
                 run._cfg.agent_name,
             )
+        if replay.steps and any(
+            _is_handoff(run._cfg.toolbox, result) for result in _successes(replay.steps)
+        ):
+            # A journaled step handed off: the run goes on under the agent in charge.
+            from ..multiagent._handoff import replay_handoffs
+
+            self.handed_off = replay_handoffs(run, replay.steps, complete=replay.partial is None)
 
     async def wait_started(self) -> None:
         """Return once the run record is committed; raise what stopped the write."""
@@ -291,7 +316,15 @@ class DurableDriver:
             if partial is not None:
                 recorded = partial.settled.get(call.id)
                 if recorded is not None:
-                    return recorded  # settled before the crash: never run twice
+                    # Settled before the crash: never run twice. A handoff call asks for
+                    # its switch again (that request lived in the crashed process).
+                    if recorded.outcome == "success" and context.run is not None:
+                        tool = toolbox.get(call.name)
+                        if tool is not None and _HANDOFF_MARK in getattr(tool.fn, "__dict__", ()):
+                            from ..multiagent._handoff import rearm
+
+                            rearm(context.run, tool, call.id)
+                    return recorded
                 if call.id in partial.started and not _idempotent(toolbox, call):
                     result = ToolResult(
                         call_id=call.id,
