@@ -30,6 +30,7 @@ import msgspec
 import trio
 
 from .._errors import InvalidArgument, LeaseLostError, OperativeError
+from .._instrument_hook import current_conversation_id
 from .._model import GenerateResponse
 from .._types import FinishReason, ToolCall, ToolResult, Usage
 from ..conversation import Message
@@ -207,6 +208,7 @@ class DurableDriver:
             conversation_metadata=dict(conversation.metadata),
             agent_name=cfg.agent_name,
             fingerprint=fingerprint(cfg),
+            conversation_id=current_conversation_id(),
         )
         try:
             self._lease = await durable.engine.start(

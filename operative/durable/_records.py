@@ -101,6 +101,9 @@ class Started(msgspec.Struct, frozen=True, kw_only=True, tag="started"):
     agent_name: str = ""
     fingerprint: str = ""
     """A digest of the options that shape the run (tools, stop conditions, limits)."""
+    conversation_id: str | None = None
+    """The conversation id set around the run when it started (traces of a recovered
+    run carry it); ``None`` when none was set."""
     schema_version: int = JOURNAL_SCHEMA_VERSION
 
 

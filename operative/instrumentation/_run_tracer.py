@@ -283,10 +283,14 @@ def _durable_identity(option: Any, current: str | None) -> tuple[str | None, int
 
     A fresh run keeps the conversation id set around it, else takes its session id; a
     recovered run (``Resumed``: its journal replayed) takes the session id recorded with
-    it first, since the id set around ``recover()`` is not the original run's.
+    it, else the conversation id journaled when it started, and only then the id set
+    around ``recover()`` (which is not the original run's).
     """
     replay = getattr(option, "replay", None)
     if replay is None:
         return (current if current is not None else option.session_id), None
     session_id = option.durable.session_id
-    return (session_id if session_id is not None else current), replay.next_step
+    for candidate in (session_id, replay.started.conversation_id, current):
+        if candidate is not None:
+            return candidate, replay.next_step
+    return None, replay.next_step

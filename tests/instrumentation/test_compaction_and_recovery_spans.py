@@ -317,8 +317,8 @@ async def test_a_recovered_run_keeps_its_conversation_id(
 async def test_a_durable_run_without_a_session_keeps_the_id_set_around_it(
     telemetry: Telemetry, tmp_path: Path
 ) -> None:
-    """No session recorded: a fresh run carries the id set around it, and a recovered
-    one the id set around recover() (none here)."""
+    """No session recorded: a fresh run carries the id set around it, and the journal
+    keeps it for the recovered run (whatever is set around recover())."""
     traced = telemetry.instrumentation()
     entered = trio.Event()
     engine, store = _database(tmp_path)
@@ -332,9 +332,10 @@ async def test_a_durable_run_without_a_session_keeps_the_id_set_around_it(
         assert _conversation_ids(telemetry) == {"conv-1"}
         telemetry.exporter.clear()
         agents = {"worker": _durable_agent(trio.Event(), None, instrumentation=traced)}
-        results = await recover(engine=engine, checkpoint_store=store, agents=agents)
+        with conversation_id("another conversation"):
+            results = await recover(engine=engine, checkpoint_store=store, agents=agents)
     assert results["r2"].content == "Sunny in Lisbon."
-    assert _conversation_ids(telemetry) == {None}
+    assert _conversation_ids(telemetry) == {"conv-1"}
     run_span = telemetry.one("invoke_agent worker")
     assert (run_span.attributes or {})["operative.resumed_at_step"] == 1
 
