@@ -50,6 +50,10 @@ class RunTracer(Protocol):
         """Start observing ``run`` (an ``ActiveRun``) before its loop starts."""
         ...
 
+    def traceparent(self) -> str | None:
+        """The W3C ``traceparent`` of the run's span, once it started (else ``None``)."""
+        ...
+
 
 class RunInstrumentation(Protocol):
     """What ``open_run(..., instrumentation=...)`` accepts."""

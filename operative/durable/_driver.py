@@ -209,6 +209,7 @@ class DurableDriver:
             agent_name=cfg.agent_name,
             fingerprint=fingerprint(cfg),
             conversation_id=current_conversation_id(),
+            trace_parent=run._tracer.traceparent() if run._tracer is not None else None,
         )
         try:
             self._lease = await durable.engine.start(

@@ -104,6 +104,9 @@ class Started(msgspec.Struct, frozen=True, kw_only=True, tag="started"):
     conversation_id: str | None = None
     """The conversation id set around the run when it started (traces of a recovered
     run carry it); ``None`` when none was set."""
+    trace_parent: str | None = None
+    """The W3C ``traceparent`` of the run's span when it was traced: a recovered run's
+    span links to it."""
     schema_version: int = JOURNAL_SCHEMA_VERSION
 
 

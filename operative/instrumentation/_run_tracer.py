@@ -72,6 +72,7 @@ class RunTracer:
         "_conversation_id",
         "_descriptions",
         "_instrumentation",
+        "_links",
         "_model",
         "_parent",
         "_provider",
@@ -93,10 +94,12 @@ class RunTracer:
         self._run_id = config.run_id
         self._conversation_id = current_conversation_id()
         self._resumed_at: int | None = None
+        self._links: list[trace.Link] = []
         if config.durable is not None:
             self._conversation_id, self._resumed_at = _durable_identity(
                 config.durable, self._conversation_id
             )
+            self._links = _resumed_from(config.durable)
         self._parent = parent_context(config.trace_context)
         self._descriptions = {spec.name: spec.description for spec in config.toolbox.specs()}
         self._anchor = time.time_ns()
@@ -106,6 +109,16 @@ class RunTracer:
         self._step = 0
         self._step_span: trace.Span | None = None
         self._step_token: object = None
+
+    def traceparent(self) -> str | None:
+        """The W3C ``traceparent`` of the run's span (journaled by a durable run)."""
+        span = self._run_span
+        if span is None:
+            return None
+        context = span.get_span_context()
+        if not context.is_valid:
+            return None
+        return f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
 
     def _ns(self, at: float) -> int:
         return self._anchor + int(at * 1e9)
@@ -196,6 +209,7 @@ class RunTracer:
             context=parent,
             kind=SpanKind.INTERNAL,
             attributes=attributes,
+            links=self._links,
             start_time=self._ns(event.time),
         )
         self._run_span = span
@@ -294,3 +308,22 @@ def _durable_identity(option: Any, current: str | None) -> tuple[str | None, int
         if candidate is not None:
             return candidate, replay.next_step
     return None, replay.next_step
+
+
+def _resumed_from(option: Any) -> list[trace.Link]:
+    """A recovered run's link to the span of the run it resumes (when that was traced)."""
+    replay = getattr(option, "replay", None)
+    traceparent = replay.started.trace_parent if replay is not None else None
+    if not traceparent:
+        return []
+    parts = traceparent.split("-")
+    try:
+        trace_id, span_id, flags = int(parts[1], 16), int(parts[2], 16), int(parts[3], 16)
+    except (IndexError, ValueError):
+        return []  # not a traceparent this code wrote; a link is not worth an error
+    context = trace.SpanContext(
+        trace_id, span_id, is_remote=True, trace_flags=trace.TraceFlags(flags)
+    )
+    if not context.is_valid:
+        return []
+    return [trace.Link(context, {sc.LINK_KIND: "resumed_from"})]

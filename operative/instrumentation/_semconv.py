@@ -90,6 +90,8 @@ PURPOSE = "operative.chat.purpose"
 COMPACTION = "compaction"
 """``operative.chat.purpose`` of the call that summarizes older messages for a step."""
 RESUMED_AT_STEP = "operative.resumed_at_step"
+LINK_KIND = "operative.link"
+"""On a recovered run's link to the original run's span: ``resumed_from``."""
 """On a recovered run's span: the step it went on from (earlier ones were replayed)."""
 
 # operative's provider names -> the conventions' well-known values (others pass as they are).

@@ -289,6 +289,7 @@ async def test_a_recovered_run_keeps_its_conversation_id(
         assert _conversation_ids(telemetry) == {"s-9"}
         original = telemetry.one("invoke_agent worker")
         assert "operative.resumed_at_step" not in (original.attributes or {})
+        assert not original.links
         telemetry.exporter.clear()
 
         with conversation_id("another conversation"):  # not the recovered run's
@@ -312,6 +313,16 @@ async def test_a_recovered_run_keeps_its_conversation_id(
     assert attributes["operative.resumed_at_step"] == 1
     assert attributes["operative.finish_reason"] == "stop-condition"
     assert _conversation_ids(telemetry) == {"s-9"}
+    # A new trace, linked to the span of the run it resumed.
+    assert original.context is not None
+    assert run_span.context is not None
+    assert run_span.context.trace_id != original.context.trace_id
+    (link,) = run_span.links
+    assert (link.context.trace_id, link.context.span_id) == (
+        original.context.trace_id,
+        original.context.span_id,
+    )
+    assert dict(link.attributes or {}) == {"operative.link": "resumed_from"}
 
 
 async def test_a_durable_run_without_a_session_keeps_the_id_set_around_it(
