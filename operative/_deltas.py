@@ -9,9 +9,8 @@ any layers in between (fallover, routing, caching wrappers) without changing the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable
+from contextvars import ContextVar, Token
 from typing import Any
 
 __all__ = ["current_delta_sink", "deliver_deltas", "with_run_sink"]
@@ -26,14 +25,23 @@ def current_delta_sink() -> DeltaSink | None:
     return _sink.get()
 
 
-@contextmanager
-def deliver_deltas(sink: DeltaSink) -> Iterator[None]:
-    """Route streamed deltas of the generate calls made inside the block to ``sink``."""
-    token = _sink.set(sink)
-    try:
-        yield
-    finally:
-        _sink.reset(token)
+class deliver_deltas:
+    """``with deliver_deltas(sink):`` routes streamed deltas of the generate calls made
+    inside the block to ``sink`` (a class, not a generator: it runs once per step)."""
+
+    __slots__ = ("_sink", "_token")
+
+    def __init__(self, sink: DeltaSink) -> None:
+        self._sink = sink
+        self._token: Token[DeltaSink | None] | None = None
+
+    def __enter__(self) -> None:
+        self._token = _sink.set(self._sink)
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._token is not None:
+            _sink.reset(self._token)
+            self._token = None
 
 
 def with_run_sink(own: DeltaSink | None) -> DeltaSink | None:
