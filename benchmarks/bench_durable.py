@@ -56,17 +56,12 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, median, print_table, write_json
+from bench_loop import add, operative_model, operative_run, operative_script
 
 from operative import (
-    Conversation,
     GenerateRequest,
     GenerateResponse,
-    Toolbox,
-    ToolCall,
     create_agent,
-    open_run,
-    stop_when,
-    tool,
 )
 from operative.durable import (
     CheckpointStore,
@@ -162,59 +157,19 @@ def postgres_opener(
 # --------------------------------------------------------------------------------------
 
 
-@tool
-async def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
-
-
-TOOLBOX = Toolbox([add])
-NO_TOOL_CALLS = stop_when.no_tool_calls()
-
-
-def script(steps: int) -> tuple[GenerateResponse, ...]:
-    calls = [
-        GenerateResponse(
-            tool_calls=(ToolCall(id=f"call_{k}", name="add", arguments=f'{{"a": {k}, "b": 1}}'),)
-        )
-        for k in range(1, steps)
-    ]
-    return (*calls, GenerateResponse(content="the answer is 42"))
-
-
-def scripted(steps: int) -> Callable[[GenerateRequest], Awaitable[GenerateResponse]]:
-    responses = script(steps)
-
-    async def generate(request: GenerateRequest) -> GenerateResponse:
-        return responses[request.step - 1]
-
-    return generate
-
-
 async def one_run(generate: Any, pair: tuple[DurableEngine, CheckpointStore] | None) -> None:
-    conversation = Conversation()
-    conversation.append_user_message("What is 1 + 1, twenty times over?")
-    extra: dict[str, Any] = {}
-    if pair is not None:
-        extra["durable"] = Durable(engine=pair[0], checkpoint_store=pair[1])
-    async with open_run(
-        generate=generate,
-        conversation=conversation,
-        toolbox=TOOLBOX,
-        stop_when=NO_TOOL_CALLS,
-        **extra,
-    ) as run:
-        pass
-    result = await run.result()
-    if result.finish_reason != "stop-condition":  # pragma: no cover - a broken run
-        raise RuntimeError(f"run ended with {result.finish_reason}: {result.error!r}")
+    """bench_loop.py's run, durable on ``pair`` (in memory when ``None``)."""
+    if pair is None:
+        await operative_run(generate)
+    else:
+        await operative_run(generate, durable=Durable(engine=pair[0], checkpoint_store=pair[1]))
 
 
 async def count_commits(opener: Opener, steps: int) -> int:
     engine, store = opener()
     try:
         WRITES.clear()
-        await one_run(scripted(steps), (engine, store))
+        await one_run(operative_model(steps), (engine, store))
         return sum(WRITES.values())
     finally:
         await engine.aclose()
@@ -226,7 +181,7 @@ async def measure_per_step(
 ) -> dict[str, Any]:
     pairs = {name: opener() for name, opener in openers.items()}
     try:
-        long, short = scripted(STEPS), scripted(1)
+        long, short = operative_model(STEPS), operative_model(1)
         backends: dict[str, tuple[DurableEngine, CheckpointStore] | None] = {"memory": None}
         backends.update(pairs)
         cases: dict[str, Callable[[], Awaitable[None]]] = {}
@@ -281,7 +236,7 @@ class ParkingModel:
     """Answers from the script, except that step ``PARK_AT`` parks while ``parking``."""
 
     def __init__(self, expected: int) -> None:
-        self.responses = script(PARK_AT)
+        self.responses = operative_script(PARK_AT)
         self.parking = True
         self.parked = 0
         self.expected = expected

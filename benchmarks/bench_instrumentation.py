@@ -35,9 +35,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, median, print_table, write_json
-from bench_loop import NO_TOOL_CALLS, STEPS, TOOLBOX, operative_model
-
-from operative import Conversation, open_run
+from bench_loop import STEPS, operative_model, operative_run
 
 CONFIGURATIONS = ("off", "api_only", "sdk_sampled_out", "sdk_recorded")
 LABELS = {
@@ -76,20 +74,8 @@ def _instrumentations() -> tuple[dict[str, Any], Any]:
 
 
 async def _run(generate: Any, instrumentation: Any) -> None:
-    conversation = Conversation()
-    conversation.append_user_message("What is 1 + 1, twenty times over?")
     options = {} if instrumentation is None else {"instrumentation": instrumentation}
-    async with open_run(
-        generate=generate,
-        conversation=conversation,
-        toolbox=TOOLBOX,
-        stop_when=NO_TOOL_CALLS,
-        **options,
-    ) as run:
-        pass
-    result = await run.result()
-    if result.finish_reason != "stop-condition":  # pragma: no cover - a broken loop
-        raise RuntimeError(f"run ended with {result.finish_reason}: {result.error!r}")
+    await operative_run(generate, **options)
 
 
 async def measure(repetitions: int, warmup: int) -> dict[str, Any]:

@@ -88,7 +88,7 @@ TOOLBOX = Toolbox([add])
 NO_TOOL_CALLS = stop_when.no_tool_calls()
 
 
-def _operative_script(steps: int) -> tuple[GenerateResponse, ...]:
+def operative_script(steps: int) -> tuple[GenerateResponse, ...]:
     calls = [
         GenerateResponse(
             tool_calls=(ToolCall(id=f"call_{k}", name="add", arguments=f'{{"a": {k}, "b": 1}}'),)
@@ -99,7 +99,7 @@ def _operative_script(steps: int) -> tuple[GenerateResponse, ...]:
 
 
 def operative_model(steps: int, latency: float = 0.0) -> Callable[..., Awaitable[Any]]:
-    script = _operative_script(steps)
+    script = operative_script(steps)
     if latency:
 
         async def slow(request: GenerateRequest) -> GenerateResponse:
@@ -126,16 +126,21 @@ GUARDED: dict[str, Any] = {
 }
 
 
-async def operative_run(generate: Any, *, listen: bool = False, guarded: bool = False) -> str:
+async def operative_run(
+    generate: Any, *, listen: bool = False, guarded: bool = False, **options: Any
+) -> str:
+    """One run of the benchmark's work; ``options`` go to ``open_run`` (``durable=``,
+    ``instrumentation=``: the other benchmarks time the same run with them)."""
     conversation = Conversation()
     conversation.append_user_message("What is 1 + 1, twenty times over?")
-    extra = GUARDED if guarded else {}
+    if guarded:
+        options = {**GUARDED, **options}
     async with open_run(
         generate=generate,
         conversation=conversation,
         toolbox=TOOLBOX,
         stop_when=NO_TOOL_CALLS,
-        **extra,
+        **options,
     ) as run:
         if listen:
             run.add_listener("*", _noop)
