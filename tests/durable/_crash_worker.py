@@ -134,19 +134,22 @@ class ToolLog:
         os.fsync(self._fd)
 
 
-def _stall_process(release: str | None) -> None:
-    """Block the whole process (no task runs, no lease is renewed) until ``release``
-    exists (``None``: until the process is killed), for at most a minute."""
-    deadline = time.monotonic() + 60
-    while (release is None or not os.path.exists(release)) and time.monotonic() < deadline:
-        time.sleep(0.005)
+RELEASE = signal.SIGUSR1
+"""Sent by the test to let a stalled worker go (blocked from the fork on, so a signal
+sent before the stall begins waits for it)."""
+
+
+def _stall_process() -> None:
+    """Block the whole process (no task runs, no lease is renewed) until the test sends
+    ``RELEASE``, for at most a minute (or until the process is killed)."""
+    signal.sigtimedwait({RELEASE}, 60)
 
 
 def build_agent(
     log: ToolLog | None = None,
     *,
     delay_scale: float = 1.0,
-    stall_release: str | None = None,
+    stall_blocks: bool = False,
     stall_after_step: int | None = None,
     unknown: Collection[str] = (),
     name: str = AGENT_NAME,
@@ -157,12 +160,12 @@ def build_agent(
     Args:
         log: where tool executions are logged (none for the reference runs).
         delay_scale: multiplies the model's and the slow tools' delays (0: no delay).
-        stall_release: ``stall`` blocks the whole process (not just its task) until this
-            file exists, then returns a value marked ``STALE`` that must never reach
-            the journal. Without it ``stall`` is an ordinary slow tool.
+        stall_blocks: the ``stall`` tool blocks the whole process (not just its task) until the
+            test sends ``RELEASE``, then returns a value marked ``STALE`` that must never
+            reach the journal. Without it ``stall`` is an ordinary slow tool.
         stall_after_step: once this step is journaled, the ``on_step`` hook logs a
-            ``stalled`` line and blocks the whole process (until ``stall_release``
-            exists, or it is killed).
+            ``stalled`` line and blocks the whole process (until ``RELEASE``, or it is
+            killed).
         unknown: call ids whose result is replaced by the "outcome unknown" error
             (reference runs: what recovery reports for a call cut short).
         name: the agent's name (a worker claims only the runs of the agents it knows).
@@ -204,8 +207,8 @@ def build_agent(
         if name in SLOW:
             await trio.sleep(delay_scale * (0.008 + int(_digest(name + key)[:4], 16) % 20 / 1000))
         value = f"{name}({key}) = {_digest(name + key)[:10]}"
-        if name == "stall" and stall_release is not None:
-            _stall_process(stall_release)
+        if name == "stall" and stall_blocks:
+            _stall_process()
             value = f"STALE {value}"
         if log is not None:
             log.write("end", context.run_id, context.call_id, name)
@@ -252,7 +255,7 @@ def build_agent(
         if step.step == stall_after_step:
             if log is not None:
                 log.write("stalled", context.run_id, f"step-{step.step}", "-")
-            _stall_process(stall_release)
+            _stall_process()
 
     options: dict[str, Any] = {}
     if replaced:
@@ -324,7 +327,7 @@ async def _start(config: dict[str, Any]) -> None:
     worker: str = config["worker"]
     agent = build_agent(
         ToolLog(config["log"], worker),
-        stall_release=config.get("stall_release"),
+        stall_blocks=config.get("stall_blocks", False),
         stall_after_step=config.get("stall_after_step"),
         name=config.get("agent", AGENT_NAME),
         maximum_steps=config.get("maximum_steps", MAXIMUM_STEPS),
@@ -477,6 +480,7 @@ def _serve_forks() -> None:
         pid = os.fork()
         if pid == 0:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_BLOCK, {RELEASE})  # before any thread starts
             code = 1
             try:
                 _work(config)

@@ -26,6 +26,7 @@ Workers are forks of one fork server (see ``_crash_worker.py``), which needs Lin
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -63,6 +64,7 @@ from operative.durable._driver import UNKNOWN_OUTCOME
 from ._crash_worker import (
     IDEMPOTENT,
     MAXIMUM_STEPS,
+    RELEASE,
     SLOW,
     TOOLS,
     Plan,
@@ -165,6 +167,12 @@ class Worker:
     @property
     def running(self) -> bool:
         return not self._exited.is_set()
+
+    def release(self) -> None:
+        """Let a worker stalled in its ``stall`` tool (or ``on_step``) go."""
+        if self._pidfd is not None and self.running:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self._pidfd, RELEASE)
 
     def kill(self) -> None:
         if self._pidfd is not None and self.running:
@@ -844,7 +852,7 @@ async def test_cancel_of_an_unheld_run_cut_mid_step_answers_every_call(
                 log=str(log),
                 runs=[["orphan", plan]],
                 lease_seconds=LEASE_SECONDS,
-                stall_release=str(tmp_path / "never"),  # the stall call never returns
+                stall_blocks=True,  # the stall call never returns: nobody releases it
             )
             with trio.fail_after(30):
                 while ("begin", "A", "orphan", "c1-1") not in _log(log):
@@ -907,7 +915,6 @@ async def test_stalled_worker_loses_its_run(
     must never reach the journal: its writes fail with ``LeaseLostError``.
     """
     plan: Plan = (("lookup",), ("stall",), ("fetch", "note"), ("charge",))
-    go = tmp_path / "release"
     log = tmp_path / "tools.log"
     await _create_tables(durable_db)
     engine, store = durable_db.engine(), durable_db.store()
@@ -920,7 +927,7 @@ async def test_stalled_worker_loses_its_run(
                 log=str(log),
                 runs=[["stalled", plan]],
                 lease_seconds=0.5,
-                stall_release=str(go),
+                stall_blocks=True,
             )
             with trio.fail_after(30):
                 while ("begin", "A", "stalled", "c2-0") not in _log(log):
@@ -939,7 +946,7 @@ async def test_stalled_worker_loses_its_run(
                         break
                     assert second.running, second.describe()
                     await trio.sleep(POLL)
-            go.touch()
+            first.release()
             await second.wait()
             await first.wait()
             assert second.clean, second.describe()
