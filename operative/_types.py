@@ -7,9 +7,12 @@ tasks without copying, and encodable as they are.
 from __future__ import annotations
 
 import enum
+import math
 from typing import Any, Literal
 
 import msgspec
+
+from ._errors import InvalidArgument
 
 __all__ = [
     "ApprovalDecision",
@@ -88,14 +91,45 @@ class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
     """A JSON Schema (draft 2020-12) object for the call's arguments."""
 
 
+def _require_str(record: str, field: str, value: object) -> None:
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{record}.{field} takes a str, got {value!r}")
+
+
 class Authority(msgspec.Struct, frozen=True, kw_only=True):
-    """Who a request acts for; bound into every signed approval."""
+    """Who a request acts for; bound into every signed approval.
+
+    Every field is type-checked when the record is built (or decoded): a wrong type
+    raises :class:`~operative.InvalidArgument` naming the field, instead of parking an
+    approval that no request could ever resume.
+    """
 
     principal_id: str
     tenant_id: str
     owner_id: str
     capabilities: tuple[str, ...] = ()
-    authorization_revision: str = ""
+    """The capabilities granted (a list is kept as a tuple; order is not bound)."""
+    authorization_revision: int | str = ""
+    """The revision of the grant: an ``int`` or a ``str``, bound with its type, so
+    revision ``1`` and revision ``"1"`` are different identities."""
+
+    def __post_init__(self) -> None:
+        _require_str("Authority", "principal_id", self.principal_id)
+        _require_str("Authority", "tenant_id", self.tenant_id)
+        _require_str("Authority", "owner_id", self.owner_id)
+        capabilities: object = self.capabilities
+        if type(capabilities) is list:
+            capabilities = tuple(capabilities)
+            msgspec.structs.force_setattr(self, "capabilities", capabilities)
+        if type(capabilities) is not tuple or not all(isinstance(c, str) for c in capabilities):
+            raise InvalidArgument(
+                f"Authority.capabilities takes a tuple of str, got {self.capabilities!r}"
+            )
+        revision = self.authorization_revision
+        if not isinstance(revision, int | str) or isinstance(revision, bool):
+            raise InvalidArgument(
+                f"Authority.authorization_revision takes an int or a str, got {revision!r}"
+            )
 
 
 class RequestContext(msgspec.Struct, frozen=True, kw_only=True):
@@ -103,7 +137,8 @@ class RequestContext(msgspec.Struct, frozen=True, kw_only=True):
 
     Build one per request; never store it on a reusable toolbox. ``deadline`` is wall
     clock seconds since the epoch (it may cross processes), and is not carried over
-    into a resumed approval.
+    into a resumed approval. Every field is type-checked when the record is built
+    (:class:`~operative.InvalidArgument` names the field).
     """
 
     authority: Authority
@@ -111,6 +146,25 @@ class RequestContext(msgspec.Struct, frozen=True, kw_only=True):
     agent_id: str = ""
     run_id: str = ""
     deadline: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.authority, Authority):
+            raise InvalidArgument(
+                f"RequestContext.authority takes an Authority, got {self.authority!r}"
+            )
+        _require_str("RequestContext", "audience", self.audience)
+        _require_str("RequestContext", "agent_id", self.agent_id)
+        _require_str("RequestContext", "run_id", self.run_id)
+        deadline = self.deadline
+        if deadline is not None and (
+            not isinstance(deadline, int | float)
+            or isinstance(deadline, bool)
+            or math.isnan(deadline)
+        ):
+            raise InvalidArgument(
+                "RequestContext.deadline takes wall-clock seconds since the epoch (a float, "
+                f"e.g. time.time() + 30) or None, got {deadline!r}"
+            )
 
 
 class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
