@@ -10,6 +10,7 @@ import trio
 
 from .._agent import RunnableAgent
 from .._errors import InvalidArgument
+from .._run_state import only_cancelled
 from ._handle import SessionHandle
 from ._resume import resume_session
 from ._store import SessionStore
@@ -49,7 +50,9 @@ async def open_session(
         worker_id: the lease owner recorded (default: host, pid and a random suffix).
 
     Leaving the block cancels the tasks the handle started in it (:meth:`start_monitor`)
-    and waits for them.
+    and waits for them. An exception raised in the block propagates as itself (a
+    ``KeyboardInterrupt`` stays a ``KeyboardInterrupt``), once those tasks have ended;
+    only when a task of the session failed too are both raised, in an exception group.
     """
     if not isinstance(store, SessionStore):
         raise InvalidArgument(
@@ -81,19 +84,43 @@ async def open_session(
     session = resumed.session
     if resumed.is_new:
         session = await store.save(session)
-    async with trio.open_nursery() as nursery:
-        handle = SessionHandle(
-            session=session,
-            store=store,
-            agent=agent,
-            run_options=run_options,
-            nursery=nursery,
-            cleanup_timeout=float(cleanup_timeout),
-            durability=durability,
-        )
-        handle._announce_load(resumed.is_new)
-        handle._tracker.start()
-        try:
-            yield handle
-        finally:
+    body_error: BaseException | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            handle = SessionHandle(
+                session=session,
+                store=store,
+                agent=agent,
+                run_options=run_options,
+                nursery=nursery,
+                cleanup_timeout=float(cleanup_timeout),
+                durability=durability,
+            )
+            handle._announce_load(resumed.is_new)
+            handle._tracker.start()
+            try:
+                yield handle
+            except BaseException as exc:
+                # Raised again below, as itself: not wrapped in the nursery's group.
+                body_error = exc
             nursery.cancel_scope.cancel()
+    except BaseException as tasks_error:
+        if body_error is None or only_cancelled(body_error):
+            raise  # a task of the session failed (and cancelled the block)
+        if not only_cancelled(tasks_error):
+            # The block and a task of the session both failed: both are raised, as a
+            # nursery would.
+            raise BaseExceptionGroup(
+                f"the open_session({id!r}) block and a task of the session failed",
+                [body_error, *_flat(tasks_error)],
+            ) from None
+        # else: only a cancellation from outside reached the nursery: the block's own
+        # error is what propagates (raised below, outside this handler, unchanged).
+    if body_error is not None:
+        raise body_error
+
+
+def _flat(error: BaseException) -> list[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        return list(error.exceptions)
+    return [error]
