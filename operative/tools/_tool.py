@@ -48,6 +48,11 @@ class Tool:
     ``abandon_on_cancel=True``): a thread cannot be cancelled, so on timeout or abort
     the call is abandoned, the thread runs to its end, and its result is discarded.
 
+    ``input_schema=`` (a JSON Schema object) replaces the schema the model is shown, and
+    is enforced: each call's arguments are checked against it with ``jsonschema``
+    before they are converted, so the model reads an error result with the JSON path of
+    whatever broke the schema (imported lazily, only by tools given a schema by hand).
+
     ``timeout`` (seconds) bounds each call; the model then reads an error result saying
     the tool timed out. ``max_concurrency`` bounds how many calls of this tool run at
     once across every toolbox holding it. ``version`` is bound into signed approvals:
@@ -74,6 +79,7 @@ class Tool:
     _limiter: trio.CapacityLimiter | None
     _given_input_type: Any
     _given_input_schema: Mapping[str, Any] | None
+    _check_schema: Callable[[Any], None] | None
 
     def __init__(
         self,
@@ -122,8 +128,10 @@ class Tool:
                 )
             invoke = _single_invoker(fn, is_async, context_parameter)
         decode_json, convert, native = _validators(target)
+        check_schema: Callable[[Any], None] | None = None
         if input_schema is not None:
             schema = dict(input_schema)
+            check_schema = _schema_checker(schema, tool_name)
         elif native:
             schema = json_schema(target, what=f"input of tool {tool_name!r}")
         else:
@@ -153,6 +161,7 @@ class Tool:
             limiter=trio.CapacityLimiter(max_concurrency) if max_concurrency else None,
             given_input_type=input_type,
             given_input_schema=input_schema,
+            check_schema=check_schema,
         )
 
     def __repr__(self) -> str:
@@ -189,6 +198,10 @@ class Tool:
             ArgumentError: with a message the model can act on.
         """
         try:
+            if self._check_schema is not None:
+                value = msgspec.json.decode(raw) if type(raw) is str else raw
+                self._check_schema(value)
+                return self._convert(value)
             if type(raw) is str:
                 return self._decode_json(raw)
             return self._convert(raw)
@@ -223,6 +236,57 @@ class Tool:
 
 class _StructureError(Exception):
     """The cattrs fallback could not structure the arguments."""
+
+
+_MAX_SCHEMA_MESSAGE = 300
+"""Characters of a schema violation's message the model reads (it may quote the value)."""
+
+
+def _schema_checker(schema: dict[str, Any], tool_name: str) -> Callable[[Any], None]:
+    """A function that raises :class:`ArgumentError` for arguments ``schema`` refuses.
+
+    The schema is checked now (a bad one is a :class:`ToolDefinitionError`), and its
+    validator is built once. ``jsonschema`` is imported here, so ``import operative``
+    and tools whose schema is derived never load it.
+    """
+    # Imported here (~70 ms), by hand-written schemas only.
+    import jsonschema
+    from jsonschema.exceptions import SchemaError, best_match
+
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except SchemaError as exc:
+        raise ToolDefinitionError(
+            f"tool {tool_name!r}: input_schema is not a valid JSON Schema "
+            f"({exc.message} - at `{exc.json_path}`)"
+        ) from None
+    validator = cls(schema)
+
+    def check(value: Any) -> None:
+        try:
+            error = best_match(validator.iter_errors(value))
+        except RecursionError:
+            raise ArgumentError(
+                f"The arguments for tool {tool_name!r} are nested too deeply to check "
+                "against its input schema. Send flatter arguments."
+            ) from None
+        except Exception as exc:
+            raise ArgumentError(
+                f"The arguments for tool {tool_name!r} could not be checked against its "
+                f"input schema ({type(exc).__name__}: {exc}); the call did not run."
+            ) from None
+        if error is not None:
+            message = error.message
+            if len(message) > _MAX_SCHEMA_MESSAGE:
+                message = message[: _MAX_SCHEMA_MESSAGE - 3] + "..."
+            raise ArgumentError(
+                f"Invalid arguments for tool {tool_name!r}: {message} - at "
+                f"`{error.json_path}`. Fix the arguments to match the tool's input schema "
+                "and call it again."
+            )
+
+    return check
 
 
 def _validators(
