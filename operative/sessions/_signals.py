@@ -1,9 +1,17 @@
-"""Named signals a session's waits park on: a host delivers, every parked wait receives."""
+"""Named signals a session's waits park on: a host delivers, every parked wait receives.
+
+A wait parks its task directly (``wait_task_rescheduled``), so delivery and cancellation
+cannot both claim it: a delivery reschedules the parked tasks with the payload, and a
+cancelled wait leaves the board in its abort callback, before any later delivery can see
+it. A cancelled wait therefore raises ``Cancelled`` and never received the signal, and
+:meth:`SignalBoard.deliver` reports only the waits that did receive it.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+import outcome
 import trio
 
 from .._errors import InvalidArgument
@@ -13,12 +21,11 @@ __all__ = ["SignalBoard"]
 
 
 class _Waiter:
-    __slots__ = ("event", "name", "payload")
+    __slots__ = ("name", "task")
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, task: trio.lowlevel.Task) -> None:
         self.name = name
-        self.event = trio.Event()
-        self.payload: Any = None
+        self.task = task
 
 
 class SignalBoard:
@@ -34,29 +41,30 @@ class SignalBoard:
         """Park until ``name`` is delivered (a declared wait on the session's liveness)."""
         if not isinstance(name, str) or not name:
             raise InvalidArgument(f"a signal name is a non-empty str, got {name!r}")
-        waiter = _Waiter(name)
-        self._waiters.setdefault(name, []).append(waiter)
+        waiter = _Waiter(name, trio.lowlevel.current_task())
         declared = self._tracker.declare_wait(
             "review" if prompt else "signal", detail=prompt or name
         )
+
+        def abort(_: Any) -> trio.lowlevel.Abort:
+            self._remove(waiter)  # a later deliver() no longer sees this wait
+            return trio.lowlevel.Abort.SUCCEEDED
+
         try:
-            try:
-                await waiter.event.wait()
-            except trio.Cancelled:
-                if waiter.event.is_set():
-                    # The signal was delivered as the wait was being cancelled: hand the
-                    # payload over (deliver() reported it delivered); the cancellation
-                    # surfaces at the caller's next checkpoint.
-                    return waiter.payload
-                raise
-            return waiter.payload
+            self._waiters.setdefault(name, []).append(waiter)
+            return await trio.lowlevel.wait_task_rescheduled(abort)
         finally:
-            waiting = self._waiters.get(name, [])
-            if waiter in waiting:
-                waiting.remove(waiter)
-            if not waiting:
-                self._waiters.pop(name, None)
+            self._remove(waiter)
             self._tracker.clear_wait(declared)
+
+    def _remove(self, waiter: _Waiter) -> None:
+        waiting = self._waiters.get(waiter.name)
+        if waiting is None:
+            return
+        if waiter in waiting:
+            waiting.remove(waiter)
+        if not waiting:
+            del self._waiters[waiter.name]
 
     def deliver(self, name: str, payload: Any = None) -> bool:
         """Hand ``payload`` to every wait parked on ``name``; False when none was."""
@@ -64,6 +72,5 @@ class SignalBoard:
             raise InvalidArgument(f"a signal name is a non-empty str, got {name!r}")
         waiting = self._waiters.pop(name, [])
         for waiter in waiting:
-            waiter.payload = payload
-            waiter.event.set()
+            trio.lowlevel.reschedule(waiter.task, outcome.Value(payload))
         return bool(waiting)
