@@ -205,6 +205,9 @@ def create_agent(
 
     ``tools=`` (a list, or a name-keyed mapping whose keys are canonical) and
     ``toolbox=`` are mutually exclusive; ``permissions=`` goes with ``tools=``.
+    ``on_approval=`` with ``tools=`` asks the handler before every call of a mutating
+    tool (``ApprovalPolicy("on-mutation")``); with ``toolbox=`` the toolbox must have an
+    approval policy of its own.
     Any other :func:`open_run` option (hooks, ``output``, ``settings``, ...) applies to
     every run of the agent.
     """
@@ -219,7 +222,7 @@ def create_agent(
             "an agent's durable= must not name a run_id (every run needs its own): pass "
             "Durable(run_id=...) to agent.open_run(..., durable=...) instead"
         )
-    built = make_toolbox(toolbox, tools, permissions)
+    built = make_toolbox(toolbox, tools, permissions, on_approval=options.get("on_approval"))
     conditions: tuple[StopCondition, ...]
     if stop_when is None:
         conditions = (no_tool_calls(),)

@@ -20,6 +20,7 @@ from .hooks import HOOK_NAMES, AnyHook, HookRegistry
 from .liveness import StallPolicy
 from .retry import RetryOptions
 from .tools import Toolbox
+from .tools._toolbox import approving_toolbox
 
 if TYPE_CHECKING:
     from .backpressure import BackpressureStrategy
@@ -139,8 +140,15 @@ def _as_tuple(value: Any, what: str) -> tuple[Any, ...]:
     return items
 
 
-def make_toolbox(toolbox: Any, tools: Any, permissions: Any = None) -> Toolbox:
-    """The run's toolbox from ``toolbox=`` or ``tools=`` (never both)."""
+def make_toolbox(
+    toolbox: Any, tools: Any, permissions: Any = None, *, on_approval: Any = None
+) -> Toolbox:
+    """The run's toolbox from ``toolbox=`` or ``tools=`` (never both).
+
+    With an ``on_approval`` handler, ``tools=`` get ``ApprovalPolicy("on-mutation")``
+    (the handler decides every call of a mutating tool), and a ``toolbox=`` without an
+    approval policy is refused: it would never ask the handler anything.
+    """
     if toolbox is not None:
         if tools is not None:
             raise InvalidArgument(
@@ -153,6 +161,13 @@ def make_toolbox(toolbox: Any, tools: Any, permissions: Any = None) -> Toolbox:
             )
         if not isinstance(toolbox, Toolbox):
             raise InvalidArgument(f"toolbox= takes a Toolbox, got {type(toolbox).__name__}")
+        if on_approval is not None and toolbox.approval_policy is None:
+            raise InvalidArgument(
+                "on_approval= decides the calls a toolbox's approval policy parks, and this "
+                "toolbox has none, so the handler would never be asked: build it with "
+                "Toolbox(..., approval_policy=ApprovalPolicy(mode='on-mutation')), or pass "
+                "tools= (on_approval= then asks before every call of a mutating tool)"
+            )
         return toolbox
     if tools is None:
         return Toolbox([], permissions=permissions)
@@ -160,7 +175,10 @@ def make_toolbox(toolbox: Any, tools: Any, permissions: Any = None) -> Toolbox:
         raise InvalidArgument(
             f"tools= takes a list of tools or a name-keyed mapping, got {type(tools).__name__}"
         )
-    return Toolbox(tools, permissions=permissions)
+    built = Toolbox(tools, permissions=permissions)
+    if on_approval is None:
+        return built
+    return approving_toolbox(built)
 
 
 _NO_HOOKS = Hooks()
@@ -224,7 +242,7 @@ def configure_run(
             fields["instrumentation"] = instrumentation
     config = RunConfig(
         generate=generate,
-        toolbox=make_toolbox(toolbox, tools),
+        toolbox=make_toolbox(toolbox, tools, on_approval=fields.get("on_approval")),
         stop_when=_as_tuple(stop_when, "stop_when="),
         maximum_steps=maximum_steps,
         hooks=hooks,

@@ -18,7 +18,7 @@ from ._context import EMPTY_CONTEXT, ExecutionContext, ToolContext
 from ._permissions import PermissionPolicy
 from ._tool import ArgumentError, Tool
 
-__all__ = ["Toolbox"]
+__all__ = ["Toolbox", "approving_toolbox"]
 
 
 def _collect(tools: Iterable[Tool] | Mapping[str, Tool]) -> dict[str, Tool]:
@@ -440,3 +440,26 @@ def _timed_out(tool: Tool, call: ToolCall) -> ToolResult:
 
 def _describe(exc: BaseException) -> str:
     return "".join(traceback.format_exception(exc))
+
+
+def approving_toolbox(toolbox: Toolbox) -> Toolbox:
+    """``toolbox``'s tools under ``ApprovalPolicy("on-mutation")``: what ``tools=`` become
+    next to an ``on_approval=`` handler, so the handler is asked before every call of a
+    mutating tool instead of being silently ignored.
+
+    Raises:
+        ToolDefinitionError: a mutating tool has no version (an approval binds it).
+    """
+    unversioned = sorted(t.name for t in toolbox if t.mutates and t.version is None)
+    if unversioned:
+        raise ToolDefinitionError(
+            "on_approval= asks a person before every call of a mutating tool, and an "
+            f"approval binds the tool's version: give {', '.join(map(repr, unversioned))} "
+            "a version (e.g. @tool(version='1', mutates=True))"
+        )
+    return Toolbox(
+        toolbox.tools,
+        approval_policy=ApprovalPolicy(mode="on-mutation"),
+        permissions=toolbox.permissions,
+        max_concurrency=toolbox.max_concurrency,
+    )
