@@ -105,20 +105,13 @@ class _SqliteDurable(SqlitePooled):
                 f"{type(self).__name__} needs a file path, not {text!r}: durable runs must "
                 "outlive the process"
             )
-        if isinstance(max_connections, bool) or not isinstance(max_connections, int):
-            raise InvalidArgument(f"max_connections must be an int, not {max_connections!r}")
-        if max_connections < 1:
-            raise InvalidArgument(f"max_connections must be >= 1, not {max_connections!r}")
         if not isinstance(busy_timeout, int | float) or not busy_timeout >= 0:
             raise InvalidArgument(f"busy_timeout must be seconds >= 0, not {busy_timeout!r}")
         if not callable(clock):
             raise InvalidArgument(f"clock must be a callable returning epoch seconds: {clock!r}")
+        self._init_pool(max_connections)
         self._path = text
         self._busy_timeout = float(busy_timeout)
-        self._max_connections = max_connections
-        self._limiter = trio.CapacityLimiter(max_connections)
-        self._idle: list[sqlite3.Connection] = []
-        self._closed = False
         self._clock = clock
 
     def __repr__(self) -> str:

@@ -11,18 +11,25 @@ their versions are compared, then rows are updated, deleted, or inserted with
 batch start over, and the next attempt reports the conflict). Keys use the ``"C"``
 collation so that listing order is code-point order, as in every other store.
 
-Cancellation: when the caller's scope is cancelled, ``connection.cancel_safe()`` is sent
-from another thread; the query stops, its transaction rolls back, the connection is
-discarded, and only then does the caller see ``trio.Cancelled``. A batch whose ``COMMIT``
-was already under way may still have committed (read the keys to find out); it is never
-half-applied.
+Cancellation: when the caller's scope is cancelled, a task in the call's own nursery
+sends ``connection.cancel_safe()`` from a worker thread that it awaits, shielded; the
+query stops, its transaction rolls back, the connection is discarded, and only then does
+the caller see ``trio.Cancelled``. That clean-up is bounded: if the query has not stopped
+``_CANCEL_TIMEOUT`` seconds after the request (an unreachable server, a request that
+arrived before the statement began), the connection's socket is shut down, which ends
+the worker's wait at once. A batch whose ``COMMIT`` was already under way may still have
+committed (read the keys to find out); it is never half-applied.
 
 psycopg is the optional extra ``postgres`` and is imported only when a store is created.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import re
+import socket
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -45,6 +52,8 @@ if TYPE_CHECKING:
     import psycopg
 
 __all__ = ["PostgresPooled", "PostgresStore"]
+
+logger = logging.getLogger("operative.storage")
 
 _T = TypeVar("_T")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}\Z")
@@ -79,16 +88,9 @@ class PostgresPooled(PooledStore):
     def __init__(self, dsn: str, *, max_connections: int) -> None:
         if not isinstance(dsn, str):
             raise InvalidArgument(f"dsn must be a str, not {dsn!r}")
-        if isinstance(max_connections, bool) or not isinstance(max_connections, int):
-            raise InvalidArgument(f"max_connections must be an int, not {max_connections!r}")
-        if max_connections < 1:
-            raise InvalidArgument(f"max_connections must be >= 1, not {max_connections!r}")
+        self._init_pool(max_connections)
         self._psycopg = _import_psycopg(type(self).__name__)
         self._dsn = dsn
-        self._max_connections = max_connections
-        self._limiter = trio.CapacityLimiter(max_connections)
-        self._idle: list[psycopg.Connection[Any]] = []
-        self._closed = False
 
     def _setup(self, conn: psycopg.Connection[Any]) -> None:
         """Create this class's tables (called once per new connection)."""
@@ -114,45 +116,78 @@ class PostgresPooled(PooledStore):
     async def _call(self, work: Callable[[psycopg.Connection[Any]], _T]) -> _T:
         async with self._limiter:
             self._check_open()
+            # The only checkpoint before the nursery: nothing in it raises Cancelled.
+            await trio.lowlevel.checkpoint_if_cancelled()
             holder: list[psycopg.Connection[Any] | None] = [
                 self._idle.pop() if self._idle else None
             ]
+            returned = threading.Event()  # the worker thread is done with the connection
+            stop = trio.Event()  # the caller was cancelled, or the worker returned
 
             def run() -> _T:
-                conn = holder[0]
-                if conn is None:
-                    conn = holder[0] = self._connect()
-                return work(conn)
+                try:
+                    conn = holder[0]
+                    if conn is None:
+                        conn = holder[0] = self._connect()
+                    return work(conn)
+                finally:
+                    returned.set()
 
-            def on_cancel() -> None:
-                conn = holder[0]
-                if conn is not None:
-                    # cancel_safe blocks (it opens a connection): send it from a thread.
-                    trio.lowlevel.start_thread_soon(
-                        lambda: conn.cancel_safe(timeout=_CANCEL_TIMEOUT),
-                        lambda _: None,
-                        name="operative postgres cancel",
-                    )
+            async def stop_query() -> None:
+                # Shielded, and awaited by the nursery: the cancel request is sent and
+                # answered (or given up on, bounded) before the call returns.
+                with trio.CancelScope(shield=True):
+                    await stop.wait()
+                    if not returned.is_set():
+                        await trio.to_thread.run_sync(_stop_query, holder, returned)
 
-            try:
-                result, cancelled = await run_in_worker_thread(run, on_cancel)
-            except BaseException:
-                # The cancel landed before the thread started: the connection was never
-                # used, so it goes back to the pool as it is.
-                conn = holder[0]
-                if conn is not None and not (conn.closed or conn.broken):
-                    self._idle.append(conn)
-                raise
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(stop_query, name="operative postgres cancel")
+                try:
+                    result, cancelled = await run_in_worker_thread(run, stop.set, checkpoint=False)
+                finally:
+                    stop.set()
             conn = holder[0]
             if conn is not None:
-                if cancelled or conn.closed or conn.broken:
-                    with trio.CancelScope(shield=True):
-                        await trio.to_thread.run_sync(conn.close)
-                else:
-                    self._idle.append(conn)
+                # A connection a cancel reached is discarded, as is a broken one.
+                discard = cancelled or conn.closed or conn.broken
+                await self._give_back(conn, discard=discard)
         if cancelled:
             await trio.lowlevel.checkpoint()  # raises the pending Cancelled
         return result.unwrap()
+
+
+def _stop_query(holder: list[psycopg.Connection[Any] | None], returned: threading.Event) -> None:
+    """Stop the query running on ``holder[0]``; in a worker thread, bounded.
+
+    First politely: ``cancel_safe()`` asks the server to cancel the statement (the
+    transaction rolls back). If the worker thread has still not returned
+    ``_CANCEL_TIMEOUT`` seconds later (the server is unreachable, or the request came
+    before the statement started), the connection's socket is shut down: the worker's
+    next read fails at once and it returns. These waits are real time, like the blocking
+    they bound.
+    """
+    conn = holder[0]
+    if conn is not None:
+        try:
+            conn.cancel_safe(timeout=_CANCEL_TIMEOUT)
+        except Exception:
+            logger.debug("the cancel request for a PostgreSQL query failed", exc_info=True)
+    if returned.wait(_CANCEL_TIMEOUT):
+        return
+    conn = holder[0]  # it may have connected meanwhile
+    if conn is None:
+        return  # still connecting: libpq's connect_timeout bounds it
+    logger.warning(
+        "a cancelled PostgreSQL query did not stop within %g s; closing its socket",
+        _CANCEL_TIMEOUT,
+    )
+    try:
+        fd = conn.pgconn.socket
+        with socket.socket(fileno=os.dup(fd)) as sock:
+            sock.shutdown(socket.SHUT_RDWR)
+    except Exception:
+        logger.warning("shutting down a PostgreSQL connection's socket failed", exc_info=True)
 
 
 class PostgresStore(PostgresPooled):

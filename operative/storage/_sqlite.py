@@ -41,16 +41,18 @@ _BUSY_CODES = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED (primary codes)
 
 
 async def run_in_worker_thread(
-    fn: Callable[[], _T], on_cancel: Callable[[], None]
+    fn: Callable[[], _T], on_cancel: Callable[[], None], *, checkpoint: bool = True
 ) -> tuple[outcome.Outcome[_T], bool]:
     """Run ``fn`` in a worker thread and wait for it, even if the caller is cancelled.
 
     When the caller's scope is cancelled while ``fn`` runs, ``on_cancel()`` is called once
     in the Trio thread (it must not block: it only asks ``fn`` to stop early) and the wait
     goes on until ``fn`` returns. Returns ``fn``'s outcome and whether a cancel arrived; the
-    caller cleans up and then checkpoints, which raises the pending ``Cancelled``.
+    caller cleans up and then checkpoints, which raises the pending ``Cancelled``. Without
+    ``checkpoint`` (the caller just checked) nothing here raises ``Cancelled`` at all.
     """
-    await trio.lowlevel.checkpoint_if_cancelled()
+    if checkpoint:
+        await trio.lowlevel.checkpoint_if_cancelled()
     task = trio.lowlevel.current_task()
     token = trio.lowlevel.current_trio_token()
     cancelled = False
@@ -237,7 +239,7 @@ class SqlitePooled(PooledStore):
                 # goes back to the pool (rolled back, committed, or never used).
                 conn = holder[0]
                 if conn is not None:
-                    self._idle.append(conn)
+                    await self._give_back(conn)
         if cancelled:
             await trio.lowlevel.checkpoint()  # raises the pending Cancelled
         return result.unwrap()
@@ -277,21 +279,14 @@ class SqliteStore(SqlitePooled):
             raise InvalidArgument(
                 f"SqliteStore needs a file path, not {text!r}; use MemoryStore for memory"
             )
-        if isinstance(max_connections, bool) or not isinstance(max_connections, int):
-            raise InvalidArgument(f"max_connections must be an int, not {max_connections!r}")
-        if max_connections < 1:
-            raise InvalidArgument(f"max_connections must be >= 1, not {max_connections!r}")
         if not isinstance(busy_timeout, int | float) or not busy_timeout >= 0:
             raise InvalidArgument(f"busy_timeout must be seconds >= 0, not {busy_timeout!r}")
         if not isinstance(table, str) or not _IDENTIFIER.match(table):
             raise InvalidArgument(f"table must be a plain SQL identifier, not {table!r}")
+        self._init_pool(max_connections)
         self._path = text
-        self._max_connections = max_connections
         self._busy_timeout = float(busy_timeout)
         self._table = table
-        self._limiter = trio.CapacityLimiter(max_connections)
-        self._idle: list[sqlite3.Connection] = []
-        self._closed = False
 
     def __repr__(self) -> str:
         return f"<SqliteStore {self._path!r}{' closed' if self._closed else ''}>"

@@ -7,8 +7,6 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import trio
-
 from .._errors import InvalidArgument
 from .._pricing import DEFAULT_PRICES, PriceTable
 from ..durable._sqlite import _SCHEMA as DURABLE_SCHEMA
@@ -55,18 +53,11 @@ class SqliteRunStore(RunStoreQueries, SqlitePooled):
             raise InvalidArgument(f"SqliteRunStore needs a database file path, not {text!r}")
         if not isinstance(prices, PriceTable):
             raise InvalidArgument(f"prices= must be a PriceTable, not {type(prices).__name__}")
-        if isinstance(max_connections, bool) or not isinstance(max_connections, int):
-            raise InvalidArgument(f"max_connections must be an int, not {max_connections!r}")
-        if max_connections < 1:
-            raise InvalidArgument(f"max_connections must be >= 1, not {max_connections!r}")
         if not isinstance(busy_timeout, int | float) or not busy_timeout >= 0:
             raise InvalidArgument(f"busy_timeout must be seconds >= 0, not {busy_timeout!r}")
+        self._init_pool(max_connections)
         self._path = text
         self._busy_timeout = float(busy_timeout)
-        self._max_connections = max_connections
-        self._limiter = trio.CapacityLimiter(max_connections)
-        self._idle: list[sqlite3.Connection] = []
-        self._closed = False
         self._dialect = _DIALECT
         self._prices = prices
 
