@@ -20,6 +20,7 @@ from ._errors import AllProvidersFailed as AllProvidersFailed
 from ._errors import ApprovalError as ApprovalError
 from ._errors import AsyncDefinitionLoadError as AsyncDefinitionLoadError
 from ._errors import BudgetExceededError as BudgetExceededError
+from ._errors import CleanupError as CleanupError
 from ._errors import ConflictError as ConflictError
 from ._errors import ConversationError as ConversationError
 from ._errors import CorruptRecordError as CorruptRecordError
@@ -134,6 +135,7 @@ __all__ = [
     "Authority",
     "Budget",
     "BudgetExceededError",
+    "CleanupError",
     "ConditionalTextValueStore",
     "ConflictError",
     "ContextManagement",

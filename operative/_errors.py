@@ -33,6 +33,7 @@
     ├── AllProvidersFailed(OperativeError, ExceptionGroup)  every provider a fallover tried failed
     ├── NoRouteError(OperativeError, LookupError)  a routing generate matched no route
     ├── LeaseLostError(OperativeError)             another worker took over a durable run
+    ├── CleanupError(OperativeError)               a run ended but its outcome was not committed
     └── RunNotFoundError(OperativeError, LookupError)  no durable run is stored under an id
 
 Messages say what went wrong and what to do about it.
@@ -50,6 +51,7 @@ __all__ = [
     "ApprovalErrorReason",
     "AsyncDefinitionLoadError",
     "BudgetExceededError",
+    "CleanupError",
     "ConflictError",
     "ConversationError",
     "CorruptRecordError",
@@ -459,6 +461,24 @@ class LeaseLostError(OperativeError):
     def __init__(self, message: str, *, run_id: str) -> None:
         super().__init__(message)
         self.run_id = run_id
+
+
+class CleanupError(OperativeError):
+    """A run ended, but its clean-up did not finish: its outcome is not committed.
+
+    Raised by ``run.result()`` (and so by ``agent.run``) when the durable terminal
+    commit failed or did not finish within ``cleanup_timeout`` (another connection held
+    the write lock, the database was gone), when a journal write's outcome is unknown,
+    or when the ``on_run_end`` hooks did not finish in time. ``result`` is the run's
+    result as the process saw it; the stored record may still say ``running``, and then
+    :func:`operative.durable.recover` (or ``operative recover``) finishes the run from
+    its journal. The cause, when there is one, is ``__cause__``.
+    """
+
+    def __init__(self, message: str, *, run_id: str, result: object = None) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.result = result
 
 
 class RunNotFoundError(OperativeError, LookupError):

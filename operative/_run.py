@@ -24,7 +24,7 @@ import attrs
 import msgspec
 import trio
 
-from ._errors import HookError, InvalidArgument, OutputValidationError
+from ._errors import CleanupError, HookError, InvalidArgument, OutputValidationError
 from ._event_hub import EventStream, Listener, Overflow
 from ._events import (
     RunAborted,
@@ -40,7 +40,7 @@ from ._events import (
 from ._model import GenerateFunction
 from ._options import configure_run
 from ._results import RunResult, StepResult
-from ._run_state import CancelReason, only_cancelled
+from ._run_state import CancelReason, is_shutdown, only_cancelled
 from ._step import StepLoop
 from ._types import FinishReason
 from .conversation import (
@@ -163,11 +163,20 @@ class ActiveRun(StepLoop):
 
         Completed, errored and aborted runs all return a result; ``finish_reason`` says
         which (a failing ``on_run_end`` hook, the place where hosts commit the outcome,
-        turns it into ``"error"``, so an uncommitted run never reads as a success).
+        turns it into ``"error"``).
+
+        Raises:
+            CleanupError: the run ended but its clean-up did not finish (the durable
+                terminal commit failed or timed out, ``on_run_end`` hooks overran
+                ``cleanup_timeout``): an uncommitted run never reads as a success.
+                Raised again on every call; ``.result`` is the run's own result.
         """
         await self._done.wait()
-        assert self._result is not None
-        return self._result
+        result = self._result
+        assert result is not None
+        if result.error.__class__ is CleanupError:
+            raise result.error
+        return result
 
     async def unwrap(self) -> RunResult:
         """The result, or the run's error raised when it ended with one."""
@@ -278,9 +287,14 @@ class ActiveRun(StepLoop):
                 finish, reason = cancel.finish_reason, cancel.message
         if remove_steering_listener is not None:
             remove_steering_listener()
-        # Cancelled from outside with no abort asked for: the process is shutting down,
-        # and a durable run is left for another worker instead of ending here.
-        shutdown = escaping is not None and self._cancel_reason is None
+        # Cancelled from outside with no abort asked for, or interrupted (Ctrl-C): the
+        # process is shutting down, and a durable run is left for another worker (or
+        # recover()) instead of ending here.
+        cancel = self._cancel_reason
+        if cancel is not None:
+            shutdown = cancel.shutdown  # an abort asked for first still ends the run
+        else:
+            shutdown = escaping is not None and is_shutdown(escaping)
         await self._finish(finish, error, reason, budget_status, shutdown=shutdown)
         if escaping is not None:
             raise escaping
@@ -361,15 +375,20 @@ class ActiveRun(StepLoop):
         # short is settled here.
         if inflight is not None and not inflight.completed:
             if inflight.generated:
-                results = tuple(
-                    r if r is not None else cancelled_result(call, why)
-                    for r, call in zip(
-                        inflight.results or [None] * len(inflight.calls),
-                        inflight.calls,
-                        strict=True,
+                if inflight.settled:
+                    # The step's results are in the transcript already; what cut it
+                    # short came after (its journal record, its event).
+                    results = tuple(r for r in inflight.results if r is not None)
+                else:
+                    results = tuple(
+                        r if r is not None else cancelled_result(call, why)
+                        for r, call in zip(
+                            inflight.results or [None] * len(inflight.calls),
+                            inflight.calls,
+                            strict=True,
+                        )
                     )
-                )
-                self.conversation.extend([tool_result_message(r) for r in results])
+                    self.conversation.extend([tool_result_message(r) for r in results])
                 self._steps.append(
                     StepResult(
                         step=inflight.step,
@@ -402,6 +421,8 @@ class ActiveRun(StepLoop):
         if budget_status is not None:
             for event in self._budget_events(budget_status):
                 hub.emit_nowait(event)
+        unfinished: str | None = None
+        cause: BaseException | None = None
         if cfg.hooks.on_run_end or (budget_status is not None and self._budget is not None):
             with trio.CancelScope(shield=True), trio.move_on_after(cfg.cleanup_timeout) as cleanup:
                 if budget_status is not None and self._budget is not None:
@@ -418,21 +439,34 @@ class ActiveRun(StepLoop):
                         if result.finish_reason is not _ERROR:
                             result = attrs.evolve(result, finish_reason=_ERROR, error=exc)
             if cleanup.cancelled_caught:
-                logger.error(
-                    "clean-up of run %s did not finish within cleanup_timeout=%ss",
-                    run_id,
-                    cfg.cleanup_timeout,
+                unfinished = (
+                    f"its on_run_end hooks did not finish within cleanup_timeout="
+                    f"{cfg.cleanup_timeout:g}s"
                 )
-        if self._durable is not None:
+        durable = self._durable
+        if durable is not None:
             with trio.CancelScope(shield=True), trio.move_on_after(cfg.cleanup_timeout) as cleanup:
-                result = await self._durable.finish(self, result, shutdown=shutdown)
+                result = await durable.finish(self, result, shutdown=shutdown)
             if cleanup.cancelled_caught:
-                logger.error(
-                    "durable run %s: committing the outcome took over cleanup_timeout=%ss; "
-                    "the run stays claimable and another worker will finish it",
-                    run_id,
-                    cfg.cleanup_timeout,
+                unfinished = (
+                    f"committing its outcome took over cleanup_timeout={cfg.cleanup_timeout:g}s; "
+                    "the stored run stays claimable, and recover() finishes it from its journal"
                 )
+            elif durable.commit_error is not None:
+                cause = durable.commit_error
+                unfinished = (
+                    f"its outcome was not committed ({type(cause).__name__}: {cause}); the "
+                    "stored run stays claimable, and recover() finishes it from its journal"
+                )
+        if unfinished is not None:
+            logger.error("run %s ended (%s) but %s", run_id, result.finish_reason, unfinished)
+            failure = CleanupError(
+                f"run {run_id} ended ({result.finish_reason}) but {unfinished}",
+                run_id=run_id,
+                result=result,
+            )
+            failure.__cause__ = cause
+            result = attrs.evolve(result, finish_reason=_ERROR, error=failure)
         self._result = result
         finish = result.finish_reason
         end = self._now()
@@ -523,9 +557,20 @@ async def open_run(
         try:
             yield run
         except BaseException as exc:
-            if not only_cancelled(exc):
+            if is_shutdown(exc):
+                # Ctrl-C (or SystemExit) in the block stops the process, not the run:
+                # nothing terminal is recorded, and a durable run is left to recover().
+                # A cancellation of the caller reaches the run's task by itself.
+                if not only_cancelled(exc):
+                    run._cancel(
+                        CancelReason(
+                            _ABORTED,
+                            f"interrupted ({type(exc).__name__}): a shutdown, not an abort",
+                            shutdown=True,
+                        )
+                    )
+            else:
                 run.abort(f"the block running the run raised {type(exc).__name__}: {exc}")
-            # else: the caller's cancellation reaches the run's task too (a shutdown).
             body_error = exc
     if body_error is not None:
         raise body_error

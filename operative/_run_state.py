@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .guardrails._runner import GuardrailRunner
     from .steering import SteeringCursor
 
-__all__ = ["NO_USAGE", "CancelReason", "Inflight", "RunState", "only_cancelled"]
+__all__ = ["NO_USAGE", "CancelReason", "Inflight", "RunState", "is_shutdown", "only_cancelled"]
 
 logger = logging.getLogger("operative.run")
 
@@ -45,22 +45,53 @@ def only_cancelled(exc: BaseException | None) -> bool:
     return isinstance(exc, trio.Cancelled)
 
 
+def is_shutdown(exc: BaseException | None) -> bool:
+    """True when ``exc`` stops the process rather than the run: a ``trio.Cancelled``, a
+    ``KeyboardInterrupt`` (Ctrl-C), a ``SystemExit``, or a group holding nothing else.
+
+    A run that meets one records nothing terminal: a durable run releases its lease and
+    is finished by whoever recovers it.
+    """
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(_SHUTDOWN)[1] is None
+    return isinstance(exc, _SHUTDOWN)
+
+
+_SHUTDOWN = (trio.Cancelled, KeyboardInterrupt, SystemExit)
+
+
 @attrs.frozen
 class CancelReason:
-    """Why the run scope was cancelled; the first reason recorded wins."""
+    """Why the run scope was cancelled; the first reason recorded wins.
+
+    ``shutdown`` marks a cancellation that ends the process, not the run (Ctrl-C in
+    the block running it): nothing terminal is recorded.
+    """
 
     finish_reason: FinishReason
     message: str
+    shutdown: bool = False
 
 
 class Inflight:
     """The step in progress: what clean-up needs to repair if the step is cut."""
 
-    __slots__ = ("calls", "completed", "content", "generated", "results", "step", "usage")
+    __slots__ = (
+        "calls",
+        "completed",
+        "content",
+        "generated",
+        "results",
+        "settled",
+        "step",
+        "usage",
+    )
 
     def __init__(self, step: int) -> None:
         self.step = step
         self.generated = False
+        self.settled = False
+        """The step's tool results are in the transcript (clean-up must not add them)."""
         self.completed = False
         self.content = ""
         self.calls: tuple[ToolCall, ...] = ()

@@ -143,6 +143,7 @@ class StepLoop(GeneratePhase, ToolPhase):
             if calls:
                 results = await self._run_tools(inflight, offered)
                 conversation._extend_built([tool_result_message(r) for r in results])
+                inflight.settled = True
             step_result = StepResult(
                 step=step,
                 content=response.content,

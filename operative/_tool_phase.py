@@ -189,6 +189,11 @@ class ToolPhase(RunState):
         pending = result.pending_approval
         if result.outcome != "action-required" or pending is None or cfg.on_approval is None:
             return result
+        durable = self._durable
+        if durable is not None:
+            # Journaled as not running: a process stopped at the prompt has not run it,
+            # so whoever recovers the run asks again instead of calling it unknown.
+            await durable.parked(execution.step, call, parked=True)
         timeout = cfg.approval_timeout
         deadline = self._now() + timeout if timeout is not None else None
         wait = self._liveness.declare_wait(
@@ -209,6 +214,8 @@ class ToolPhase(RunState):
                 )
             approved, reason = _approved(decision)
             if approved:
+                if durable is not None:
+                    await durable.parked(execution.step, call, parked=False)
                 return await toolbox.resume_approval(
                     pending, request_context=request, context=execution
                 )

@@ -174,15 +174,20 @@ async def test_on_run_end_failure_fails_the_run() -> None:
 
 
 async def test_on_run_end_is_bounded_by_cleanup_timeout(autojump_clock: Any) -> None:
-    """A hanging on_run_end hook is cut off after cleanup_timeout seconds."""
+    """A hanging on_run_end hook is cut off after cleanup_timeout seconds, and result()
+    raises CleanupError instead of reporting the unfinished clean-up as a success."""
 
     async def hang(result: operative.RunResult) -> None:
         await trio.sleep_forever()
 
     start = trio.current_time()
-    result = await _run(ScriptedModel(["ok"]), on_run_end=hang, cleanup_timeout=5)
+    with pytest.raises(operative.CleanupError, match="cleanup_timeout=5s") as caught:
+        await _run(ScriptedModel(["ok"]), on_run_end=hang, cleanup_timeout=5)
     assert trio.current_time() - start == pytest.approx(5)
-    assert result.finish_reason == "stop-condition"
+    # The clean-up did not finish, so the run does not read as a success; the run's
+    # own result (what it would have been) rides on the error.
+    assert isinstance(caught.value.result, operative.RunResult)
+    assert caught.value.result.finish_reason == "stop-condition"
 
 
 async def test_registry_orders_by_priority_then_registration() -> None:

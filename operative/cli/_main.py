@@ -171,9 +171,13 @@ def main(
         command = functools.partial(handler, args, out)
     try:
         code: int = trio.run(command)
+    except BaseExceptionGroup as group:
+        # Ctrl-C reaches the command through whatever nurseries were open: unwrap it.
+        if group.split(KeyboardInterrupt)[0] is not None:
+            return _interrupted(out)
+        raise
     except KeyboardInterrupt:
-        out.warn("interrupted; durable runs in flight were left for `operative recover`")
-        return EXIT_INTERRUPTED
+        return _interrupted(out)
     except UsageError as exc:
         out.error(str(exc))
         return EXIT_USAGE
@@ -181,3 +185,8 @@ def main(
         out.error(f"{type(exc).__name__}: {exc}")
         return EXIT_FAILED
     return code
+
+
+def _interrupted(out: Output) -> int:
+    out.warn("interrupted; durable runs in flight were left for `operative recover`")
+    return EXIT_INTERRUPTED

@@ -11,9 +11,18 @@ A write names the run's lease; once another worker holds the run (the lease expi
 was claimed), the next write raises :class:`~operative.LeaseLostError` and this run
 stops without writing anything more.
 
-Leaving the run by cancellation from outside (a worker shutting down) is not an abort:
-the lease is released, nothing terminal is written, and another worker resumes the run.
-``run.abort()`` and :meth:`DurableEngine.cancel` end it ``aborted``, for good.
+Leaving the run by cancellation from outside (a worker shutting down) or by Ctrl-C is
+not an abort: the lease is released, nothing terminal is written, and another worker (or
+``recover()``) resumes the run. ``run.abort()`` and :meth:`DurableEngine.cancel` end it
+``aborted``, for good.
+
+Every write is atomic with respect to cancellation: it runs shielded, so an abort or a
+shutdown that arrives while it commits takes effect once the process knows whether it
+committed (and the journal's sequence number agrees with what is stored). The shield is
+bounded by ``lease_seconds``: a write that takes longer could no longer be trusted anyway
+(another worker may hold the run by then). One that overruns leaves the journal's state
+unknown to this process, so the run writes nothing more and its result raises
+:class:`~operative.CleanupError`; the stored run is finished by whoever recovers it.
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 import msgspec
@@ -50,6 +59,7 @@ __all__ = ["Durable", "DurableDriver", "Resumed", "default_worker_id", "fingerpr
 logger = logging.getLogger("operative.durable")
 
 Execute = Callable[[ToolCall, "ExecutionContext"], Awaitable[ToolResult]]
+_W = TypeVar("_W")
 
 UNKNOWN_OUTCOME = (
     "The outcome of this call is unknown: the process running it stopped before the "
@@ -153,7 +163,9 @@ class DurableDriver:
         "_replay",
         "_seq",
         "_started",
+        "_unknown",
         "cancel_reason",
+        "commit_error",
         "handed_off",
         "worker_id",
     )
@@ -172,6 +184,10 @@ class DurableDriver:
         self._failed: BaseException | None = None
         self._lost: LeaseLostError | None = None
         self._renew_scope = trio.CancelScope()
+        self._unknown: str | None = None
+        """Set when a write overran its bound: whether it committed is not known."""
+        self.commit_error: BaseException | None = None
+        """Why the terminal commit did not happen (the run's result must not succeed)."""
         self.cancel_reason: str | None = None
         """A cancellation requested through the engine, seen at the next step boundary."""
         self.handed_off = False
@@ -212,12 +228,15 @@ class DurableDriver:
             trace_parent=run._tracer.traceparent() if run._tracer is not None else None,
         )
         try:
-            self._lease = await durable.engine.start(
-                started,
-                run_id=run.run_id,
-                worker_id=self.worker_id,
-                lease_seconds=durable.lease_seconds,
-                session_id=durable.session_id,
+            self._lease = await self._commit(
+                durable.engine.start(
+                    started,
+                    run_id=run.run_id,
+                    worker_id=self.worker_id,
+                    lease_seconds=durable.lease_seconds,
+                    session_id=durable.session_id,
+                ),
+                f"the record of run {run.run_id}",
             )
         except BaseException as exc:
             self._failed = exc
@@ -346,6 +365,13 @@ class DurableDriver:
 
         return execute_journaled
 
+    async def parked(self, step: int, call: ToolCall, *, parked: bool) -> None:
+        """Journal that a started call waits for an approval (``parked``), or that the
+        approved call is about to execute after all."""
+        await self._append(
+            [ToolStartedRecord(step=step, call_id=call.id, tool_name=call.name, parked=parked)]
+        )
+
     async def step_done(
         self, step: int, results: tuple[ToolResult, ...], conversation: Any
     ) -> None:
@@ -361,14 +387,38 @@ class DurableDriver:
         if lease is None:
             raise OperativeError("a durable run wrote before its run record existed")
         async with self._lock:
+            if self._unknown is not None:
+                raise OperativeError(self._unknown)
             try:
-                cancel = await self._durable.checkpoint_store.append(lease, self._seq, records)
+                cancel = await self._commit(
+                    self._durable.checkpoint_store.append(lease, self._seq, records),
+                    f"journal entry {self._seq} of run {lease.run_id}",
+                )
             except LeaseLostError as exc:
                 self._lost = exc
                 raise
             self._seq += len(records)
         if cancel and self.cancel_reason is None:
             self.cancel_reason = cancel
+
+    async def _commit(self, write: Awaitable[_W], what: str) -> _W:
+        """Await one write shielded from the run's cancellation, bounded by the lease.
+
+        An abort or shutdown that arrives meanwhile waits for the write, so the process
+        always knows whether it committed. A write still unfinished after
+        ``lease_seconds`` is cancelled; its outcome is then unknown, and this run writes
+        nothing more (``OperativeError``; the record is left for recovery).
+        """
+        seconds = self._durable.lease_seconds
+        with trio.CancelScope(shield=True) as scope:
+            scope.deadline = trio.current_time() + seconds
+            return await write
+        self._unknown = (
+            f"writing {what} did not finish within "
+            f"lease_seconds={seconds:g}s, so whether it committed is unknown; the run stops "
+            "writing and recover() finishes it from its journal"
+        )
+        raise OperativeError(self._unknown)
 
     # -- the lease -------------------------------------------------------------------
 
@@ -405,7 +455,11 @@ class DurableDriver:
     # -- the end ---------------------------------------------------------------------
 
     async def finish(self, run: ActiveRun, result: RunResult, *, shutdown: bool) -> RunResult:
-        """Commit the outcome (or, on shutdown, release the lease); called shielded."""
+        """Commit the outcome (or, on shutdown, release the lease); called shielded.
+
+        A terminal commit that fails sets :attr:`commit_error` (the run then reports a
+        :class:`~operative.CleanupError`); the stored run stays claimable.
+        """
         self._renew_scope.cancel()
         if not self._started.is_set():  # the run ended before it began its record
             self._failed = result.error or OperativeError(
@@ -426,6 +480,9 @@ class DurableDriver:
                     exc_info=True,
                 )
             return result
+        if self._unknown is not None:
+            self.commit_error = OperativeError(self._unknown)
+            return result
         error = result.error
         outcome = RunOutcome(
             finish_reason=str(result.finish_reason),
@@ -440,8 +497,7 @@ class DurableDriver:
         try:
             async with self._lock:
                 try:
-                    finished = Finished(outcome=outcome, messages=tail)
-                    await engine.finish(lease, self._seq, finished)
+                    await engine.finish(lease, self._seq, Finished(outcome=outcome, messages=tail))
                 except InvalidArgument as exc:
                     # Something the run produced cannot be journaled (JSON): end the run
                     # as an error, for good, rather than leave it to be retried forever.
@@ -459,8 +515,7 @@ class DurableDriver:
             logger.error(
                 "the outcome of durable run %s was not committed", lease.run_id, exc_info=True
             )
-            if result.error is None:
-                return attrs.evolve(result, finish_reason=FinishReason.ERROR, error=exc)
+            self.commit_error = exc
         return result
 
 

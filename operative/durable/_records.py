@@ -121,12 +121,20 @@ class Generated(msgspec.Struct, frozen=True, kw_only=True, tag="generated"):
     """Messages appended since the last entry (e.g. an output-format retry prompt)."""
 
 
-class ToolStarted(msgspec.Struct, frozen=True, kw_only=True, tag="tool.started"):
-    """Call ``call_id`` of ``step`` is about to execute."""
+class ToolStarted(
+    msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag="tool.started"
+):
+    """Call ``call_id`` of ``step`` is about to execute.
+
+    With ``parked`` set, the call is waiting for a person's approval instead: it has not
+    executed, so a run recovered from here asks again. A later record without ``parked``
+    means the approved call is about to execute after all.
+    """
 
     step: int
     call_id: str
     tool_name: str
+    parked: bool = False
 
 
 class ToolSettled(msgspec.Struct, frozen=True, kw_only=True, tag="tool.settled"):

@@ -107,7 +107,10 @@ def replay_journal(run_id: str, entries: Sequence[JournalEntry]) -> Replay:
             if call_id not in {call.id for call in partial.message.tool_calls}:
                 raise _broken(run_id, entry, f"step {partial.step} made no call {call_id!r}")
             if isinstance(record, ToolStarted):
-                partial.started.add(call_id)
+                if record.parked:  # waiting for an approval: it has not run
+                    partial.started.discard(call_id)
+                else:
+                    partial.started.add(call_id)
             else:
                 partial.settled[call_id] = record.result
         elif isinstance(record, StepDone):

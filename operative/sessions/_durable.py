@@ -17,10 +17,10 @@ import attrs
 import trio
 
 from .._agent import AgentRunContext
-from .._errors import InvalidArgument, MissingRunOptionsError
+from .._errors import CleanupError, InvalidArgument, MissingRunOptionsError
 from .._results import RunResult
 from .._run import open_run
-from .._run_state import only_cancelled
+from .._run_state import is_shutdown
 from ..conversation import Conversation, ConversationHistory
 from ..durable import CheckpointStore, Durable, DurableEngine, replay_journal, transcript
 from ..durable._driver import Resumed, default_worker_id
@@ -201,7 +201,9 @@ async def _start(
             failure = exc
         try:
             with trio.CancelScope(shield=True):
-                if result is not None or not only_cancelled(failure):
+                if result is not None or not (
+                    is_shutdown(failure) or isinstance(failure, CleanupError)
+                ):
                     await handle._settle(lease.run_id, base, result, failure)
         except BaseException as exc:
             recovered._error = exc

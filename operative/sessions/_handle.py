@@ -16,6 +16,7 @@ and the stored ``RunRef`` keeps no outcome.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -27,13 +28,18 @@ import msgspec
 import trio
 
 from .._agent import AgentRunContext, RunHandle, RunnableAgent
-from .._errors import InvalidArgument, MissingRunOptionsError, SessionPersistenceError
+from .._errors import (
+    CleanupError,
+    InvalidArgument,
+    MissingRunOptionsError,
+    SessionPersistenceError,
+)
 from .._event_hub import EventHub, Listener
 from .._events import SessionLoaded, SessionSaved
 from .._instrument_hook import reset_conversation_id, set_conversation_id
 from .._results import RunResult
 from .._run import open_run
-from .._run_state import only_cancelled
+from .._run_state import is_shutdown
 from .._types import FinishReason
 from ..conversation import ContentPart, Conversation, ConversationHistory, Message
 from ..liveness import (
@@ -253,12 +259,16 @@ class SessionHandle:
         finally:
             _current_handle.reset(token)
             reset_conversation_id(conversation)
+        # Ctrl-C, a cancelled caller, or a terminal commit that did not finish: the
+        # durable run stays claimable, and whoever recovers it stores the outcome.
         shutdown = (
-            self._durability is not None and only_cancelled(failure) and self._cancels == cancels
+            self._durability is not None
+            and self._cancels == cancels
+            and (is_shutdown(failure) or isinstance(failure, CleanupError))
         )
         with trio.CancelScope(shield=True):
             if result is None and handle is not None:
-                with trio.move_on_after(self._cleanup_timeout):
+                with trio.move_on_after(self._cleanup_timeout), contextlib.suppress(CleanupError):
                     result = await handle.result()
             if not shutdown:
                 await self._settle(run_id, base, result, failure)
