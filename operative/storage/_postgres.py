@@ -11,9 +11,9 @@ their versions are compared, then rows are updated, deleted, or inserted with
 batch start over, and the next attempt reports the conflict). Keys use the ``"C"``
 collation so that listing order is code-point order, as in every other store.
 
-Cancellation: when the caller's scope is cancelled, a task in the call's own nursery
-sends ``connection.cancel_safe()`` from a worker thread that it awaits, shielded; the
-query stops, its transaction rolls back, the connection is discarded, and only then does
+Cancellation: when the caller's scope is cancelled, the call itself sends
+``connection.cancel_safe()`` from a worker thread that it awaits, shielded; the query
+stops, its transaction rolls back, the connection is discarded, and only then does
 the caller see ``trio.Cancelled``. That clean-up is bounded: if the query has not stopped
 ``_CANCEL_TIMEOUT`` seconds after the request (an unreachable server, a request that
 arrived before the statement began), the connection's socket is shut down, which ends
@@ -33,6 +33,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import outcome
 import trio
 
 from .._errors import InvalidArgument
@@ -45,7 +46,6 @@ from ._sqlite import (
     decode_text,
     decode_version,
     prefix_upper_bound,
-    run_in_worker_thread,
 )
 
 if TYPE_CHECKING:
@@ -116,13 +116,14 @@ class PostgresPooled(PooledStore):
     async def _call(self, work: Callable[[psycopg.Connection[Any]], _T]) -> _T:
         async with self._limiter:
             self._check_open()
-            # The only checkpoint before the nursery: nothing in it raises Cancelled.
-            await trio.lowlevel.checkpoint_if_cancelled()
+            await trio.lowlevel.checkpoint_if_cancelled()  # no thread for a cancelled call
             holder: list[psycopg.Connection[Any] | None] = [
                 self._idle.pop() if self._idle else None
             ]
+            token = trio.lowlevel.current_trio_token()
             returned = threading.Event()  # the worker thread is done with the connection
-            stop = trio.Event()  # the caller was cancelled, or the worker returned
+            finished = trio.Event()  # ... and its outcome is in ``landed``
+            landed: list[outcome.Outcome[_T]] = []
 
             def run() -> _T:
                 try:
@@ -133,28 +134,33 @@ class PostgresPooled(PooledStore):
                 finally:
                     returned.set()
 
-            async def stop_query() -> None:
-                # Shielded, and awaited by the nursery: the cancel request is sent and
-                # answered (or given up on, bounded) before the call returns.
-                with trio.CancelScope(shield=True):
-                    await stop.wait()
-                    if not returned.is_set():
-                        await trio.to_thread.run_sync(_stop_query, holder, returned)
+            def deliver(result: outcome.Outcome[_T]) -> None:
+                def land() -> None:
+                    landed.append(result)
+                    finished.set()
 
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(stop_query, name="operative postgres cancel")
-                try:
-                    result, cancelled = await run_in_worker_thread(run, stop.set, checkpoint=False)
-                finally:
-                    stop.set()
-            conn = holder[0]
-            if conn is not None:
-                # A connection a cancel reached is discarded, as is a broken one.
-                discard = cancelled or conn.closed or conn.broken
-                await self._give_back(conn, discard=discard)
-        if cancelled:
-            await trio.lowlevel.checkpoint()  # raises the pending Cancelled
-        return result.unwrap()
+                token.run_sync_soon(land)
+
+            # Started here and always waited for below: the thread never outlives the call.
+            trio.lowlevel.start_thread_soon(run, deliver, name="operative postgres")
+            stopped = False
+            try:
+                await finished.wait()
+            finally:
+                with trio.CancelScope(shield=True):
+                    if not finished.is_set():
+                        # Cancelled while the query runs: stop it (a worker thread this
+                        # task awaits, bounded), then wait for the worker, which returns
+                        # promptly once its query stopped. The cancellation then goes on.
+                        stopped = True
+                        await trio.to_thread.run_sync(_stop_query, holder, returned)
+                        await finished.wait()
+                    conn = holder[0]
+                    if conn is not None:
+                        # A connection a cancel reached is discarded, as is a broken one.
+                        discard = stopped or conn.closed or conn.broken
+                        await self._give_back(conn, discard=discard)
+        return landed[0].unwrap()
 
 
 def _stop_query(holder: list[psycopg.Connection[Any] | None], returned: threading.Event) -> None:

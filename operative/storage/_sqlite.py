@@ -41,18 +41,16 @@ _BUSY_CODES = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED (primary codes)
 
 
 async def run_in_worker_thread(
-    fn: Callable[[], _T], on_cancel: Callable[[], None], *, checkpoint: bool = True
+    fn: Callable[[], _T], on_cancel: Callable[[], None]
 ) -> tuple[outcome.Outcome[_T], bool]:
     """Run ``fn`` in a worker thread and wait for it, even if the caller is cancelled.
 
     When the caller's scope is cancelled while ``fn`` runs, ``on_cancel()`` is called once
     in the Trio thread (it must not block: it only asks ``fn`` to stop early) and the wait
     goes on until ``fn`` returns. Returns ``fn``'s outcome and whether a cancel arrived; the
-    caller cleans up and then checkpoints, which raises the pending ``Cancelled``. Without
-    ``checkpoint`` (the caller just checked) nothing here raises ``Cancelled`` at all.
+    caller cleans up and then checkpoints, which raises the pending ``Cancelled``.
     """
-    if checkpoint:
-        await trio.lowlevel.checkpoint_if_cancelled()
+    await trio.lowlevel.checkpoint_if_cancelled()
     task = trio.lowlevel.current_task()
     token = trio.lowlevel.current_trio_token()
     cancelled = False
