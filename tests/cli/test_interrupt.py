@@ -83,7 +83,8 @@ def _assert_one_line(err: str) -> None:
     assert "Traceback" not in err, err
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
-    assert lines[0].startswith("operative: ") and "operative recover" in lines[0], err
+    assert lines[0].startswith("operative: "), err
+    assert "operative recover" in lines[0], err
 
 
 @pytest.fixture
@@ -101,7 +102,8 @@ def test_ctrl_c_at_an_approval_prompt_leaves_the_turn_for_recover(tmp_path: Path
     env = _env()
     data = str(tmp_path)
     proc = _start(["chat", "--offline", "--session", "notes", "--data-dir", data], env)
-    assert proc.stdin is not None and proc.stdout is not None
+    assert proc.stdin is not None
+    assert proc.stdout is not None
     proc.stdin.write(b"remember to buy milk\n")
     proc.stdin.flush()
     _read_until(proc.stdout, b"[y/N]", bytearray())
@@ -210,7 +212,8 @@ def test_ctrl_c_in_a_tool_is_a_shutdown_for_the_library(tmp_path: Path) -> None:
     assert proc.stdout is not None
     _read_until(proc.stdout, b"in the tool", bytearray())
     code, _, err = _interrupt(proc)
-    assert code != 0 and "KeyboardInterrupt" in err, err
+    assert code != 0, err
+    assert "KeyboardInterrupt" in err, err
     done = subprocess.run(
         [sys.executable, str(script), db, "second"],
         capture_output=True,
