@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 from hypothesis import given, settings
@@ -61,6 +62,7 @@ def run_example(
     tool_concurrency: int | None,
     use_history: bool,
     slow_hooks: bool,
+    cleanup: str = "none",
 ) -> None:
     async def main() -> None:
         executions: dict[str, int] = {}
@@ -81,40 +83,74 @@ def run_example(
                 await trio.sleep(0.25)
 
             hooks = {"prepare_step": slow_prepare, "on_step": slow_on_step}
+        if cleanup != "none":
+            # Clean-up that takes time (or never ends), where aborts and cancellations
+            # of the caller may land too; it is bounded by cleanup_timeout.
+
+            async def on_run_end(result: operative.RunResult) -> None:
+                if cleanup == "hang":
+                    await trio.sleep_forever()
+                await trio.sleep(0.5)
+
+            hooks["on_run_end"] = on_run_end
+            hooks["cleanup_timeout"] = 3.0
         captured: list[operative.ActiveRun] = []
+        interrupted = False
         with trio.CancelScope() as outer:
             if interruption.kind == "cancel":
                 outer.deadline = trio.current_time() + interruption.at
-            async with open_run(
-                generate=model,
-                conversation=conversation,
-                tools=scripted_tools(executions),
-                stop_when=stop_when.no_tool_calls(),
-                maximum_steps=maximum_steps,
-                tool_concurrency=tool_concurrency,
-                **hooks,
-            ) as run:
-                captured.append(run)
-                run.add_listener("*", events.append)
-                if interruption.kind == "abort":
-                    await trio.sleep(interruption.at)
-                    run.abort("property abort")
-                elif interruption.kind == "none":
-                    # Scripts may hang; a late abort (virtual time) ends those runs.
-                    with trio.move_on_after(1e6):
-                        await run.result()
-                    run.abort("hung")
+            try:
+                async with open_run(
+                    generate=model,
+                    conversation=conversation,
+                    tools=scripted_tools(executions),
+                    stop_when=stop_when.no_tool_calls(),
+                    maximum_steps=maximum_steps,
+                    tool_concurrency=tool_concurrency,
+                    **hooks,
+                ) as run:
+                    captured.append(run)
+                    run.add_listener("*", events.append)
+                    if interruption.kind == "abort":
+                        await trio.sleep(interruption.at)
+                        run.abort("property abort")
+                    elif interruption.kind == "interrupt":
+                        await trio.sleep(interruption.at)
+                        raise KeyboardInterrupt
+                    elif interruption.kind == "none":
+                        # Scripts may hang; a late abort (virtual time) ends those runs.
+                        with trio.move_on_after(1e6):
+                            await run.result()
+                        run.abort("hung")
+            except KeyboardInterrupt:
+                interrupted = True
+            except operative.CleanupError:
+                assert cleanup == "hang"
+        if interruption.kind == "interrupt":
+            assert interrupted  # the block's own exception comes through, unwrapped
         # Invariant 6: when open_run returns, no task the run started is alive.
         assert _live_tasks() == [], _live_tasks()
-        result = await captured[0].result()
+        run = captured[0]
+        if cleanup == "hang":
+            # The clean-up never finished: the run does not read as a success.
+            with pytest.raises(operative.CleanupError):
+                await run.result()
+            result = run._result
+            assert result is not None
+        else:
+            result = await run.result()
         check_run_invariants(result, events, maximum_steps=maximum_steps, executions=executions)
         # Invariant 5: the caller's history object is never mutated.
         assert history.messages is snapshot_of_history
         assert len(history.messages) == 1
         if interruption.kind == "cancel" and outer.cancelled_caught:
-            assert result.finish_reason == "aborted"
+            assert result.finish_reason in ("aborted", "error")
         if result.finish_reason == "aborted" and interruption.kind == "abort":
             assert result.abort_reason == "property abort"
+        if interrupted and result.finish_reason == "aborted":
+            # Ctrl-C in the block is a shutdown, recorded as such (never as an abort).
+            assert result.abort_reason is not None
+            assert result.abort_reason.startswith("interrupted (KeyboardInterrupt)")
         # Every call that started a tool body was counted, and hanging or cut calls
         # carry a cancelled result: no result is ever lost.
         for step in result.steps:
@@ -132,6 +168,7 @@ def run_example(
     tool_concurrency=st.none() | st.integers(1, 3),
     use_history=st.booleans(),
     slow_hooks=st.booleans(),
+    cleanup=st.sampled_from(["none", "slow", "hang"]),
 )
 def test_loop_invariants_hold_for_any_script(
     script: list[Step],
@@ -140,8 +177,10 @@ def test_loop_invariants_hold_for_any_script(
     tool_concurrency: int | None,
     use_history: bool,
     slow_hooks: bool,
+    cleanup: str,
 ) -> None:
-    """Every invariant holds whatever the model says, the tools do and where an abort lands."""
+    """Every invariant holds whatever the model says, the tools do, where an abort, a
+    cancellation or Ctrl-C lands (clean-up included) and however long clean-up takes."""
     run_example(
         script,
         interruption,
@@ -149,6 +188,7 @@ def test_loop_invariants_hold_for_any_script(
         tool_concurrency=tool_concurrency,
         use_history=use_history,
         slow_hooks=slow_hooks,
+        cleanup=cleanup,
     )
 
 

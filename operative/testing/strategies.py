@@ -82,9 +82,10 @@ class Step:
 
 @attrs.frozen
 class Interruption:
-    """Where the run is interrupted: ``abort()`` or cancelling the caller, at ``at`` s."""
+    """Where the run is interrupted, at ``at`` s: ``abort()``, cancelling the caller, or
+    ``KeyboardInterrupt`` raised in the block running the run (Ctrl-C: a shutdown)."""
 
-    kind: Literal["none", "abort", "cancel"]
+    kind: Literal["none", "abort", "cancel", "interrupt"]
     at: float = 0.0
 
 
@@ -117,12 +118,13 @@ def model_scripts(max_steps: int = 8) -> st.SearchStrategy[list[Step]]:
 
 
 def interruptions() -> st.SearchStrategy[Interruption]:
-    """No interruption, or an abort or caller cancellation at some virtual time."""
+    """No interruption, or an abort, a caller cancellation or a ``KeyboardInterrupt``
+    in the block at some virtual time."""
     return st.one_of(
         st.just(Interruption("none")),
         st.builds(
             Interruption,
-            kind=st.sampled_from(["abort", "cancel"]),
+            kind=st.sampled_from(["abort", "cancel", "interrupt"]),
             at=st.sampled_from([0.0, 0.1, 0.5, 1.0, 2.0, 5.0, 20.0, 100.0]),
         ),
     )

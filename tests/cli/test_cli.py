@@ -184,18 +184,6 @@ def test_usage_errors_exit_2() -> None:
     assert run(["--help"])[0] == 0
 
 
-def test_ctrl_c_exits_130(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """KeyboardInterrupt becomes exit code 130 and a hint to recover."""
-
-    def interrupted(*args: object) -> int:
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(trio, "run", interrupted)
-    code, _, err = run(["demo", "--data-dir", str(tmp_path)])
-    assert code == 130
-    assert "operative recover" in err
-
-
 def test_model_choice_follows_the_environment() -> None:
     """Keys pick a provider; --offline wins; OPENAI_BASE_URL means an OpenAI-compatible server."""
     assert choose_model(None, offline=False, env={}).offline
