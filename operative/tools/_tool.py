@@ -46,7 +46,10 @@ class Tool:
 
     Sync functions run in a worker thread (``trio.to_thread.run_sync`` with
     ``abandon_on_cancel=True``): a thread cannot be cancelled, so on timeout or abort
-    the call is abandoned, the thread runs to its end, and its result is discarded.
+    the call is abandoned, the thread runs to its end, and its result is discarded. The
+    model is told the call was abandoned and may still be running, a warning is logged
+    (``operative.tools``), and the call keeps its ``max_concurrency`` places (the
+    tool's and its toolbox's) until the thread really ends.
 
     ``input_schema=`` (a JSON Schema object) replaces the schema the model is shown, and
     is enforced: each call's arguments are checked against it with ``jsonschema``
@@ -75,6 +78,7 @@ class Tool:
     _decode_json: Callable[[str | bytes], Any]
     _convert: Callable[[Any], Any]
     _invoke: Callable[[Any, ToolContext | None], Awaitable[Any]]
+    _thread_call: Callable[[Any, ToolContext | None], Callable[[], Any]] | None
     _wants_context: bool
     _limiter: trio.CapacityLimiter | None
     _given_input_type: Any
@@ -118,7 +122,7 @@ class Tool:
         is_async = _is_async(fn)
         if signature.struct is not None:
             target: Any = signature.struct
-            invoke = _keyword_invoker(fn, is_async, context_parameter)
+            invoke, thread_call = _keyword_invoker(fn, is_async, context_parameter)
         else:
             target = input_type
             if len(signature.value_parameters) != 1:
@@ -126,7 +130,7 @@ class Tool:
                     f"tool {tool_name!r}: with input_type=, the function takes exactly one "
                     f"argument besides a ToolContext, not {signature.value_parameters!r}"
                 )
-            invoke = _single_invoker(fn, is_async, context_parameter)
+            invoke, thread_call = _single_invoker(fn, is_async, context_parameter)
         decode_json, convert, native = _validators(target)
         check_schema: Callable[[Any], None] | None = None
         if input_schema is not None:
@@ -157,6 +161,7 @@ class Tool:
             decode_json=decode_json,
             convert=convert,
             invoke=invoke,
+            thread_call=thread_call,
             wants_context=context_parameter is not None,
             limiter=trio.CapacityLimiter(max_concurrency) if max_concurrency else None,
             given_input_type=input_type,
@@ -313,9 +318,29 @@ def _validators(
     return decode, structure, False
 
 
+_Invoke = Callable[[Any, ToolContext | None], Awaitable[Any]]
+_ThreadCall = Callable[[Any, ToolContext | None], Callable[[], Any]]
+
+
+def _in_a_thread(thread_call: _ThreadCall) -> _Invoke:
+    """Run a sync tool's call in a worker thread (abandoned, not waited for, on cancel).
+
+    The toolbox does not use this: it starts the thread itself, handing the call's
+    capacity places to the thread (see ``_CallPlaces`` in ``_toolbox``). This is for
+    code that wraps a tool's ``_invoke`` in another tool.
+    """
+
+    async def invoke_sync(arguments: Any, context: ToolContext | None) -> Any:
+        return await trio.to_thread.run_sync(
+            thread_call(arguments, context), abandon_on_cancel=True
+        )
+
+    return invoke_sync
+
+
 def _keyword_invoker(
     fn: Callable[..., Any], is_async: bool, context_parameter: str | None
-) -> Callable[[Any, ToolContext | None], Awaitable[Any]]:
+) -> tuple[_Invoke, _ThreadCall | None]:
     asdict = msgspec.structs.asdict
     if is_async:
         if context_parameter is None:
@@ -323,39 +348,35 @@ def _keyword_invoker(
             def invoke(arguments: Any, context: ToolContext | None) -> Awaitable[Any]:
                 return fn(**asdict(arguments))  # type: ignore[no-any-return]
 
-            return invoke
+            return invoke, None
 
         def invoke_with_context(arguments: Any, context: ToolContext | None) -> Awaitable[Any]:
             return fn(**asdict(arguments), **{context_parameter: context})  # type: ignore[no-any-return]
 
-        return invoke_with_context
+        return invoke_with_context, None
 
-    async def invoke_sync(arguments: Any, context: ToolContext | None) -> Any:
+    def thread_call(arguments: Any, context: ToolContext | None) -> Callable[[], Any]:
         kwargs = asdict(arguments)
         if context_parameter is not None:
             kwargs[context_parameter] = context
-        return await trio.to_thread.run_sync(
-            functools.partial(fn, **kwargs), abandon_on_cancel=True
-        )
+        return functools.partial(fn, **kwargs)
 
-    return invoke_sync
+    return _in_a_thread(thread_call), thread_call
 
 
 def _single_invoker(
     fn: Callable[..., Any], is_async: bool, context_parameter: str | None
-) -> Callable[[Any, ToolContext | None], Awaitable[Any]]:
+) -> tuple[_Invoke, _ThreadCall | None]:
     if is_async:
         if context_parameter is None:
-            return lambda value, context: fn(value)
-        return lambda value, context: fn(value, **{context_parameter: context})
+            return (lambda value, context: fn(value)), None
+        return (lambda value, context: fn(value, **{context_parameter: context})), None
 
-    async def invoke_sync(value: Any, context: ToolContext | None) -> Any:
+    def thread_call(value: Any, context: ToolContext | None) -> Callable[[], Any]:
         kwargs = {} if context_parameter is None else {context_parameter: context}
-        return await trio.to_thread.run_sync(
-            functools.partial(fn, value, **kwargs), abandon_on_cancel=True
-        )
+        return functools.partial(fn, value, **kwargs)
 
-    return invoke_sync
+    return _in_a_thread(thread_call), thread_call
 
 
 @overload

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import math
 import traceback
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -19,6 +21,8 @@ from ._permissions import PermissionPolicy
 from ._tool import ArgumentError, Tool
 
 __all__ = ["Toolbox", "approving_toolbox"]
+
+_logger = logging.getLogger("operative.tools")
 
 
 def _collect(tools: Iterable[Tool] | Mapping[str, Tool]) -> dict[str, Tool]:
@@ -272,7 +276,12 @@ class Toolbox:
         )
         timeout = tool.timeout
         try:
-            if self._limiter is None and tool._limiter is None and before_invoke is None:
+            if (
+                self._limiter is None
+                and tool._limiter is None
+                and before_invoke is None
+                and tool._thread_call is None
+            ):
                 if timeout is None:
                     value = await tool._invoke(arguments, tool_context)
                 else:
@@ -281,16 +290,29 @@ class Toolbox:
                     if scope.cancelled_caught:
                         return _timed_out(tool, call)
             else:
-                async with _Limits(self._limiter, tool._limiter):
+                places = _CallPlaces(tool.name, call.id, self._limiter, tool._limiter)
+                await places.acquire()
+                try:
                     if before_invoke is not None:
                         # Runs once the call holds its places: it starts right after.
                         await before_invoke()
-                    with trio.move_on_after(
-                        timeout if timeout is not None else float("inf")
-                    ) as scope:
-                        value = await tool._invoke(arguments, tool_context)
+                    with trio.move_on_after(timeout if timeout is not None else math.inf) as scope:
+                        if tool._thread_call is None:
+                            value = await tool._invoke(arguments, tool_context)
+                        else:
+                            # The thread takes the call's places over and gives them
+                            # back when it really ends, also if it is abandoned.
+                            value = await trio.to_thread.run_sync(
+                                tool._thread_call(arguments, tool_context),
+                                abandon_on_cancel=True,
+                                # A CapacityLimiter-like object, as trio documents.
+                                limiter=places,  # type: ignore[arg-type]
+                                thread_name=f"operative tool {tool.name} {call.id}",
+                            )
+                finally:
+                    places.release()
                 if scope.cancelled_caught:
-                    return _timed_out(tool, call)
+                    return _timed_out(tool, call, places)
         except ApprovalError:
             raise
         except Exception as exc:
@@ -400,41 +422,121 @@ class Toolbox:
         )
 
 
-class _Limits:
-    """Hold the toolbox's and the tool's capacity limiters (either may be absent)."""
+class _CallPlaces:
+    """The capacity places one call holds: its toolbox's and its tool's (either may be
+    absent), taken on behalf of the call itself (so one task can make many calls).
 
-    __slots__ = ("_first", "_second")
+    For a sync tool this is also the ``limiter`` of ``trio.to_thread.run_sync``:
+    acquiring takes a place of trio's default thread limiter, and the call's places
+    pass to the thread, which gives them all back when it has *actually* finished
+    (trio calls ``release_on_behalf_of`` then, even for an abandoned thread). A
+    thread still running when ``trio.run`` returns never gives them back.
+    """
+
+    __slots__ = (
+        "_abandoned",
+        "_call_id",
+        "_finished",
+        "_limiters",
+        "_started",
+        "_thread_limiter",
+        "_tool_name",
+    )
 
     def __init__(
-        self, first: trio.CapacityLimiter | None, second: trio.CapacityLimiter | None
+        self, tool_name: str, call_id: str, *limiters: trio.CapacityLimiter | None
     ) -> None:
-        self._first = first
-        self._second = second
+        self._tool_name = tool_name
+        self._call_id = call_id
+        self._limiters = tuple(limiter for limiter in limiters if limiter is not None)
+        self._thread_limiter: trio.CapacityLimiter | None = None
+        self._started = False
+        self._finished = False
+        self._abandoned = False
 
-    async def __aenter__(self) -> None:
-        if self._first is not None:
-            await self._first.acquire()
-        if self._second is not None:
-            try:
-                await self._second.acquire()
-            except BaseException:
-                if self._first is not None:
-                    self._first.release()
-                raise
+    @property
+    def thread_running(self) -> bool:
+        """A thread was started for the call and has not finished."""
+        return self._started and not self._finished
 
-    async def __aexit__(self, *exc: object) -> None:
-        if self._second is not None:
-            self._second.release()
-        if self._first is not None:
-            self._first.release()
+    async def acquire(self) -> None:
+        taken: list[trio.CapacityLimiter] = []
+        try:
+            for limiter in self._limiters:
+                await limiter.acquire_on_behalf_of(self)
+                taken.append(limiter)
+        except BaseException:
+            for limiter in taken:
+                limiter.release_on_behalf_of(self)
+            raise
+
+    def release(self) -> None:
+        """The call's task is done with its places: give them back, unless its thread
+        (abandoned) still runs, which then gives them back itself when it ends."""
+        if not self._started:
+            self._give_back()
+        elif not self._finished:
+            self._abandoned = True
+            _logger.warning(
+                "tool %r call %s was abandoned while its worker thread runs (a thread "
+                "cannot be stopped); the thread may still be running and keeps the "
+                "call's concurrency places until it ends",
+                self._tool_name,
+                self._call_id,
+            )
+
+    def _give_back(self) -> None:
+        for limiter in reversed(self._limiters):
+            limiter.release_on_behalf_of(self)
+
+    # trio.to_thread.run_sync's limiter protocol.
+
+    async def acquire_on_behalf_of(self, borrower: object) -> None:
+        limiter = trio.to_thread.current_default_thread_limiter()
+        await limiter.acquire_on_behalf_of(borrower)
+        self._thread_limiter = limiter
+        self._started = True
+
+    def release_on_behalf_of(self, borrower: object) -> None:
+        self._finished = True
+        try:
+            self._give_back()
+        finally:
+            if self._thread_limiter is not None:
+                self._thread_limiter.release_on_behalf_of(borrower)
+        if self._abandoned:
+            _logger.info(
+                "the abandoned worker thread of tool %r call %s has ended; its "
+                "concurrency places are free again",
+                self._tool_name,
+                self._call_id,
+            )
 
 
-def _timed_out(tool: Tool, call: ToolCall) -> ToolResult:
+def _timed_out(tool: Tool, call: ToolCall, places: _CallPlaces | None = None) -> ToolResult:
+    if places is None or not places._started:
+        return ToolResult(
+            call_id=call.id,
+            tool_name=tool.name,
+            outcome="error",
+            error=f"Tool {tool.name!r} timed out after {tool.timeout:g} s and was stopped.",
+        )
+    if places.thread_running:
+        state = "it may still be running, and still take effect"
+        detail = "abandoned; its worker thread was still running when the call settled"
+    else:
+        state = "its thread has since ended"
+        detail = "abandoned; its worker thread ended as the call settled"
     return ToolResult(
         call_id=call.id,
         tool_name=tool.name,
         outcome="error",
-        error=f"Tool {tool.name!r} timed out after {tool.timeout:g} s and was stopped.",
+        error=(
+            f"Tool {tool.name!r} timed out after {tool.timeout:g} s. It runs in a thread, "
+            f"which cannot be stopped: the call was abandoned ({state}), and its result "
+            "will be discarded."
+        ),
+        detail=detail,
     )
 
 

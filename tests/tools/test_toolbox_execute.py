@@ -215,6 +215,8 @@ async def test_sync_tool_timeout_abandons_the_thread() -> None:
     assert result.outcome == "error"
     assert result.error is not None
     assert "timed out" in result.error
+    assert "abandoned" in result.error  # not "stopped": a thread cannot be
+    assert "was stopped" not in result.error
 
 
 async def test_async_tool_with_explicit_input() -> None:
