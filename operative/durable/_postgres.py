@@ -8,11 +8,15 @@ Claims are one statement::
 
     WITH picked AS MATERIALIZED (
         SELECT run_id FROM operative_runs
-        WHERE status = 'running' AND lease_expires_at <= $now ...
+        WHERE status = 'running' AND (lease_expires_at <= $now
+            OR (lease_owner = $worker AND lease_token IS DISTINCT FROM $token)) ...
         ORDER BY lease_expires_at, created_at, run_id LIMIT $n
         FOR UPDATE SKIP LOCKED)
     UPDATE operative_runs SET fence = fence + 1, ... WHERE run_id IN (SELECT run_id FROM picked)
     RETURNING ...
+
+(``lease_token`` names the engine object that took the lease: a worker restarted under
+its ``worker_id`` takes its own runs back at once; see :mod:`operative.durable._protocols`.)
 
 ``FOR UPDATE SKIP LOCKED`` makes workers on any number of machines pass over the rows
 another claim is taking instead of waiting for it, and re-checks the expiry of a row whose
@@ -42,6 +46,7 @@ creation is serialised between processes by the same advisory lock.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -97,8 +102,11 @@ _SCHEMA = (
         lease_expires_at DOUBLE PRECISION NOT NULL DEFAULT 0,
         fence BIGINT NOT NULL DEFAULT 0,
         cancel_reason TEXT,
-        outcome TEXT
+        outcome TEXT,
+        lease_token TEXT
     )""",
+    # Tables created before the lease token existed get it here.
+    "ALTER TABLE operative_runs ADD COLUMN IF NOT EXISTS lease_token TEXT",
     "CREATE INDEX IF NOT EXISTS operative_runs_runnable "
     "ON operative_runs (status, lease_expires_at)",
     "CREATE INDEX IF NOT EXISTS operative_runs_created ON operative_runs (created_at)",
@@ -117,7 +125,9 @@ _SCHEMA = (
 # for every write in flight), so a connection creates nothing once both tables exist.
 _READY = (
     "SELECT to_regclass('operative_runs') IS NOT NULL "
-    "AND to_regclass('operative_journal') IS NOT NULL"
+    "AND to_regclass('operative_journal') IS NOT NULL "
+    "AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('operative_runs') "
+    "AND attname = 'lease_token' AND NOT attisdropped)"
 )
 _INSERT = (
     "INSERT INTO operative_journal (run_id, seq, kind, record, at) "
@@ -126,7 +136,7 @@ _INSERT = (
 )
 _TERMINATE = (
     "UPDATE operative_runs SET status = %s, outcome = %s, lease_owner = NULL, "
-    "lease_expires_at = 0, fence = fence + 1, updated_at = %s "
+    "lease_token = NULL, lease_expires_at = 0, fence = fence + 1, updated_at = %s "
     f"WHERE run_id = %s AND fence = %s AND status = 'running' RETURNING {RUN_COLUMNS}"
 )
 _SECRETS = ("password", "sslpassword")
@@ -148,9 +158,13 @@ def _without_password(psycopg_module: Any, dsn: str) -> str:
 
 
 class _PostgresDurable(PostgresPooled):
-    """What the PostgreSQL engine and checkpoint store share: the DSN, tables and clock."""
+    """What the PostgreSQL engine and checkpoint store share: the DSN, tables and clock.
 
-    __slots__ = ("_clock", "_database")
+    ``_token`` is this object's incarnation, written next to the lease owner by every
+    lease it takes (see :meth:`PostgresEngine.claim`).
+    """
+
+    __slots__ = ("_clock", "_database", "_token")
 
     def __init__(
         self,
@@ -164,6 +178,7 @@ class _PostgresDurable(PostgresPooled):
         super().__init__(dsn, max_connections=max_connections)
         self._clock = clock
         self._database = _without_password(self._psycopg, dsn)
+        self._token = os.urandom(8).hex()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._database!r}{' closed' if self._closed else ''}>"
@@ -319,9 +334,18 @@ class PostgresEngine(_PostgresDurable):
             try:
                 conn.execute(
                     "INSERT INTO operative_runs (run_id, agent_name, session_id, status, "
-                    "created_at, updated_at, lease_owner, lease_expires_at, fence) "
-                    "VALUES (%s, %s, %s, 'running', %s, %s, %s, %s, 1)",
-                    (run_id, started.agent_name, session_id, now, now, worker_id, now + seconds),
+                    "created_at, updated_at, lease_owner, lease_expires_at, fence, "
+                    "lease_token) VALUES (%s, %s, %s, 'running', %s, %s, %s, %s, 1, %s)",
+                    (
+                        run_id,
+                        started.agent_name,
+                        session_id,
+                        now,
+                        now,
+                        worker_id,
+                        now + seconds,
+                        self._token,
+                    ),
                 )
             except unique:
                 raise ConflictError(run_id, expected=None, actual=1) from None
@@ -347,7 +371,9 @@ class PostgresEngine(_PostgresDurable):
         run_ids: Sequence[str] | None = None,
         agent_names: Sequence[str] | None = None,
     ) -> list[Lease]:
-        """Lease up to ``limit`` running runs whose lease expired, oldest first.
+        """Lease up to ``limit`` running runs nobody holds, oldest first: their lease
+        expired, or ``worker_id`` holds it through another engine object (the worker
+        restarted under its id).
 
         Concurrent claims skip each other's rows (``FOR UPDATE SKIP LOCKED``): no run is
         claimed twice, and no claim waits for another.
@@ -357,9 +383,10 @@ class PostgresEngine(_PostgresDurable):
         check_limit(limit)
         sql = [
             "WITH picked AS MATERIALIZED (SELECT run_id FROM operative_runs "
-            "WHERE status = 'running' AND lease_expires_at <= %(now)s"
+            "WHERE status = 'running' AND (lease_expires_at <= %(now)s "
+            "OR (lease_owner = %(worker)s AND lease_token IS DISTINCT FROM %(token)s))"
         ]
-        params: dict[str, Any] = {"worker": worker_id, "limit": limit}
+        params: dict[str, Any] = {"worker": worker_id, "limit": limit, "token": self._token}
         if run_ids is not None:
             params["ids"] = [check_run_id(run_id) for run_id in run_ids]
             if not params["ids"]:
@@ -375,7 +402,7 @@ class PostgresEngine(_PostgresDurable):
         sql.append(
             "ORDER BY lease_expires_at, created_at, run_id LIMIT %(limit)s "
             "FOR UPDATE SKIP LOCKED) "
-            "UPDATE operative_runs SET lease_owner = %(worker)s, "
+            "UPDATE operative_runs SET lease_owner = %(worker)s, lease_token = %(token)s, "
             "lease_expires_at = %(expires)s, fence = fence + 1, updated_at = %(now)s "
             "WHERE run_id IN (SELECT run_id FROM picked) "
             "RETURNING run_id, agent_name, session_id, fence, created_at"
@@ -470,8 +497,8 @@ class PostgresEngine(_PostgresDurable):
 
         def work(conn: psycopg.Connection[Any]) -> None:
             conn.execute(
-                "UPDATE operative_runs SET lease_owner = NULL, lease_expires_at = 0 "
-                "WHERE run_id = %s AND fence = %s AND status = 'running'",
+                "UPDATE operative_runs SET lease_owner = NULL, lease_token = NULL, "
+                "lease_expires_at = 0 WHERE run_id = %s AND fence = %s AND status = 'running'",
                 (lease.run_id, lease.fence),
             )
 

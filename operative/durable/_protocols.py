@@ -10,6 +10,17 @@ can never write again: its next write raises :class:`~operative.LeaseLostError`.
 Engine and checkpoint store therefore live in one database (the fence check and the
 journal append are one transaction); :class:`~operative.durable.Durable` refuses a pair
 that does not.
+
+A lease names its worker (``worker_id``) and, in the engine's row, the engine object
+that took it (a random token per object: one incarnation of the worker). A claim takes
+the runs whose lease expired and also, at once, those its own ``worker_id`` holds through
+another engine object: a worker restarted under a stable id (the old process died holding
+them) takes its runs back without waiting out their leases, as DBOS recovers the pending
+work of a stable executor id. If the old incarnation is in fact still alive (two live
+processes under one id), the claim's new fence stops it: its next write raises
+``LeaseLostError``, so two holders of one id are safe, though they take runs from each
+other. One engine object never takes the runs it holds itself, so a worker polling with
+:func:`~operative.durable.serve_durable_runs` never claims the runs it is running.
 """
 
 from __future__ import annotations
@@ -89,9 +100,12 @@ class DurableEngine(Protocol):
         run_ids: Sequence[str] | None = None,
         agent_names: Sequence[str] | None = None,
     ) -> list[Lease]:
-        """Lease up to ``limit`` running runs nobody holds (their lease expired).
+        """Lease up to ``limit`` running runs nobody holds: their lease expired, or
+        ``worker_id`` holds it through another engine object (the worker restarted under
+        its id; see the module docstring).
 
-        Each claim increments the run's fence. Two workers never claim the same run.
+        Each claim increments the run's fence, so the previous holder can write nothing
+        more. Two claims never take the same run.
         """
         ...
 

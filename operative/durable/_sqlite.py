@@ -66,7 +66,8 @@ _SCHEMA = (
         lease_expires_at REAL NOT NULL DEFAULT 0,
         fence INTEGER NOT NULL DEFAULT 0,
         cancel_reason TEXT,
-        outcome TEXT
+        outcome TEXT,
+        lease_token TEXT
     ) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS operative_runs_runnable "
     "ON operative_runs (status, lease_expires_at)",
@@ -84,10 +85,26 @@ _SCHEMA = (
 )
 
 
-class _SqliteDurable(SqlitePooled):
-    """What the SQLite engine and checkpoint store share: the file, its tables, the clock."""
+def add_lease_token(conn: sqlite3.Connection) -> None:
+    """Add ``operative_runs.lease_token`` to a file written before it existed."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(operative_runs)")}
+    if "lease_token" in columns:
+        return
+    try:
+        conn.execute("ALTER TABLE operative_runs ADD COLUMN lease_token TEXT")
+    except sqlite3.OperationalError as exc:
+        if "duplicate column" not in str(exc):  # another process added it first
+            raise
 
-    __slots__ = ("_clock",)
+
+class _SqliteDurable(SqlitePooled):
+    """What the SQLite engine and checkpoint store share: the file, its tables, the clock.
+
+    ``_token`` is this object's incarnation, written next to the lease owner by every
+    lease it takes (see :meth:`SqliteEngine.claim`).
+    """
+
+    __slots__ = ("_clock", "_token")
 
     def __init__(
         self,
@@ -113,6 +130,7 @@ class _SqliteDurable(SqlitePooled):
         self._path = text
         self._busy_timeout = float(busy_timeout)
         self._clock = clock
+        self._token = os.urandom(8).hex()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._path!r}{' closed' if self._closed else ''}>"
@@ -126,6 +144,7 @@ class _SqliteDurable(SqlitePooled):
         conn.text_factory = str
         for statement in _SCHEMA:
             conn.execute(statement)
+        add_lease_token(conn)
 
     def _where(self) -> str:
         return repr(self._path)
@@ -268,9 +287,18 @@ class SqliteEngine(_SqliteDurable):
             try:
                 conn.execute(
                     "INSERT INTO operative_runs (run_id, agent_name, session_id, status, "
-                    "created_at, updated_at, lease_owner, lease_expires_at, fence) "
-                    "VALUES (?, ?, ?, 'running', ?, ?, ?, ?, 1)",
-                    (run_id, started.agent_name, session_id, now, now, worker_id, now + seconds),
+                    "created_at, updated_at, lease_owner, lease_expires_at, fence, "
+                    "lease_token) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, 1, ?)",
+                    (
+                        run_id,
+                        started.agent_name,
+                        session_id,
+                        now,
+                        now,
+                        worker_id,
+                        now + seconds,
+                        self._token,
+                    ),
                 )
             except sqlite3.IntegrityError:
                 raise ConflictError(run_id, expected=None, actual=1) from None
@@ -296,15 +324,18 @@ class SqliteEngine(_SqliteDurable):
         run_ids: Sequence[str] | None = None,
         agent_names: Sequence[str] | None = None,
     ) -> list[Lease]:
-        """Lease up to ``limit`` running runs whose lease expired (see the protocol)."""
+        """Lease up to ``limit`` running runs nobody holds (see the protocol): their lease
+        expired, or ``worker_id`` holds it through another engine object (the worker
+        restarted under its id)."""
         check_name("worker_id", worker_id)
         seconds = check_lease_seconds(lease_seconds)
         check_limit(limit)
         sql = [
             "SELECT run_id, agent_name, session_id, fence FROM operative_runs "
-            "WHERE status = 'running' AND lease_expires_at <= ?"
+            "WHERE status = 'running' AND (lease_expires_at <= ? "
+            "OR (lease_owner = ? AND lease_token IS NOT ?))"
         ]
-        filters: list[Any] = []
+        filters: list[Any] = [worker_id, self._token]
         if run_ids is not None:
             ids = [check_run_id(run_id) for run_id in run_ids]
             if not ids:
@@ -329,8 +360,8 @@ class SqliteEngine(_SqliteDurable):
             for run_id, agent_name, session_id, fence in rows:
                 conn.execute(
                     "UPDATE operative_runs SET lease_owner = ?, lease_expires_at = ?, "
-                    "fence = ?, updated_at = ? WHERE run_id = ?",
-                    (worker_id, now + seconds, fence + 1, now, run_id),
+                    "fence = ?, updated_at = ?, lease_token = ? WHERE run_id = ?",
+                    (worker_id, now + seconds, fence + 1, now, self._token, run_id),
                 )
                 leases.append(
                     Lease(
@@ -391,7 +422,8 @@ class SqliteEngine(_SqliteDurable):
     def _terminate(self, conn: sqlite3.Connection, run_id: str, outcome: RunOutcome) -> None:
         conn.execute(
             "UPDATE operative_runs SET status = ?, outcome = ?, lease_owner = NULL, "
-            "lease_expires_at = 0, fence = fence + 1, updated_at = ? WHERE run_id = ?",
+            "lease_token = NULL, lease_expires_at = 0, fence = fence + 1, updated_at = ? "
+            "WHERE run_id = ?",
             (status_of(outcome.finish_reason), encode_outcome(outcome), self._clock(), run_id),
         )
 
@@ -401,8 +433,8 @@ class SqliteEngine(_SqliteDurable):
 
         def work(conn: sqlite3.Connection) -> None:
             conn.execute(
-                "UPDATE operative_runs SET lease_owner = NULL, lease_expires_at = 0 "
-                "WHERE run_id = ? AND fence = ? AND status = 'running'",
+                "UPDATE operative_runs SET lease_owner = NULL, lease_token = NULL, "
+                "lease_expires_at = 0 WHERE run_id = ? AND fence = ? AND status = 'running'",
                 (lease.run_id, lease.fence),
             )
 

@@ -480,6 +480,116 @@ async def test_a_claim_fences_out_the_previous_lease(db: Db) -> None:
     assert [e.seq for e in await db.store.read("r1")] == [0, 1, 2]
 
 
+async def test_a_worker_restarted_under_its_id_takes_its_own_runs_back_at_once(db: Db) -> None:
+    """A claim takes at once the live runs its own worker id holds through another engine
+    object (the worker restarted: no waiting out the lease); the new fence shuts out the
+    old incarnation, whose writes are refused from then on."""
+    old = await start(db, "r1", lease_seconds=600)  # w1 dies holding it
+    await db.store.append(old, 1, [generated(1)])
+    other = await start(db, "r2", lease_seconds=600, worker_id="w2")
+    done = await start(db, "r3", lease_seconds=600)
+    await db.engine.finish(done, 1, Finished(outcome=outcome()))
+    # The engine that holds them never takes its own runs back (a polling worker would
+    # otherwise take the runs it is running).
+    assert await db.engine.claim(worker_id="w1", lease_seconds=600) == []
+    [restarted] = db.more_engines(1)
+    try:
+        assert await restarted.claim(worker_id="w3", lease_seconds=600) == []
+        [lease] = await restarted.claim(worker_id="w1", lease_seconds=600)
+        assert (lease.run_id, lease.worker_id, lease.fence) == ("r1", "w1", old.fence + 1)
+        assert lease.expires_at == T0 + 600  # the clock never moved
+        assert await restarted.claim(worker_id="w1", lease_seconds=600) == []  # it holds r1
+        # The old incarnation, should it still be alive, can write nothing more.
+        with pytest.raises(LeaseLostError, match="another worker"):
+            await db.store.append(old, 2, [generated(2)])
+        with pytest.raises(LeaseLostError):
+            await db.engine.renew(old, lease_seconds=600)
+        with pytest.raises(LeaseLostError):
+            await db.engine.finish(old, 2, Finished(outcome=outcome("error")))
+        await db.engine.release(old)  # ignored: the lease is the new incarnation's
+        record = await db.engine.get("r1")
+        assert record is not None
+        assert (record.status, record.lease_owner, record.fence) == ("running", "w1", 2)
+        assert await db.store.append(lease, 2, [generated(2)]) is None
+        finished = await restarted.finish(lease, 3, Finished(outcome=outcome()))
+        assert finished.status == "completed"
+        assert [e.seq for e in await db.store.read("r1")] == [0, 1, 2, 3]
+        still = await db.engine.get("r2")  # another worker's live run stays where it is
+        assert still is not None
+        assert (still.lease_owner, still.fence) == ("w2", other.fence)
+    finally:
+        await restarted.aclose()
+
+
+async def test_two_live_engines_under_one_worker_id_stay_fenced(db: Db) -> None:
+    """Two live holders of one worker id take the run from each other, and only the
+    latest claim can write: every write of the other is refused."""
+    first = await start(db, "r1", lease_seconds=600)
+    [second_engine] = db.more_engines(1)
+    try:
+        [second] = await second_engine.claim(worker_id="w1", lease_seconds=600)
+        [third] = await db.engine.claim(worker_id="w1", lease_seconds=600)  # takes it back
+        assert (first.fence, second.fence, third.fence) == (1, 2, 3)
+        for stale in (first, second):
+            with pytest.raises(LeaseLostError):
+                await db.store.append(stale, 1, [generated(1)])
+        assert await db.store.append(third, 1, [generated(1)]) is None
+        assert [e.seq for e in await db.store.read("r1")] == [0, 1]
+    finally:
+        await second_engine.aclose()
+
+
+async def test_a_released_or_expired_own_run_is_claimable_by_the_same_engine(db: Db) -> None:
+    """The restart rule adds to the expiry rule: a run released, or whose lease expired,
+    is claimable by any engine, the one that held it included."""
+    released = await start(db, "r1", lease_seconds=600)
+    await db.engine.release(released)
+    await start(db, "r2", lease_seconds=5)
+    db.clock.now += 5
+    leases = await db.engine.claim(worker_id="w1", lease_seconds=600)
+    assert sorted((lease.run_id, lease.fence) for lease in leases) == [("r1", 2), ("r2", 2)]
+
+
+_OLD_SQLITE_RUNS = """CREATE TABLE operative_runs (
+    run_id TEXT PRIMARY KEY NOT NULL, agent_name TEXT NOT NULL, session_id TEXT,
+    status TEXT NOT NULL, created_at REAL NOT NULL, updated_at REAL NOT NULL,
+    lease_owner TEXT, lease_expires_at REAL NOT NULL DEFAULT 0,
+    fence INTEGER NOT NULL DEFAULT 0, cancel_reason TEXT, outcome TEXT) WITHOUT ROWID"""
+_OLD_POSTGRES_RUNS = """CREATE TABLE operative_runs (
+    run_id TEXT COLLATE "C" PRIMARY KEY, agent_name TEXT NOT NULL, session_id TEXT,
+    status TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL,
+    updated_at DOUBLE PRECISION NOT NULL, lease_owner TEXT,
+    lease_expires_at DOUBLE PRECISION NOT NULL DEFAULT 0, fence BIGINT NOT NULL DEFAULT 0,
+    cancel_reason TEXT, outcome TEXT)"""
+
+
+async def test_a_database_from_before_the_lease_token_is_upgraded(durable_db: DurableDb) -> None:
+    """Run records written before engines recorded their lease token get the column; a
+    live lease of such a record counts as another incarnation's."""
+    old = _OLD_SQLITE_RUNS if durable_db.name == "sqlite" else _OLD_POSTGRES_RUNS
+    await execute(durable_db, old)
+    await execute(
+        durable_db,
+        "INSERT INTO operative_runs (run_id, agent_name, status, created_at, updated_at, "
+        "lease_owner, lease_expires_at, fence) VALUES (?, ?, 'running', ?, ?, ?, ?, ?)",
+        "r0",
+        "agent",
+        T0,
+        T0,
+        "w1",
+        T0 + 600,
+        4,
+    )
+    clock = Clock()
+    engine = durable_db.engine(clock=clock)
+    try:
+        [lease] = await engine.claim(worker_id="w1", lease_seconds=60)
+        assert (lease.run_id, lease.fence) == ("r0", 5)
+        assert await engine.claim(worker_id="w1", lease_seconds=60) == []
+    finally:
+        await engine.aclose()
+
+
 # -- renew, finish, release, cancel ------------------------------------------------------
 
 
