@@ -7,6 +7,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol, Unpack, runtime_checkable
 
 import attrs
+import trio
 
 from ._errors import InvalidArgument
 from ._event_hub import Listener, Overflow
@@ -154,6 +155,16 @@ class Agent:
         """Run to the end and return the result."""
         async with self.open_run(input, context=context) as run:
             return await run.result()
+
+    async def load(self) -> Agent:
+        """This agent, whose definition is loaded already.
+
+        A lazy agent's ``load()`` loads its definition; hosts that need the definition
+        before a run (a session stores the instructions first, recovery loads before it
+        resumes) await ``load()`` on whatever agent they were given.
+        """
+        await trio.lowlevel.checkpoint()
+        return self
 
     def as_tool(
         self,

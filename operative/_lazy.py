@@ -7,6 +7,12 @@ the next run calls the loader again (:class:`~operative.AsyncDefinitionLoadError
 load that produced something that is not an agent is cached as a broken definition
 (:class:`~operative.AgentContractError`), because loading again would not fix it.
 
+A lazy agent runs wherever an agent does: ``open_run(..., durable=...)``, session turns
+(plain and durable), :func:`~operative.durable.recover` and ``serve_durable_runs``.
+Hosts that need the definition before a run (a session stores its instructions first;
+recovery loads before it resumes a claimed run) call :func:`resolve_agent`, which
+awaits ``load()`` on any agent: an :class:`~operative.Agent` is loaded already.
+
 ``create_lazy_generate(loader)`` is the narrower case: only the ``generate`` function
 is loaded (``create_agent(generate=create_lazy_generate(loader), ...)``).
 """
@@ -31,6 +37,7 @@ from ._errors import (
 )
 from ._lazy_run import LazyEventStream as LazyEventStream
 from ._lazy_run import LazyRun as LazyRun
+from ._lazy_run import check_durable
 from ._model import GenerateFunction, GenerateRequest, GenerateResponse
 from ._results import RunResult
 from .conversation import ConversationHistory
@@ -40,6 +47,7 @@ __all__ = [
     "LazyGenerate",
     "create_lazy_agent",
     "create_lazy_generate",
+    "resolve_agent",
 ]
 
 logger = logging.getLogger("operative.lazy")
@@ -257,25 +265,71 @@ class LazyAgent:
         return await self._flight.get()
 
     def open_run(
-        self, input: AgentInput, *, context: AgentRunContext | None = None
+        self,
+        input: AgentInput,
+        *,
+        context: AgentRunContext | None = None,
+        durable: Any = None,
     ) -> AbstractAsyncContextManager[LazyRun]:
         """Start a run; use as ``async with agent.open_run(...) as run:``.
 
         ``input`` and ``context`` are snapshotted now. The definition loads inside the
         block; ``run.abort()`` before it loaded means the agent is never run.
+
+        ``durable=`` (an :class:`operative.durable.Durable`) is passed to the loaded
+        agent's ``open_run``, as for an :class:`~operative.Agent`; the handle's
+        ``run_id`` is the durable run's id from the start. A run that
+        :func:`~operative.durable.recover` resumes loads its definition before the
+        handle is returned: a load that fails raises from the ``async with`` and leaves
+        the run as it was (claimable again once its lease expires).
         """
         snapshot = _snapshot_input(input)
         if context is not None and not isinstance(context, AgentRunContext):
             raise InvalidArgument(
                 f"context= takes an AgentRunContext, got {type(context).__name__}"
             )
-        return self._open(snapshot, attrs.evolve(context) if context is not None else None)
+        run_id = context.run_id if context is not None else None
+        recovering = False
+        if durable is not None:
+            durable_id, recovering = _durable_routing(durable)
+            if durable_id is not None:
+                if run_id not in (None, durable_id):
+                    raise InvalidArgument(
+                        f"context.run_id={run_id!r} and the durable run id {durable_id!r} "
+                        "differ: give one of them"
+                    )
+                run_id = durable_id
+        return self._open(
+            snapshot,
+            attrs.evolve(context) if context is not None else None,
+            durable=durable,
+            run_id=run_id,
+            recovering=recovering,
+        )
 
     @asynccontextmanager
     async def _open(
-        self, input: AgentInput, context: AgentRunContext | None
+        self,
+        input: AgentInput,
+        context: AgentRunContext | None,
+        *,
+        durable: Any,
+        run_id: str | None,
+        recovering: bool,
     ) -> AsyncIterator[LazyRun]:
-        run = LazyRun(self._flight, input, context)
+        if recovering:
+            # A recovered run's record is running and leased to this worker: load first,
+            # so that a failed load raises here and leaves the run as it was, instead of
+            # ending with a result its record does not hold.
+            check_durable(await self._flight.get())
+        run = LazyRun(
+            self._flight,
+            input,
+            context,
+            durable=durable,
+            run_id=run_id,
+            recovering=recovering,
+        )
         body_error: BaseException | None = None
         async with trio.open_nursery() as nursery:
             nursery.start_soon(run._drive, name=f"operative lazy run {run.run_id}")
@@ -291,6 +345,54 @@ class LazyAgent:
         """Run to the end and return the result."""
         async with self.open_run(input, context=context) as run:
             return await run.result()
+
+
+async def resolve_agent(agent: RunnableAgent) -> RunnableAgent:
+    """The agent whose definition runs use: ``agent.load()``, followed through lazy
+    agents that load lazy agents, down to one that is its own (an :class:`Agent`).
+
+    An agent without ``load`` is returned as it is. Hosts that need a definition before
+    a run (a session's instructions, recovery) call this on whatever agent they got.
+
+    Raises:
+        AsyncDefinitionLoadError: a loader raised (nothing is cached; the next call
+            loads again).
+        AgentContractError: a load produced something that is not an agent.
+    """
+    for _ in range(_MAX_LAZY_DEPTH):
+        load = getattr(agent, "load", None)
+        if not callable(load):
+            await trio.lowlevel.checkpoint()
+            return agent
+        loaded: object = await load()
+        if loaded is agent:
+            return agent
+        if not isinstance(loaded, RunnableAgent):
+            raise AgentContractError(
+                f"{type(agent).__name__}.load() returned {type(loaded).__name__}, which is "
+                "not a RunnableAgent"
+            )
+        agent = loaded
+    raise AgentContractError(
+        f"lazy agents load lazy agents more than {_MAX_LAZY_DEPTH} levels deep (a cycle?)"
+    )
+
+
+_MAX_LAZY_DEPTH = 32
+
+
+def _durable_routing(durable: object) -> tuple[str | None, bool]:
+    """``durable``'s run id, and whether it resumes a recovered run; checks its type."""
+    from .durable._driver import Durable, Resumed
+
+    if isinstance(durable, Resumed):
+        return durable.lease.run_id, True
+    if isinstance(durable, Durable):
+        return durable.run_id, False
+    raise InvalidArgument(
+        "durable= takes operative.durable.Durable(engine=..., checkpoint_store=...), "
+        f"got {type(durable).__name__}"
+    )
 
 
 def create_lazy_agent(

@@ -7,10 +7,11 @@ handed over to it.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import trio
 
@@ -33,7 +34,7 @@ from .liveness import LivenessSnapshot, SnapshotObserver, SnapshotStream, Snapsh
 if TYPE_CHECKING:
     from ._lazy import _SingleFlight
 
-__all__ = ["LazyEventStream", "LazyRun"]
+__all__ = ["LazyEventStream", "LazyRun", "check_durable"]
 
 logger = logging.getLogger("operative.lazy")
 
@@ -46,6 +47,22 @@ def _input_conversation(input: AgentInput) -> Conversation:
     conversation = Conversation()
     conversation.append_user_message(input)
     return conversation
+
+
+def check_durable(agent: RunnableAgent) -> RunnableAgent:
+    """``agent`` if its ``open_run`` takes ``durable=``; AgentContractError otherwise."""
+    try:
+        parameters = inspect.signature(agent.open_run).parameters
+    except (TypeError, ValueError):  # pragma: no cover - a builtin: let the call tell
+        return agent
+    if "durable" in parameters or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
+    ):
+        return agent
+    raise AgentContractError(
+        f"the lazy agent loaded {type(agent).__name__}, whose open_run() takes no "
+        "durable=: a durable run needs an agent that can run durably (create_agent)"
+    )
 
 
 # -- the run handle -------------------------------------------------------------------
@@ -83,6 +100,7 @@ class LazyRun:
         "_abort_reason",
         "_context",
         "_done",
+        "_durable",
         "_failure",
         "_flight",
         "_forwarded_abort",
@@ -93,6 +111,7 @@ class LazyRun:
         "_opened_at",
         "_provisional_id",
         "_real",
+        "_recovering",
         "_resolved",
         "_result",
         "_streams",
@@ -104,11 +123,19 @@ class LazyRun:
         flight: _SingleFlight[RunnableAgent],
         input: AgentInput,
         context: AgentRunContext | None,
+        *,
+        durable: Any = None,
+        run_id: str | None = None,
+        recovering: bool = False,
     ) -> None:
         self._flight = flight
         self._input = input
         self._context = context
-        self._provisional_id = os.urandom(12).hex()
+        self._durable = durable
+        """The ``durable=`` routing passed on to the loaded agent's ``open_run``."""
+        self._recovering = recovering
+        """A recovered durable run: its record is running, so it is never ended here."""
+        self._provisional_id = run_id or os.urandom(12).hex()
         self._real: ActiveRun | None = None
         self._abort_reason: str | None = None
         self._forwarded_abort = False
@@ -150,7 +177,10 @@ class LazyRun:
             return
         if self._abort_reason is None and not self._done.is_set():
             self._abort_reason = reason
-            self._load_scope.cancel()
+            if not self._recovering:
+                self._load_scope.cancel()
+            # else: the definition is loaded already; the real run opens and is aborted
+            # at once, so that its journal records the abort.
 
     # -- observing -------------------------------------------------------------------
 
@@ -200,6 +230,9 @@ class LazyRun:
         if real is not None:
             return real.snapshot()
         result = self._result
+        durability: Literal["process-local", "durable"] = (
+            "process-local" if self._durable is None else "durable"
+        )
         if result is None and self._failure is None:
             return LivenessSnapshot(
                 id=self._provisional_id,
@@ -207,6 +240,7 @@ class LazyRun:
                 revision=0,
                 started_at=self._opened_at,
                 observed_at=trio.current_time(),
+                durability=durability,
             )
         finish = FinishReason.ERROR if result is None else result.finish_reason
         return LivenessSnapshot(
@@ -216,6 +250,7 @@ class LazyRun:
             started_at=self._opened_at,
             observed_at=trio.current_time(),
             finish_reason=finish,
+            durability=durability,
         )
 
     def subscribe_snapshot(self, observer: SnapshotObserver) -> SnapshotSubscription:
@@ -303,11 +338,16 @@ class LazyRun:
         except (AsyncDefinitionLoadError, AgentContractError) as exc:
             self._end_unresolved(exc, None)
             return
-        if agent is None or self._abort_reason is not None:
+        if agent is None or (self._abort_reason is not None and not self._recovering):
             self._end_unresolved(None, self._abort_reason or "aborted")
             return
         try:
-            manager: Any = agent.open_run(self._input, context=self._context)
+            if self._durable is None:
+                manager: Any = agent.open_run(self._input, context=self._context)
+            else:
+                manager = check_durable(agent).open_run(  # type: ignore[call-arg]
+                    self._input, context=self._context, durable=self._durable
+                )
         except Exception as exc:
             self._end_unresolved(exc, None)
             return

@@ -19,6 +19,7 @@ from typing import Any
 import trio
 
 from .._errors import InvalidArgument
+from .._lazy import resolve_agent
 from .._results import RunResult
 from ._driver import Durable, Resumed, default_worker_id
 from ._protocols import CheckpointStore, DurableEngine
@@ -51,14 +52,19 @@ async def resume(
 ) -> RunResult | None:
     """Continue one claimed run to its end; ``None`` when its journal says it finished.
 
+    ``agent`` may be lazy: its definition loads before the run resumes.
+
     Raises:
         CorruptRecordError: the journal cannot be replayed (the run is left claimed
             until its lease expires, and nothing is written).
+        AsyncDefinitionLoadError, AgentContractError: a lazy agent's definition did not
+            load (likewise: the run is left claimed until its lease expires).
     """
     entries = await checkpoint_store.read(lease.run_id)
     replay = replay_journal(lease.run_id, entries)
     if replay.finished is not None:
         return None
+    agent = await resolve_agent(agent)
     durable = Durable(
         engine=engine,
         checkpoint_store=checkpoint_store,

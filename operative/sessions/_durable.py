@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from .._agent import AgentRunContext
+from .._agent import AgentRunContext, RunnableAgent
 from .._errors import CleanupError, InvalidArgument, MissingRunOptionsError
+from .._lazy import resolve_agent
 from .._results import RunResult
 from .._run import open_run
 from .._run_state import is_shutdown
@@ -114,11 +115,11 @@ class RecoveredRun:
         return self._result
 
 
-def _open_resumed(handle: SessionHandle, routing: Resumed) -> Any:
+def _open_resumed(handle: SessionHandle, agent: RunnableAgent | None, routing: Resumed) -> Any:
     history = routing.replay.history
-    if handle._agent is not None:
+    if agent is not None:
         run_id = routing.lease.run_id
-        return handle._agent.open_run(  # type: ignore[call-arg]
+        return agent.open_run(  # type: ignore[call-arg]
             history, context=AgentRunContext(run_id=run_id), durable=routing
         )
     assert handle._run_options is not None
@@ -154,6 +155,9 @@ async def recover(handle: SessionHandle) -> RecoveredRun | None:
                 f"session {handle.id!r} has a durable run {run_id} to resume but nothing to "
                 "run it with: pass agent= or run_options= to open_session()"
             )
+        # A lazy agent loads before the run is claimed: a load that fails leaves it as
+        # it is (logged below), never claimed by a worker that cannot run it.
+        agent = await resolve_agent(handle._agent) if handle._agent is not None else None
         leases = await engine.claim(
             worker_id=durability.worker_id,
             lease_seconds=durability.lease_seconds,
@@ -171,11 +175,15 @@ async def recover(handle: SessionHandle) -> RecoveredRun | None:
         return None
     if replay.finished is not None:  # pragma: no cover - finish commits status and entry
         return None
-    return await _start(handle, durability, lease, replay)
+    return await _start(handle, durability, agent, lease, replay)
 
 
 async def _start(
-    handle: SessionHandle, durability: SessionDurability, lease: Lease, replay: Any
+    handle: SessionHandle,
+    durability: SessionDurability,
+    agent: RunnableAgent | None,
+    lease: Lease,
+    replay: Any,
 ) -> RecoveredRun:
     recovered = RecoveredRun(lease.run_id)
     routing = Resumed(
@@ -189,7 +197,7 @@ async def _start(
         result: RunResult | None = None
         failure: BaseException | None = None
         try:
-            async with _open_resumed(handle, routing) as run:
+            async with _open_resumed(handle, agent, routing) as run:
                 recovered._handle = run
                 handle._runs.add(run)
                 task_status.started()

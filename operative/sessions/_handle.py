@@ -37,6 +37,7 @@ from .._errors import (
 from .._event_hub import EventHub, Listener
 from .._events import SessionLoaded, SessionSaved
 from .._instrument_hook import reset_conversation_id, set_conversation_id
+from .._lazy import resolve_agent
 from .._results import RunResult
 from .._run import open_run
 from .._run_state import is_shutdown
@@ -189,6 +190,8 @@ class SessionHandle:
         Raises:
             MissingRunOptionsError: the handle has no ``agent=`` or ``run_options=``
                 (raised before anything is written).
+            AsyncDefinitionLoadError: a lazy agent's definition did not load (raised
+                before anything is written; the next turn loads again).
             SessionPersistenceError: the run ended but its outcome could not be stored;
                 ``.result`` is the run's result.
         """
@@ -199,7 +202,10 @@ class SessionHandle:
             )
         scratch = Conversation()
         user = scratch.append_user_message(_checked_input(input))
-        instructions = getattr(self._agent, "instructions", None)
+        # The definition the turn runs (a lazy agent loads it now: a load that fails
+        # raises here, before anything is stored); its instructions open a new session.
+        agent = await resolve_agent(self._agent) if self._agent is not None else None
+        instructions = getattr(agent, "instructions", None)
         system: Message | None = None
         if isinstance(instructions, str) and instructions:
             system = Conversation().append_system_message(instructions)
@@ -245,7 +251,7 @@ class SessionHandle:
         handle: RunHandle | None = None
         try:
             try:
-                async with self._open_run(base, run_id) as handle:
+                async with self._open_run(agent, base, run_id) as handle:
                     self._runs.add(handle)
                     if self._cancels != cancels:
                         # cancel() came while the turn was being reserved.
@@ -307,15 +313,15 @@ class SessionHandle:
                     run_id,
                 )
 
-    def _open_run(self, base: ConversationHistory, run_id: str) -> Any:
+    def _open_run(self, agent: RunnableAgent | None, base: ConversationHistory, run_id: str) -> Any:
         durable = None
         if self._durability is not None:
             durable = self._durability.routing(run_id, self.id)
-        if self._agent is not None:
+        if agent is not None:
             context = AgentRunContext(run_id=run_id)
             if durable is None:
-                return self._agent.open_run(base, context=context)
-            return self._agent.open_run(base, context=context, durable=durable)  # type: ignore[call-arg]
+                return agent.open_run(base, context=context)
+            return agent.open_run(base, context=context, durable=durable)  # type: ignore[call-arg]
         assert self._run_options is not None
         return open_run(
             conversation=Conversation.from_history(base),
