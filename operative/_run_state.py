@@ -150,7 +150,11 @@ class RunState:
         self._steps: list[StepResult] = []
         self._usage = Usage()
         self._step = 0
-        self._liveness = LivenessTracker(self.run_id, clock=self._clock_now)
+        self._liveness = LivenessTracker(
+            self.run_id,
+            clock=self._clock_now,
+            durability="process-local" if config.durable is None else "durable",
+        )
         self._elicit: Callable[[Any], Awaitable[Any]] | None = (
             self._elicit_while_waiting if config.on_elicitation is not None else None
         )
