@@ -24,6 +24,7 @@ from ._errors import CleanupError as CleanupError
 from ._errors import ConflictError as ConflictError
 from ._errors import ConversationError as ConversationError
 from ._errors import CorruptRecordError as CorruptRecordError
+from ._errors import DatabaseFileError as DatabaseFileError
 from ._errors import DataValidationError as DataValidationError
 from ._errors import ElicitationError as ElicitationError
 from ._errors import GuardrailTripped as GuardrailTripped
@@ -144,6 +145,7 @@ __all__ = [
     "ConversationHistory",
     "CorruptRecordError",
     "DataValidationError",
+    "DatabaseFileError",
     "ElicitationError",
     "ElicitationRequest",
     "ElicitationResponse",

@@ -22,6 +22,7 @@
     │   ├── ProviderTimeoutError(ProviderError, TimeoutError)      no answer in time
     │   └── ProviderConnectionError(ProviderError, ConnectionError) connection failed or cut
     ├── ConflictError(OperativeError)                  a conditional store write lost a race
+    ├── DatabaseFileError(OperativeError)              a database file is not one, or is damaged
     ├── DataValidationError(OperativeError, ValueError)  decoded data does not fit its type
     ├── BudgetExceededError(OperativeError)            a run's budget ran out (``.limit``)
     ├── SelectionRevalidationError(OperativeError)     a step's selected plan no longer holds
@@ -56,6 +57,7 @@ __all__ = [
     "ConversationError",
     "CorruptRecordError",
     "DataValidationError",
+    "DatabaseFileError",
     "ElicitationError",
     "GuardrailTripped",
     "HookError",
@@ -237,6 +239,22 @@ class ConflictError(OperativeError):
         self.key = key
         self.expected = expected
         self.actual = actual
+
+
+class DatabaseFileError(OperativeError):
+    """A database file is not an SQLite database, or is damaged (truncated, malformed).
+
+    Raised by every SQLite-backed store, engine and run store on the first use that meets
+    the file. ``path`` names the file, ``detail`` what SQLite reported. The file is left
+    exactly as it was: operative never converts, repairs or truncates a file it cannot
+    read. Check the path; restore a damaged file from a backup (or try ``sqlite3 FILE
+    .recover``); or move it away to start a new database there.
+    """
+
+    def __init__(self, message: str, *, path: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+        self.detail = detail
 
 
 class SchemaVersionError(CorruptRecordError):

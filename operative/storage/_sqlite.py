@@ -26,7 +26,13 @@ from typing import Any, TypeVar
 import outcome
 import trio
 
-from .._errors import ConflictError, CorruptRecordError, InvalidArgument, OperativeError
+from .._errors import (
+    ConflictError,
+    CorruptRecordError,
+    DatabaseFileError,
+    InvalidArgument,
+    OperativeError,
+)
 from ._pool import PooledStore
 from ._protocol import ANY, AnyVersion, Delete, Operation, Put, Versioned
 
@@ -38,6 +44,8 @@ _CHUNK = 500  # keys per IN (...) statement, well under SQLite's parameter limit
 _MAX_CHAR = 0x10FFFF
 _SLICE = 0.1  # seconds of one uninterruptible busy wait
 _BUSY_CODES = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED (primary codes)
+_CORRUPT = 11  # SQLITE_CORRUPT: "database disk image is malformed"
+_NOTADB = 26  # SQLITE_NOTADB: "file is not a database"
 
 
 async def run_in_worker_thread(
@@ -68,6 +76,69 @@ async def run_in_worker_thread(
     trio.lowlevel.start_thread_soon(fn, deliver, name="operative storage")
     result: outcome.Outcome[_T] = await trio.lowlevel.wait_task_rescheduled(abort)
     return result, cancelled
+
+
+def database_file_error(path: str, detail: str, *, damaged: bool) -> DatabaseFileError:
+    """The error for a file SQLite cannot use as a database; the file is left as it is."""
+    if damaged:
+        what = "is a damaged SQLite database"
+        todo = (
+            f"restore it from a backup (or try `sqlite3 {path} .recover`), or move it away "
+            "to start a new database there"
+        )
+    else:
+        what = "is not an SQLite database"
+        todo = "check the path, or move the file away to start a new database there"
+    return DatabaseFileError(
+        f"{path!r} {what} ({detail}); it was left untouched: {todo}",
+        path=path,
+        detail=detail,
+    )
+
+
+def check_database_file(conn: sqlite3.Connection, path: str) -> None:
+    """Raise :class:`DatabaseFileError` unless ``path`` (opened as ``conn``) is an SQLite
+    database or empty; call it before anything may write to the file.
+
+    It only reads, in one read transaction (the file cannot change under it): the header
+    and the schema, and the page count, which SQLite reports as 0 for a short file it
+    does not recognise. A database not yet in WAL mode is about to be converted, which
+    writes to it, so it must first pass ``PRAGMA quick_check`` (once per file: a WAL
+    database is not checked again).
+    """
+    try:
+        conn.execute("BEGIN")
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            (pages,) = conn.execute("PRAGMA page_count").fetchone()
+            if pages == 0:
+                if os.path.getsize(path) > 0:
+                    raise database_file_error(path, "it is too short", damaged=False)
+                return
+            (mode,) = conn.execute("PRAGMA journal_mode").fetchone()
+            if mode in (b"wal", "wal"):
+                return
+            problems = [row[0] for row in conn.execute("PRAGMA quick_check(5)").fetchall()]
+            if problems not in ([b"ok"], ["ok"]):
+                detail = "; ".join(
+                    p.decode("utf-8", "replace") if isinstance(p, bytes) else str(p)
+                    for p in problems
+                )
+                raise database_file_error(path, f"quick_check: {detail}", damaged=True)
+        finally:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")  # it only read
+    except sqlite3.DatabaseError as exc:
+        raise_for_database_file(path, exc)
+        raise
+
+
+def raise_for_database_file(path: str, exc: sqlite3.DatabaseError) -> None:
+    """Raise :class:`DatabaseFileError` from ``exc`` when SQLite found the file is not a
+    database or is damaged; return otherwise."""
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    if code in (_CORRUPT, _NOTADB):
+        raise database_file_error(path, f"SQLite: {exc}", damaged=code == _CORRUPT) from exc
 
 
 def prefix_upper_bound(prefix: str) -> str | None:
@@ -186,6 +257,8 @@ class SqlitePooled(PooledStore):
             # SQLite's own busy wait cannot be interrupted, so it waits in short slices
             # and _call retries until busy_timeout has passed or the caller is cancelled.
             conn.execute(f"PRAGMA busy_timeout = {int(min(self._busy_timeout, _SLICE) * 1000)}")
+            # Nothing writes to a file that is not a database, or is damaged: check first.
+            check_database_file(conn, self._path)
             (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
             if mode not in (b"wal", "wal"):
                 raise OperativeError(
@@ -214,7 +287,8 @@ class SqlitePooled(PooledStore):
                         if conn is None:
                             conn = holder[0] = self._connect()
                         return work(conn)
-                    except sqlite3.OperationalError as exc:
+                    except sqlite3.DatabaseError as exc:
+                        raise_for_database_file(self._path, exc)  # met later, in a page
                         code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
                         if code not in _BUSY_CODES or stop.is_set():
                             raise
