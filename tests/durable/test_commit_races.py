@@ -41,7 +41,7 @@ _ids = itertools.count()
 @pytest.fixture
 def mock_clock() -> trio.testing.MockClock:
     """Virtual time that jumps only once worker threads have been idle a moment."""
-    return trio.testing.MockClock(autojump_threshold=0.05)
+    return trio.testing.MockClock(autojump_threshold=0.25)
 
 
 class _Wall:
