@@ -144,8 +144,7 @@ async def recover(handle: SessionHandle) -> RecoveredRun | None:
         record = await engine.get(run_id)
         if record is None:
             # Its run record was never committed: nothing can resume it.
-            base = handle.session.conversation_history
-            await handle._store_outcome(run_id, base, base, RunOutcome(finish_reason="aborted"))
+            await handle._store_outcome(run_id, None, None, RunOutcome(finish_reason="aborted"))
             return None
         if record.status != "running":
             await _reconcile(handle, durability, record)

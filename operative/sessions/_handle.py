@@ -396,19 +396,24 @@ class SessionHandle:
     async def _store_outcome(
         self,
         run_id: str,
-        base: ConversationHistory,
-        transcript: ConversationHistory,
+        base: ConversationHistory | None,
+        transcript: ConversationHistory | None,
         outcome: RunOutcome,
     ) -> None:
-        """Write a run's transcript and outcome in one update, and announce it."""
+        """Write a run's transcript and outcome in one update, and announce it.
+
+        With no ``transcript`` (a run that never ran) the session's messages and
+        metadata stay as they are.
+        """
         ended_at = self._store.clock()
 
         def settle(current: AgentSession) -> AgentSession:
+            history = current.conversation_history
             return apply_run(
                 current,
                 run_id=run_id,
-                transcript=transcript,
-                base=base,
+                transcript=history if transcript is None else transcript,
+                base=history if transcript is None or base is None else base,
                 outcome=outcome,
                 ended_at=ended_at,
             )

@@ -13,9 +13,20 @@ stored session moved on since the candidate was read (their ``revision`` differ)
 - ``id``, ``agent_name`` and ``created_at`` are the stored ones.
 
 ``apply_run(current, transcript, ...)`` settles a session run: the run's transcript
-replaces the messages it started from, messages appended concurrently by others are
-kept after it, and only the metadata keys the run changed (compared with the metadata
-captured when the run was reserved) are applied over the current metadata.
+replaces the messages it started from, and messages appended concurrently by others are
+kept after it. Conversation metadata is a three-way merge, the rule the specification
+gives for a recovered run whose session was edited meanwhile:
+
+- the run's ``RunRef`` holds ``base_conversation_metadata`` (captured when the turn was
+  reserved): only the keys the run changed from that base are applied over the current
+  metadata (the run's value wins a key both changed); concurrent edits to other keys,
+  removals included, are kept. This base, not the journal's, is used on recovery too: a
+  run that changed metadata before its journal began would otherwise lose the change;
+- an older ``RunRef`` without that snapshot: the current metadata wins every conflict,
+  and only keys the current metadata lacks are added from the run;
+- a ``RunRef`` already settled (a repeated reconciliation): the current metadata is kept
+  as it is;
+- no ``RunRef`` at all: the keys changed from ``base`` are applied.
 """
 
 from __future__ import annotations
@@ -81,8 +92,8 @@ def apply_run(
         for m in current.conversation_history.messages
         if m.id not in in_run and m.id not in in_base
     )
-    metadata = _apply_changes(
-        current.conversation_history.metadata, base.metadata, transcript.metadata
+    metadata = _run_metadata(
+        current.conversation_history.metadata, current.run(run_id), base, transcript.metadata
     )
     history = ConversationHistory(messages=transcript.messages + extra, metadata=metadata)
     runs: list[RunRef] = []
@@ -103,6 +114,22 @@ def apply_run(
             )
         )
     return msgspec.structs.replace(current, conversation_history=history, runs=tuple(runs))
+
+
+def _run_metadata(
+    current: Mapping[str, Any],
+    ref: RunRef | None,
+    base: ConversationHistory,
+    changed: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The conversation metadata once the run's ``changed`` metadata is settled."""
+    if ref is None:
+        return _apply_changes(current, base.metadata, changed)
+    if ref.outcome is not None:
+        return dict(current)  # settled already: a repeated reconciliation changes nothing
+    if ref.base_conversation_metadata is None:
+        return {**changed, **current}  # an older record: the session's values win
+    return _apply_changes(current, ref.base_conversation_metadata, changed)
 
 
 def _apply_changes(

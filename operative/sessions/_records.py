@@ -66,8 +66,10 @@ class RunRef(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """The id of the user message that started the run, when there was one."""
     outcome: RunOutcome | None = None
     base_conversation_metadata: dict[str, Any] | None = None
-    """The conversation metadata when the run was reserved: metadata the run changed is
-    applied over the session's current metadata, concurrent edits to other keys kept."""
+    """The conversation metadata when the run was reserved: when the run settles (also
+    when it is recovered), the keys it changed from this base are applied over the
+    session's current metadata, and concurrent edits to other keys are kept. ``None``
+    in older records: the session's current values then win every conflict."""
     started_at: float = 0.0
     """Wall-clock seconds since the epoch."""
     ended_at: float | None = None
