@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+from hypothesis import given
+from hypothesis import strategies as st
 
 from operative.conversation import ConversationHistory
 from operative.sessions import RunOutcome, RunRef, create_agent_session
@@ -86,3 +88,25 @@ def test_a_run_without_a_ref_merges_against_the_given_base() -> None:
     }
     (ref,) = settled.runs
     assert ref.base_conversation_metadata == {"topic": "billing"}
+
+
+_MISSING = object()
+_values = st.dictionaries(st.sampled_from("abcde"), st.integers(0, 3), max_size=5)
+
+
+@given(reserved=_values, current=_values, run=_values, legacy=st.booleans())
+def test_every_key_comes_from_the_run_if_it_changed_it_else_from_the_session(
+    reserved: dict[str, Any], current: dict[str, Any], run: dict[str, Any], legacy: bool
+) -> None:
+    """Per key: the run's value where it changed the key from its base (with a base), the
+    session's current value otherwise; with no base, the session's value where it has one."""
+    ref = RunRef(run_id="r1", base_conversation_metadata=None if legacy else reserved)
+    merged = _settle(_session(current, ref), base={"unused": 0}, run=run)
+    for key in "abcde":
+        if legacy:
+            expected = current.get(key, run.get(key, _MISSING))
+        elif reserved.get(key, _MISSING) != run.get(key, _MISSING):
+            expected = run.get(key, _MISSING)
+        else:
+            expected = current.get(key, _MISSING)
+        assert merged.get(key, _MISSING) == expected
