@@ -8,6 +8,8 @@ status is retryable and how ``retry-after`` is read.
 from __future__ import annotations
 
 import email.utils
+import os
+import re
 import time
 from collections.abc import Mapping
 
@@ -66,8 +68,18 @@ def status_error(
     headers: Mapping[str, str],
     request_id: str | None,
     key_variable: str,
+    key_sent: bool | None = None,
+    key_source: str | None = None,
 ) -> ProviderError:
-    """The typed error for an HTTP error response (or an in-stream error event)."""
+    """The typed error for an HTTP error response (or an in-stream error event).
+
+    For a 401 or 403 the message says what is true about the key. An adapter that
+    knows passes ``key_sent`` (did the request carry a key at all?) and ``key_source``
+    (where that key came from and how it went out, e.g. ``"the ANTHROPIC_API_KEY
+    environment variable, sent in the x-api-key header"``). Only a request that carried
+    no key is told to set ``key_variable``; a rejected key is reported as rejected.
+    Without ``key_sent`` the message is worded from whether ``key_variable`` is set.
+    """
     retry_after = parse_retry_after(headers)
     where = f"{provider} ({model or 'no model'}) answered {status}: {message}"
     if request_id:
@@ -75,10 +87,13 @@ def status_error(
     cls: type[ProviderError]
     if status in (401, 403):
         cls = ProviderAuthenticationError
-        what = "rejected the API key" if status == 401 else "denied access with this API key"
-        where = (
-            f"{provider} {what} ({status}: {message}); set the {key_variable} environment "
-            "variable to a valid key, or pass a configured client="
+        where = _key_advice(
+            provider=provider,
+            answer=f"{status}: {message}",
+            forbidden=status == 403,
+            key_variable=key_variable,
+            key_sent=key_sent,
+            key_source=key_source,
         )
         if request_id:
             where += f" [request id {request_id}]"
@@ -100,6 +115,50 @@ def status_error(
         request_id=request_id,
         retryable=is_retryable_status(status),
         retry_after=retry_after,
+    )
+
+
+_VARIABLE = re.compile(r"\b[A-Z][A-Z0-9_]*_[A-Z0-9_]+\b")
+
+
+def _key_advice(
+    *,
+    provider: str,
+    answer: str,
+    forbidden: bool,
+    key_variable: str,
+    key_sent: bool | None,
+    key_source: str | None,
+) -> str:
+    """What a 401/403 means for the key, worded from what is known about it."""
+    set_it = f"set the {key_variable} environment variable to a valid key"
+    if key_sent is False:
+        return (
+            f"{provider} wants an API key and the request carried none ({answer}); {set_it}, "
+            "or pass api_key= or a configured client="
+        )
+    if key_sent:
+        source = f" from {key_source}" if key_source else ""
+        if forbidden:
+            return (
+                f"{provider} denied access with the API key{source} ({answer}): the key was "
+                "sent; check that it may use this model and endpoint"
+            )
+        return (
+            f"{provider} rejected the API key{source} ({answer}): the key was sent, so it is "
+            "not valid for this server, or the server expects it elsewhere"
+        )
+    # The adapter cannot tell: say what the environment shows, and no more.
+    what = "denied access with the API key" if forbidden else "rejected the API key"
+    present = [name for name in _VARIABLE.findall(key_variable) if os.environ.get(name)]
+    if present:
+        return (
+            f"{provider} {what} ({answer}); {present[0]} is set, so check that its key is "
+            "valid for this server (an api_key= or client= given to the adapter overrides it)"
+        )
+    return (
+        f"{provider} {what} ({answer}); {key_variable} is not set: check the key given as "
+        f"api_key= or on the client=, or {set_it}"
     )
 
 

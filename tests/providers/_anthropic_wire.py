@@ -5,9 +5,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ._server import sse_event
+from ._server import JsonReply, Received, Reply, sse_event
 
-__all__ = ["message", "stream_events", "text_block", "tool_use_block", "usage_of"]
+__all__ = [
+    "KeyCheck",
+    "authentication_error",
+    "message",
+    "stream_events",
+    "text_block",
+    "tool_use_block",
+    "usage_of",
+]
 
 
 def usage_of(
@@ -70,7 +78,9 @@ def stream_events(body: dict[str, Any]) -> list[bytes]:
         elif kind == "tool_use":
             empty = {**block, "input": {}}
             raw = json.dumps(block["input"])
-            deltas = [{"type": "input_json_delta", "partial_json": p} for p in _halves(raw)]
+            # The API opens every tool_use block with an empty partial_json.
+            deltas = [{"type": "input_json_delta", "partial_json": ""}]
+            deltas += [{"type": "input_json_delta", "partial_json": p} for p in _halves(raw)]
         elif kind == "thinking":
             empty = {"type": "thinking", "thinking": "", "signature": ""}
             deltas = [{"type": "thinking_delta", "thinking": t} for t in _halves(block["thinking"])]
@@ -105,3 +115,41 @@ def stream_events(body: dict[str, Any]) -> list[bytes]:
     )
     events.append(sse_event({"type": "message_stop"}, "message_stop"))
     return events
+
+
+def authentication_error(message: str) -> JsonReply:
+    """The API's 401 body."""
+    return JsonReply(
+        status=401,
+        body={"type": "error", "error": {"type": "authentication_error", "message": message}},
+        headers={"request-id": "req_auth"},
+    )
+
+
+class KeyCheck:
+    """A handler that checks the key as an Anthropic-format server does.
+
+    The key is read from ``x-api-key`` and, with ``bearer=True``, from an
+    ``Authorization: Bearer`` header (the SDK sends ``api_key`` there); with
+    ``bearer=False`` only ``x-api-key`` counts, as on servers that follow the API
+    reference to the letter. No key: 401 ``x-api-key header is required``; another key:
+    401 ``invalid x-api-key``; the right key: the next of ``replies``.
+    """
+
+    __test__ = False
+
+    def __init__(self, key: str, *replies: Reply, bearer: bool = True) -> None:
+        self.key = key
+        self.replies = list(replies)
+        self.bearer = bearer
+
+    def __call__(self, received: Received) -> Reply:
+        sent = received.headers.get("x-api-key")
+        authorization = received.headers.get("authorization", "")
+        if sent is None and self.bearer and authorization.startswith("Bearer "):
+            sent = authorization.removeprefix("Bearer ")
+        if sent is None:
+            return authentication_error("x-api-key header is required")
+        if sent != self.key:
+            return authentication_error("invalid x-api-key")
+        return self.replies.pop(0)

@@ -37,7 +37,14 @@ from operative.providers import (
 )
 from operative.providers.anthropic import AnthropicGenerate, anthropic_generate
 
-from ._anthropic_wire import message, stream_events, text_block, tool_use_block, usage_of
+from ._anthropic_wire import (
+    KeyCheck,
+    message,
+    stream_events,
+    text_block,
+    tool_use_block,
+    usage_of,
+)
 from ._server import JsonReply, SseReply, WireServer, sse_event
 
 
@@ -150,6 +157,7 @@ async def test_tool_round_trip_through_an_agent(wire_server: WireServer, stream:
         assert texts == "Let me look.It is sunny in Oslo."
         arguments = [d for d in deltas if d.kind == "tool_arguments"]
         assert "".join(d.text for d in arguments) == '{"city": "Oslo"}'
+        assert all(d.text for d in deltas), "an empty delta reached on_delta"
         assert {(d.call_id, d.tool_name) for d in arguments} == {("toolu_1", "get_weather")}
     else:
         assert deltas == []
@@ -338,8 +346,112 @@ async def test_http_errors_are_typed(
     assert error.retry_after == 7.0
     assert f"boom {status}" in str(error)
     if status == 401:
-        assert "ANTHROPIC_API_KEY" in str(error)
+        # The key was given (api_key="test-key") and sent: it is reported as rejected.
+        assert "rejected the API key from the api_key= argument" in str(error)
+        assert "set the ANTHROPIC_API_KEY" not in str(error)
     assert isinstance(error.__cause__, anthropic.APIStatusError)
+
+
+async def test_empty_tool_argument_deltas_are_skipped(wire_server: WireServer) -> None:
+    """The empty partial_json that opens every streamed tool_use block (as the API sends
+    it) never reaches on_delta; the call's arguments are whole."""
+    deltas: list[Delta] = []
+    body = message(
+        [tool_use_block("toolu_1", "get_weather", {"city": "Oslo"})], stop_reason="tool_use"
+    )
+    events = stream_events(body)
+    assert b'"partial_json": ""' in b"".join(events)
+    wire_server.reply(SseReply(events=events))
+    async with anthropic_generate(
+        model="m", api_key="k", base_url=wire_server.base_url, stream=True, on_delta=deltas.append
+    ) as g:
+        response = await g(request_of("hi"))
+    assert response.tool_calls == (
+        ToolCall(id="toolu_1", name="get_weather", arguments={"city": "Oslo"}),
+    )
+    assert [d.text for d in deltas] == ['{"city":', ' "Oslo"}']
+    assert {d.kind for d in deltas} == {"tool_arguments"}
+
+
+async def test_a_rejected_key_is_reported_as_rejected(wire_server: WireServer) -> None:
+    """A wrong api_key= gets a 401 that says the key given was sent and rejected, and
+    does not tell the user to set ANTHROPIC_API_KEY."""
+    wire_server.handler = KeyCheck("right-key")
+    async with anthropic_generate(
+        model="m", api_key="wrong-key", base_url=wire_server.base_url
+    ) as g:
+        with pytest.raises(ProviderAuthenticationError) as caught:
+            await g(request_of("hi"))
+    text = str(caught.value)
+    assert "rejected the API key from the api_key= argument, sent in the " in text
+    assert _header_named(wire_server.last.headers, "wrong-key") in text
+    assert "invalid x-api-key" in text
+    assert "set the ANTHROPIC_API_KEY" not in text
+    assert caught.value.status == 401
+    assert not caught.value.retryable
+
+
+async def test_a_rejected_environment_key_names_the_variable_it_came_from(
+    wire_server: WireServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key from ANTHROPIC_API_KEY that the server rejects is named as that variable's
+    key, sent and rejected; the right key then works."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "stale-key")
+    wire_server.handler = KeyCheck("fresh-key", JsonReply(body=message([text_block("ok")])))
+    async with anthropic_generate(model="m", base_url=wire_server.base_url) as g:
+        with pytest.raises(ProviderAuthenticationError) as caught:
+            await g(request_of("hi"))
+    text = str(caught.value)
+    assert "rejected the API key from the ANTHROPIC_API_KEY environment variable" in text
+    assert _header_named(wire_server.last.headers, "stale-key") in text
+    assert "set the ANTHROPIC_API_KEY" not in text
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "fresh-key")
+    async with anthropic_generate(model="m", base_url=wire_server.base_url) as g:
+        assert (await g(request_of("hi"))).content == "ok"
+
+
+def _header_named(headers: dict[str, str], key: str) -> str:
+    """How the message names the header the SDK put ``key`` in."""
+    if headers.get("x-api-key") == key:
+        return "sent in the x-api-key header"
+    assert headers["authorization"] == f"Bearer {key}"
+    return "sent in the Authorization header (a bearer token)"
+
+
+async def test_a_key_in_the_wrong_header_says_where_it_went(wire_server: WireServer) -> None:
+    """A client that sends its key as a bearer token to a server that reads only
+    x-api-key: the 401 says the key went in the Authorization header, with the server's
+    message, and a key in x-api-key is accepted."""
+    wire_server.handler = KeyCheck(
+        "right-key", JsonReply(body=message([text_block("ok")])), bearer=False
+    )
+    client = anthropic.AsyncAnthropic(
+        auth_token="right-key", base_url=wire_server.base_url, max_retries=0
+    )
+    try:
+        async with anthropic_generate(model="m", client=client) as g:
+            with pytest.raises(ProviderAuthenticationError) as caught:
+                await g(request_of("hi"))
+    finally:
+        await client.close()
+    assert wire_server.last.headers["authorization"] == "Bearer right-key"
+    text = str(caught.value)
+    assert "from the client= given to the adapter, sent in the Authorization header" in text
+    assert "x-api-key header is required" in text
+    assert "set the ANTHROPIC_API_KEY" not in text
+
+    headed = anthropic.AsyncAnthropic(
+        api_key="right-key",
+        default_headers={"x-api-key": "right-key"},
+        base_url=wire_server.base_url,
+        max_retries=0,
+    )
+    try:
+        async with anthropic_generate(model="m", client=headed) as g:
+            assert (await g(request_of("hi"))).content == "ok"
+    finally:
+        await headed.close()
+    assert wire_server.last.headers["x-api-key"] == "right-key"
 
 
 async def test_error_event_inside_a_stream(

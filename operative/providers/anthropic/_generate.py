@@ -79,6 +79,13 @@ class AnthropicGenerate(ClientAdapter["anthropic.AsyncAnthropic"]):
 
         super().__init__(client=client, make_client=make_client)
         self.model = model
+        self._key_origin = (
+            "the client= given to the adapter"
+            if client is not None
+            else "the api_key= argument"
+            if "api_key" in options
+            else f"the {KEY_VARIABLE} environment variable"
+        )
         self._defaults: dict[str, Any] = {"model": model, "max_tokens": max_tokens, **settings}
         self._stream = stream
         self._on_delta = on_delta
@@ -141,7 +148,7 @@ class AnthropicGenerate(ClientAdapter["anthropic.AsyncAnthropic"]):
                 )
             return assembler.response()
         except anthropic.AnthropicError as error:
-            _raise_mapped(error, model)
+            _raise_mapped(error, model, self._key_origin)
         except httpx2.TimeoutException as error:
             raise timeout_error(provider=PROVIDER, model=model, detail=str(error)) from error
         except httpx2.TransportError as error:
@@ -150,11 +157,26 @@ class AnthropicGenerate(ClientAdapter["anthropic.AsyncAnthropic"]):
             ) from error
 
 
-def _raise_mapped(error: anthropic.AnthropicError, model: str) -> NoReturn:
+def _key_sent(response: httpx2.Response, origin: str) -> tuple[bool | None, str]:
+    """Whether the request behind ``response`` carried a key, and where it came from and
+    went (``None``: the request is not known)."""
+    try:
+        headers = response.request.headers
+    except RuntimeError:  # a response built without its request
+        return None, origin
+    if headers.get("x-api-key"):
+        return True, f"{origin}, sent in the x-api-key header"
+    if headers.get("authorization"):
+        return True, f"{origin}, sent in the Authorization header (a bearer token)"
+    return False, origin
+
+
+def _raise_mapped(error: anthropic.AnthropicError, model: str, key_origin: str) -> NoReturn:
     if isinstance(error, anthropic.APIStatusError):
         status = error.status_code
         if status < 400:  # an error event inside a 200 stream
             status = _STREAM_ERROR_STATUS.get(str(error.type or ""), 500)
+        key_sent, key_source = _key_sent(error.response, key_origin)
         raise status_error(
             provider=PROVIDER,
             model=model,
@@ -163,6 +185,8 @@ def _raise_mapped(error: anthropic.AnthropicError, model: str) -> NoReturn:
             headers=error.response.headers,
             request_id=error.request_id,
             key_variable=KEY_VARIABLE,
+            key_sent=key_sent,
+            key_source=key_source,
         ) from error
     if isinstance(error, anthropic.APITimeoutError):
         raise timeout_error(provider=PROVIDER, model=model) from error

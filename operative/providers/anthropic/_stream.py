@@ -76,6 +76,10 @@ class StreamAssembler:
                 if on_delta is not None:
                     on_delta(Delta(kind="text", text=delta.text, index=event.index))
             elif isinstance(delta, InputJSONDelta):
+                # The API opens every tool_use block with an empty partial_json: not a
+                # delta anyone can show (the OpenAI path skips empty arguments too).
+                if not delta.partial_json:
+                    return
                 block.parts.append(delta.partial_json)
                 if on_delta is not None:
                     on_delta(
