@@ -202,7 +202,8 @@ class Agent:
 
 def create_agent(
     *,
-    generate: GenerateFunction,
+    generate: GenerateFunction | None = None,
+    model: str | None = None,
     instructions: str | None = None,
     tools: Sequence[Any] | Mapping[str, Any] | None = None,
     toolbox: Toolbox | None = None,
@@ -214,6 +215,11 @@ def create_agent(
 ) -> Agent:
     """Define an agent. ``stop_when`` defaults to ``stop_when.no_tool_calls()``.
 
+    The model is ``generate=`` (a generate function) or ``model=`` (a model string such
+    as ``"anthropic:claude-haiku-4-5"``; see :func:`operative.providers.open_model`),
+    not both. With ``model=`` each run opens the provider's client when it starts and
+    closes it once it has ended; the string is checked, and the provider's SDK looked
+    for, here.
     ``tools=`` (a list, or a name-keyed mapping whose keys are canonical) and
     ``toolbox=`` are mutually exclusive; ``permissions=`` goes with ``tools=``.
     ``on_approval=`` with ``tools=`` asks the handler before every call of a mutating
@@ -222,6 +228,20 @@ def create_agent(
     Any other :func:`open_run` option (hooks, ``output``, ``settings``, ...) applies to
     every run of the agent.
     """
+    if model is not None:
+        if generate is not None:
+            raise InvalidArgument(
+                "generate= and model= are mutually exclusive: pass a generate function or "
+                "a model string such as 'anthropic:claude-haiku-4-5', not both"
+            )
+        from .providers._model_strings import RunModel
+
+        generate = RunModel(model)
+    elif generate is None:
+        raise InvalidArgument(
+            "create_agent() needs a model: generate= (a generate function) or model= (a "
+            "model string such as 'anthropic:claude-haiku-4-5')"
+        )
     if instructions is not None and not isinstance(instructions, str):
         raise InvalidArgument(f"instructions= takes a str, got {type(instructions).__name__}")
     if not isinstance(name, str) or not name:

@@ -38,12 +38,13 @@ from ._events import (
     StepAborted,
 )
 from ._model import GenerateFunction
-from ._options import configure_run
+from ._options import RunConfig, configure_run
 from ._results import RunResult, StepResult
 from ._run_state import CancelReason, is_shutdown, only_cancelled
 from ._step import StepLoop
 from ._types import FinishReason
 from .conversation import (
+    Conversation,
     cancelled_result,
     repair_dangling_tool_calls,
     tool_result_message,
@@ -522,6 +523,10 @@ async def open_run(
     Leaving the block waits for the run to end, like a nursery (call ``run.abort()``
     first to stop it early). An exception raised in the block aborts the run and
     propagates once the run has ended. See :func:`configure_run` for every option.
+
+    A ``generate`` with an ``open_for_run()`` method (what ``create_agent(model=...)``
+    makes) is opened for this run: ``async with generate.open_for_run() as opened``
+    encloses the run's nursery, and ``opened`` answers every call of the run.
     """
     config, live = configure_run(
         generate=generate,
@@ -532,6 +537,19 @@ async def open_run(
         maximum_steps=maximum_steps,
         **options,
     )
+    open_for_run = getattr(config.generate, "open_for_run", None)
+    if open_for_run is None:
+        async with _open_configured_run(config, live) as run:
+            yield run
+        return
+    async with open_for_run() as opened:
+        config = msgspec.structs.replace(config, generate=opened)
+        async with _open_configured_run(config, live) as run:
+            yield run
+
+
+@asynccontextmanager
+async def _open_configured_run(config: RunConfig, live: Conversation) -> AsyncIterator[ActiveRun]:
     tracer = None
     if config.instrumentation is not None:
         tracer = config.instrumentation.trace_run(config)

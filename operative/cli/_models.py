@@ -3,24 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import attrs
 
+from .._errors import InvalidArgument
+from ..providers._model_strings import (
+    PROVIDERS,
+    environment_base_url,
+    open_model,
+    parse_model_string,
+)
 from ._agents import offline_generate
 from ._errors import UsageError
 
 __all__ = ["PROVIDERS", "ModelChoice", "choose_model", "open_generate"]
 
-PROVIDERS = ("anthropic", "openai", "ollama", "gemini")
-
 DEFAULT_MODELS = {
     "anthropic": "claude-haiku-4-5",
     "openai": "gpt-4o-mini",
+    "openai-responses": "gpt-4o-mini",
 }
-
-_EXTRAS = {"anthropic": "anthropic", "openai": "openai"}
 
 
 @attrs.frozen(kw_only=True)
@@ -46,25 +50,29 @@ class ModelChoice:
 
 
 def parse_model(spec: str, env: Mapping[str, str]) -> ModelChoice:
-    """``offline`` or ``provider:model`` (``provider`` alone takes its default model)."""
+    """``offline`` or ``provider:model`` (``provider`` alone takes its default model).
+
+    The string is the library's model string (``operative.providers.open_model``),
+    parsed by the same parser.
+    """
     if spec == "offline":
         return ModelChoice(provider="offline", model="offline", why="--model offline")
     provider, _, model = spec.partition(":")
-    if provider not in PROVIDERS:
-        raise UsageError(
-            f"--model {spec!r}: the provider must be one of {', '.join(PROVIDERS)} (as in "
-            "'anthropic:claude-haiku-4-5'), or 'offline' for the scripted model"
-        )
-    if not model:
+    if provider in PROVIDERS and not model:
         model = env.get("OPERATIVE_MODEL") or DEFAULT_MODELS.get(provider, "")
         if not model:
             raise UsageError(f"--model {spec!r}: name the model, as in '{provider}:MODEL'")
-    base_url = None
-    if provider == "openai":
-        base_url = env.get("OPENAI_BASE_URL") or None
-    elif provider == "ollama":
-        base_url = env.get("OLLAMA_HOST") or None
-    return ModelChoice(provider=provider, model=model, why="--model", base_url=base_url)
+        spec = f"{provider}:{model}"
+    try:
+        parsed = parse_model_string(spec)
+    except InvalidArgument as exc:
+        raise UsageError(f"--model: {exc}, or 'offline' for the scripted model") from None
+    return ModelChoice(
+        provider=parsed.provider,
+        model=parsed.model,
+        why="--model",
+        base_url=environment_base_url(parsed, env),
+    )
 
 
 def choose_model(spec: str | None, *, offline: bool, env: Mapping[str, str]) -> ModelChoice:
@@ -99,47 +107,24 @@ def choose_model(spec: str | None, *, offline: bool, env: Mapping[str, str]) -> 
     )
 
 
-def _adapter(choice: ModelChoice) -> Any:
-    try:
-        if choice.provider == "anthropic":
-            from ..providers.anthropic import anthropic_generate
-
-            return anthropic_generate(model=choice.model, stream=True)
-        if choice.provider == "openai":
-            from ..providers.openai import openai_generate
-
-            return openai_generate(model=choice.model, base_url=choice.base_url, stream=True)
-        if choice.provider == "ollama":
-            from ..providers.ollama import ollama_generate
-
-            if choice.base_url:
-                return ollama_generate(model=choice.model, base_url=choice.base_url, stream=True)
-            return ollama_generate(model=choice.model, stream=True)
-        from ..providers.gemini import gemini_generate
-
-        return gemini_generate(model=choice.model, stream=True)
-    except ImportError as exc:
-        extra = _EXTRAS.get(choice.provider, choice.provider)
-        raise UsageError(
-            f"the {choice.provider} provider needs its SDK ({exc.name} is not installed): "
-            f"pip install 'operative[{extra}]', or use --offline"
-        ) from None
-
-
 @asynccontextmanager
 async def open_generate(choice: ModelChoice) -> AsyncIterator[Any]:
-    """The ``GenerateFunction`` for ``choice``; a provider's client is closed on exit."""
+    """The ``GenerateFunction`` for ``choice``; a provider's client is closed on exit.
+
+    A provider's adapter is the library's ``open_model`` for ``provider:model``,
+    streaming, at ``choice.base_url`` when there is one.
+    """
     if choice.offline:
         yield offline_generate
         return
-    generate = _adapter(choice)
-    if hasattr(generate, "__aenter__"):
-        async with generate:
-            yield generate
-    else:
+    settings: dict[str, Any] = {"stream": True}
+    if choice.base_url:
+        settings["base_url"] = choice.base_url
+    async with AsyncExitStack() as stack:
         try:
-            yield generate
-        finally:
-            close = getattr(generate, "aclose", None)
-            if close is not None:
-                await close()
+            generate = await stack.enter_async_context(
+                open_model(f"{choice.provider}:{choice.model}", **settings)
+            )
+        except InvalidArgument as exc:  # a missing SDK: the extra to install
+            raise UsageError(f"{exc}, or use --offline") from None
+        yield generate

@@ -6,6 +6,9 @@ imported itself (never from ``import operative``)::
     from operative.providers.anthropic import anthropic_generate
     from operative.providers.openai import openai_generate
 
+:func:`open_model` opens any of them from a model string (``"openai:gpt-4o-mini"``,
+the strings ``operative --model`` takes).
+
 This package holds what all of them share (the streamed :class:`Delta` and the provider
 error tree) and the combinators over any generate functions: :func:`fallover` (try the
 next provider when one fails, optionally hedging a slow one), :func:`routing` (pick a
@@ -27,6 +30,7 @@ from ._common import DeltaCallback as DeltaCallback
 from ._fallover import Fallover as Fallover
 from ._fallover import FalloverEntry as FalloverEntry
 from ._fallover import fallover as fallover
+from ._model_strings import open_model as open_model
 from ._response_cache import ResponseCache as ResponseCache
 from ._response_cache import cached as cached
 from ._response_cache import response_cache_key as response_cache_key
@@ -63,6 +67,7 @@ __all__ = [
     "fallover",
     "fits_tokens",
     "needs_tools",
+    "open_model",
     "per_token_cost",
     "response_cache_key",
     "response_key_material",
