@@ -289,7 +289,8 @@ async def test_the_embeddings_sample(wire_server: WireServer) -> None:
 
 def test_every_python_block_of_the_page_is_run_by_a_test() -> None:
     """Each block is one this module runs, one of the offline fallover/routing/testing
-    samples (test_mock_provider.py), or the caching sample (test_anthropic_cache.py)."""
+    samples (test_mock_provider.py), the caching sample (test_anthropic_cache.py), or a
+    model-string sample (test_docs_model_strings.py)."""
     here = [
         _sample("## Who owns the client", "anthropic_generate"),
         _sample("## Who owns the client", "openai_generate"),
@@ -299,8 +300,10 @@ def test_every_python_block_of_the_page_is_run_by_a_test() -> None:
         _sample("## Ollama (`operative.providers.ollama`)", "ollama_generate("),
         _sample("## Embeddings (`operative.providers.embeddings`)", "ollama_embedder("),
     ]
+    from .test_docs_model_strings import _model_string_samples
+
     caching = [s for s in _caching_samples() if "MockTransport" in s]
-    run = here + caching + _offline_samples()
+    run = here + caching + _offline_samples() + _model_string_samples()
     blocks = BLOCK.findall(PAGE.read_text())
     unrun = [block.splitlines()[:3] for block in blocks if block not in run]
     assert not unrun, f"docs/providers.md blocks no test runs: {unrun}"
