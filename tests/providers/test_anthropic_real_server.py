@@ -5,11 +5,18 @@ the key only from ``x-api-key``, checks its value with ``--validate-keys``, answ
 every request that offers tools with a ``tool_use`` block for the first tool, and opens
 a streamed ``tool_use`` block with an empty ``partial_json``: what the local wire
 server (``_anthropic_wire.py``) reproduces, here from the outside.
+
+llm-katan is installed by pip into a cache directory of its own (once) and run from
+there, never into the project's environment: its wheel carries a top-level ``tests``
+package that would shadow this suite's. Without PyPI the tests are skipped, except
+under CI, where they fail.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -20,7 +27,6 @@ import pytest
 import trio
 
 pytest.importorskip("anthropic")
-pytest.importorskip("llm_katan")
 
 import anthropic
 
@@ -30,11 +36,56 @@ from operative.providers.anthropic import anthropic_generate
 
 KEY = "katan-test-key"
 MODEL = "claude-katan"
+KATAN = "llm-katan==0.22.0"
 _RUNNING = re.compile(rb"Uvicorn running on (http://127\.0\.0\.1:\d+)")
 
 
+def _cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "operative-tests"
+
+
+@pytest.fixture(scope="session")
+def katan_path() -> Path:
+    """A directory holding llm-katan and its dependencies (installed on first use)."""
+    target = _cache_root() / KATAN.replace("==", "-")
+    if (target / "llm_katan").is_dir():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_name(f"{target.name}.{os.getpid()}")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-input",
+            "--target",
+            str(staging),
+            KATAN,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if done.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        reason = f"could not install {KATAN}: {done.stderr.strip()[-500:]}"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    try:
+        staging.rename(target)
+    except OSError:  # another run installed it first
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
 @pytest.fixture
-async def katan(nursery: trio.Nursery, tmp_path: Path) -> AsyncIterator[str]:
+async def katan(nursery: trio.Nursery, tmp_path: Path, katan_path: Path) -> AsyncIterator[str]:
     """llm-katan on 127.0.0.1 (an ephemeral port), checking keys; yields its base URL."""
     command = [
         sys.executable,
@@ -58,6 +109,7 @@ async def katan(nursery: trio.Nursery, tmp_path: Path) -> AsyncIterator[str]:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             check=False,
+            env={**os.environ, "PYTHONPATH": str(katan_path)},
         )
     )
     assert process.stdout is not None
