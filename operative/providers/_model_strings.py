@@ -107,17 +107,16 @@ def build_model(
     ``temperature``, ...). Raises InvalidArgument for a bad string or a missing SDK.
     """
     parsed = spec if isinstance(spec, ModelString) else parse_model_string(spec)
-    given = dict(settings or {})
-    if "model" in given:
+    options = dict(settings or {})
+    if "model" in options:
         raise InvalidArgument(
             f"model= is named by the model string {str(parsed)!r}; remove it from the settings"
         )
-    if parsed.provider == "openai-responses" and "api" in given:
+    if parsed.provider == "openai-responses" and "api" in options:
         raise InvalidArgument(
             "api= is chosen by the prefix: 'openai-responses:' is the Responses API, "
             "'openai:' Chat Completions"
         )
-    options = dict(given)
     if not {"base_url", "client", "http_client"} & options.keys():
         url = environment_base_url(parsed, os.environ if env is None else env)
         if url is not None:
