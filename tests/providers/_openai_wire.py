@@ -1,13 +1,22 @@
-"""Chat Completions bodies and chunk streams, as the real API sends them."""
+"""Chat Completions bodies and chunk streams, as the real API sends them, and as
+llama-cpp-python's OpenAI-compatible server sends them (:class:`LlamaCppServer`)."""
 
 from __future__ import annotations
 
 import json
+from collections import deque
 from typing import Any
 
-from ._server import sse_event
+from ._server import JsonReply, Received, Reply, SseReply, sse_event
 
-__all__ = ["completion", "stream_chunks", "tool_call", "usage_of"]
+__all__ = [
+    "LlamaCppServer",
+    "completion",
+    "llama_cpp_chunks",
+    "stream_chunks",
+    "tool_call",
+    "usage_of",
+]
 
 
 def usage_of(
@@ -93,3 +102,122 @@ def stream_chunks(body: dict[str, Any], *, done: bool = True) -> list[bytes]:
     if done:
         events.append(b"data: [DONE]\n\n")
     return events
+
+
+def _pieces(text: str, size: int = 4) -> list[str]:
+    return [text[start : start + size] for start in range(0, len(text), size)]
+
+
+def llama_cpp_chunks(body: dict[str, Any]) -> list[bytes]:
+    """The chunk stream llama-cpp-python's server (0.3.36) sends for the complete ``body``.
+
+    As captured from the real server: every chunk of a tool call repeats the call's
+    ``id`` and its whole ``function.name`` beside the next piece of the arguments (and a
+    legacy ``function_call`` with the same), fields it has nothing for are ``null``, and
+    no usage chunk follows the finish chunk, even when ``stream_options.include_usage``
+    asked for one.
+    """
+    base = {
+        "id": body["id"],
+        "object": "chat.completion.chunk",
+        "created": body["created"],
+        "model": body["model"],
+    }
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "finish_reason": finish, "logprobs": None, "delta": delta}
+        return sse_event({**base, "choices": [choice]})
+
+    choice = body["choices"][0]
+    message = choice["message"]
+    calls = message.get("tool_calls") or ()
+    if not calls:
+        events = [chunk({"role": "assistant"})]
+        events.extend(chunk({"content": text}) for text in _pieces(message["content"] or ""))
+        events.append(chunk({}, choice["finish_reason"]))
+    else:
+        empty = {"role": None, "content": None, "function_call": None, "tool_calls": None}
+        events = [chunk({**empty, "role": "assistant"})]
+        for index, call in enumerate(calls):
+            name = call["function"]["name"]
+            for piece in _pieces(call["function"]["arguments"]):
+                function = {"name": name, "arguments": piece}
+                wire = {"index": index, "id": call["id"], "type": "function", "function": function}
+                events.append(chunk({**empty, "function_call": function, "tool_calls": [wire]}))
+        events.append(chunk(empty, choice["finish_reason"]))
+    events.append(b"data: [DONE]\n\n")
+    return events
+
+
+def _llama_cpp_refusal(messages: list[dict[str, Any]]) -> JsonReply | None:
+    """The 500 llama-cpp-python's server answers for an assistant message it cannot take:
+    ``content: null`` fails its request validation, a missing ``content`` its prompt
+    template. Its messages, abridged to the lines that matter."""
+    for index, message in enumerate(messages):
+        if message.get("role") != "assistant":
+            continue
+        if "content" not in message:
+            text = "'dict object' has no attribute 'content'"
+        elif not isinstance(message["content"], str | list):
+            loc = ("body", "messages", index, "ChatCompletionRequestAssistantMessage", "content")
+            text = (
+                "7 validation errors:\n  "
+                + repr(
+                    {
+                        "type": "string_type",
+                        "loc": loc,
+                        "msg": "Input should be a valid string",
+                        "input": message["content"],
+                    }
+                )
+                + "\n"
+            )
+        else:
+            continue
+        return JsonReply(
+            status=500,
+            body={
+                "error": {
+                    "message": text,
+                    "type": "internal_server_error",
+                    "param": None,
+                    "code": None,
+                }
+            },
+        )
+    return None
+
+
+class LlamaCppServer:
+    """A :class:`WireServer` handler that answers as llama-cpp-python's server does.
+
+    Each request takes the next of ``bodies`` (complete chat completions) and gets:
+
+    - HTTP 500 ``Input should be a valid string`` when an assistant message has
+      ``"content": null`` (and a template error when it has no ``content``), without
+      taking a body;
+    - for ``stream: true``, :func:`llama_cpp_chunks` (no usage chunk), or with
+      ``json_for_stream=True`` the whole body as a ``200 application/json`` answer;
+    - otherwise the body as JSON, with its usage.
+    """
+
+    __test__ = False
+
+    def __init__(self, *bodies: dict[str, Any], json_for_stream: bool = False) -> None:
+        self.bodies = deque(bodies)
+        self.json_for_stream = json_for_stream
+        self.refused: list[JsonReply] = []
+        """The 500s sent, in order."""
+
+    def __call__(self, received: Received) -> Reply:
+        request = received.json
+        refusal = _llama_cpp_refusal(request.get("messages") or [])
+        if refusal is not None:
+            self.refused.append(refusal)
+            return refusal
+        if not self.bodies:
+            return JsonReply(status=500, body={"error": {"message": "no reply scripted"}})
+        body = self.bodies.popleft()
+        if request.get("stream") and not self.json_for_stream:
+            return SseReply(events=llama_cpp_chunks(body))
+        return JsonReply(body=body)

@@ -6,6 +6,7 @@ import base64
 from collections.abc import AsyncIterator
 from typing import Any
 
+import msgspec
 import pytest
 import trio
 
@@ -37,7 +38,7 @@ from operative.providers import (
 )
 from operative.providers.openai import OpenAIGenerate, openai_generate
 
-from ._openai_wire import completion, stream_chunks, tool_call, usage_of
+from ._openai_wire import LlamaCppServer, completion, stream_chunks, tool_call, usage_of
 from ._server import JsonReply, SseReply, WireServer, sse_event
 
 
@@ -122,7 +123,7 @@ async def test_tool_round_trip_through_an_agent(wire_server: WireServer, stream:
     assert second["messages"][2:] == [
         {
             "role": "assistant",
-            "content": None,
+            "content": "",
             "tool_calls": [
                 {
                     "id": "call_1",
@@ -140,6 +141,186 @@ async def test_tool_round_trip_through_an_agent(wire_server: WireServer, stream:
         assert {(d.call_id, d.tool_name) for d in arguments} == {("call_1", "get_weather")}
     else:
         assert deltas == []
+
+
+@tool
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def _force_add_first(request: GenerateRequest) -> GenerateRequest | None:
+    """prepare_step: the first step must call ``add`` (a small model needs it forced)."""
+    if request.step != 1:
+        return None
+    forced = {"type": "function", "function": {"name": "add"}}
+    return msgspec.structs.replace(request, settings={**request.settings, "tool_choice": forced})
+
+
+@pytest.mark.parametrize("mode", ["not streamed", "streamed", "JSON answer to a stream"])
+async def test_tool_round_trip_against_llama_cpp_quirks(wire_server: WireServer, mode: str) -> None:
+    """Against llama-cpp-python's behaviour (names repeated in every chunk, 500 on a null
+    assistant content, JSON answers to streamed requests, no streamed usage) a forced
+    tool round trip completes, and the second request carries ``"content": ""``."""
+    first = completion(
+        None,
+        tool_calls=[tool_call("call__0_add_cmpl-1", "add", {"a": 2, "b": 3})],
+        finish_reason="tool_calls",
+        usage=usage_of(26, 12),
+    )
+    second = completion("2 + 3 = 5", id="chatcmpl-2", usage=usage_of(64, 8))
+    server = LlamaCppServer(first, second, json_for_stream=mode == "JSON answer to a stream")
+    wire_server.handler = server
+    deltas: list[Delta] = []
+    async with openai_generate(
+        model="smollm2",
+        base_url=f"{wire_server.base_url}/v1",
+        stream=mode != "not streamed",
+        on_delta=deltas.append,
+    ) as generate:
+        agent = create_agent(generate=generate, tools=[add], prepare_step=_force_add_first)
+        result = await agent.run("What is 2 + 3?")
+
+    assert server.refused == []
+    assert result.error is None, result.error
+    assert result.steps[0].tool_calls == (
+        ToolCall(id="call__0_add_cmpl-1", name="add", arguments={"a": 2, "b": 3}),
+    )
+    assert result.steps[0].results[0].value == 5
+    assert result.content == "2 + 3 = 5"
+    first_sent, second_sent = (r.json for r in wire_server.received)
+    assert first_sent["tool_choice"] == {"type": "function", "function": {"name": "add"}}
+    assert "tool_choice" not in second_sent
+    assert second_sent["messages"][-2]["content"] == ""
+    assert second_sent["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "call__0_add_cmpl-1",
+        "content": "5",
+    }
+    if mode != "not streamed":
+        assert "".join(d.text for d in deltas if d.kind == "text") == "2 + 3 = 5"
+        arguments = [d for d in deltas if d.kind == "tool_arguments"]
+        assert "".join(d.text for d in arguments) == '{"a": 2, "b": 3}'
+        assert {d.tool_name for d in arguments} == {"add"}
+    else:
+        assert deltas == []
+
+
+async def test_streamed_tool_name_repeated_in_every_chunk_is_set_once(
+    wire_server: WireServer, generate: OpenAIGenerate
+) -> None:
+    """llama-cpp-python repeats function.name in each chunk of a call: the name is the
+    tool's, not the name written once per chunk."""
+    body = completion(
+        None,
+        tool_calls=[tool_call("call_1", "get_weather", {"city": "Oslo, Norway"})],
+        finish_reason="tool_calls",
+    )
+    wire_server.handler = LlamaCppServer(body)
+    response = await generate(request_of("weather?", settings={"stream": True}))
+    assert response.tool_calls == (
+        ToolCall(id="call_1", name="get_weather", arguments={"city": "Oslo, Norway"}),
+    )
+
+
+async def test_streamed_tool_name_split_over_chunks_is_joined(
+    wire_server: WireServer, generate: OpenAIGenerate
+) -> None:
+    """A name a server sends in pieces is joined; the id and arguments as usual."""
+    base = {"id": "chatcmpl-3", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        return sse_event(
+            {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        )
+
+    def call(**fields: Any) -> dict[str, Any]:
+        return {"tool_calls": [{"index": 0, **fields}]}
+
+    wire_server.reply(
+        SseReply(
+            events=[
+                chunk(call(id="call_9", type="function", function={"name": "get_"})),
+                chunk(call(function={"name": "weather", "arguments": '{"city"'})),
+                chunk(call(function={"arguments": ': "Oslo"}'})),
+                chunk({}, "tool_calls"),
+                b"data: [DONE]\n\n",
+            ]
+        )
+    )
+    response = await generate(request_of("weather?", settings={"stream": True}))
+    assert response.tool_calls == (
+        ToolCall(id="call_9", name="get_weather", arguments={"city": "Oslo"}),
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "refusal"),
+    [(None, "Input should be a valid string"), ("absent", "no attribute 'content'")],
+)
+async def test_llama_cpp_double_refuses_what_the_real_server_refuses(
+    wire_server: WireServer, content: str | None, refusal: str
+) -> None:
+    """The double answers an assistant message with null or no content as the real
+    server does (HTTP 500), so the round trip above catches a return to either."""
+    wire_server.handler = LlamaCppServer(completion("unused"))
+    assistant: dict[str, Any] = {
+        "role": "assistant",
+        "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "add", "arguments": "{}"}}
+        ],
+    }
+    if content != "absent":
+        assistant["content"] = content
+    client = openai.AsyncOpenAI(api_key="k", base_url=wire_server.base_url, max_retries=0)
+    try:
+        with pytest.raises(openai.InternalServerError, match=refusal):
+            await client.chat.completions.create(
+                model="m",
+                messages=[{"role": "user", "content": "go"}, assistant],  # type: ignore[list-item]
+            )
+    finally:
+        await client.close()
+
+
+@pytest.mark.parametrize("json_for_stream", [False, True])
+async def test_missing_streamed_usage_is_none_not_zero(
+    wire_server: WireServer, generate: OpenAIGenerate, json_for_stream: bool
+) -> None:
+    """No usage chunk (llama-cpp-python sends none even with include_usage): usage is
+    None, unknown, never zero; a JSON answer to the stream carries its usage."""
+    body = completion("hello", usage=usage_of(7, 3))
+    wire_server.handler = LlamaCppServer(body, json_for_stream=json_for_stream)
+    response = await generate(request_of("hi", settings={"stream": True}))
+    assert wire_server.last.json["stream_options"] == {"include_usage": True}
+    assert response.content == "hello"
+    if json_for_stream:
+        assert response.usage is not None
+        assert (response.usage.prompt, response.usage.completion) == (7, 3)
+    else:
+        assert response.usage is None
+
+
+async def test_json_answer_to_a_stream_is_the_answer(
+    wire_server: WireServer, generate: OpenAIGenerate
+) -> None:
+    """A 200 application/json body to a streamed request is read as the non-streamed
+    answer (refusal, stop reason, id) instead of a cut stream; an error object in it is
+    the server's error."""
+    body = completion("partial", finish_reason="length", id="chatcmpl-j")
+    body["choices"][0]["message"]["refusal"] = "no"
+    wire_server.reply(JsonReply(body=body))
+    response = await generate(request_of("hi", settings={"stream": True}))
+    assert (response.content, response.stop_reason, response.response_id) == (
+        "partial",
+        "length",
+        "chatcmpl-j",
+    )
+    assert response.metadata == {"openai": {"refusal": "no"}}
+
+    wire_server.reply(JsonReply(body={"error": {"message": "model is loading"}}))
+    with pytest.raises(ProviderUnavailableError, match="model is loading"):
+        await generate(request_of("hi", settings={"stream": True}))
 
 
 @pytest.mark.parametrize("stream", [False, True])

@@ -58,7 +58,9 @@ def _message(message: Message) -> dict[str, Any]:
     if role == "tool":
         return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text}
     if role == "assistant":
-        wire: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+        # "" rather than null when the message is only tool calls: OpenAI takes either,
+        # and servers that validate content as a string (llama-cpp-python's) refuse null.
+        wire: dict[str, Any] = {"role": "assistant", "content": message.text}
         if message.tool_calls:
             wire["tool_calls"] = [
                 {

@@ -7,6 +7,7 @@ Both APIs (Chat Completions and Responses) stream by reading the SSE body themse
 from __future__ import annotations
 
 import inspect
+import json
 import os
 from collections.abc import Mapping
 from typing import Any, Literal, NoReturn
@@ -166,17 +167,38 @@ class OpenAIGenerate(ClientAdapter["openai.AsyncOpenAI"]):
         ) as response:
             http = response.http_response
             request_id = response.request_id
-            # Read to the end (never break): the body's generators then all finish.
-            async for data in http.aiter_bytes():
-                for event in sse.feed(data):
-                    assembler.feed_data(event)
+            whole = _is_json(http.headers.get("content-type"))
+            if whole:
+                # A server may answer a streamed request with the complete answer, as JSON
+                # (llama-cpp-python's server does, for some requests).
+                body = await http.aread()
+            else:
+                # Read to the end (never break): the body's generators then all finish.
+                async for data in http.aiter_bytes():
+                    for event in sse.feed(data):
+                        assembler.feed_data(event)
+        if whole:
+            try:
+                decoded = json.loads(body)
+            except ValueError as error:
+                raise connection_error(
+                    provider=PROVIDER,
+                    model=model,
+                    detail=f"the JSON answer to a streamed request is not valid JSON: {error}",
+                    request_id=request_id,
+                ) from error
+            assembler.feed_completion(decoded)
         if assembler.error is not None:
             raise _stream_error(assembler.error, model, request_id)
         if assembler.stop_reason is None:
             raise connection_error(
                 provider=PROVIDER,
                 model=model,
-                detail="the stream ended before finish_reason",
+                detail=(
+                    "the JSON answer to a streamed request has no finish_reason"
+                    if whole
+                    else "the stream ended before finish_reason"
+                ),
                 request_id=request_id,
             )
         return assembler.response()
@@ -215,6 +237,12 @@ class OpenAIGenerate(ClientAdapter["openai.AsyncOpenAI"]):
                 request_id=request_id,
             )
         return assembler.response()
+
+
+def _is_json(content_type: str | None) -> bool:
+    """Whether a ``Content-Type`` names JSON (``application/json``, ``...+json``)."""
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
 
 
 def _stream_error(error: Mapping[str, Any], model: str, request_id: str | None) -> ProviderError:

@@ -54,6 +54,17 @@ class _Call:
         self.name = ""
         self.parts: list[str] = []
 
+    def add_name(self, name: str) -> None:
+        """Take the ``function.name`` of one chunk.
+
+        OpenAI sends the name once, in a call's first chunk; a server may split it over
+        several chunks (each piece is appended) or, like llama-cpp-python's server, repeat
+        the whole name in every chunk of the call: a piece equal to the name so far is such
+        a repeat and is not appended.
+        """
+        if name != self.name:
+            self.name += name
+
 
 class StreamAssembler:
     """Feeds on decoded chunks (first choice only); :meth:`response` when done."""
@@ -101,6 +112,40 @@ class StreamAssembler:
             return
         self.feed(chunk)
 
+    def feed_completion(self, body: object) -> None:
+        """Take a whole chat completion: the JSON body some servers send in answer to a
+        streamed request. Its message goes through :meth:`feed` as one chunk, so the
+        answer is the same as the non-streamed one and ``on_delta`` still sees the text and
+        each call's arguments (each in one piece)."""
+        if not isinstance(body, Mapping):
+            self.error = {"message": f"the JSON answer is not an object: {body!r:.200}"}
+            return
+        error = body.get("error")
+        if error:
+            self.error = error if isinstance(error, Mapping) else {"message": str(error)}
+            return
+        choices: list[dict[str, Any]] = []
+        for choice in body.get("choices") or ():
+            message = choice.get("message") or {}
+            calls = [
+                {"index": index, "id": call.get("id"), "function": call.get("function")}
+                for index, call in enumerate(message.get("tool_calls") or ())
+            ]
+            delta = {
+                "content": message.get("content"),
+                "refusal": message.get("refusal"),
+                "tool_calls": calls,
+            }
+            choices.append(
+                {
+                    "index": choice.get("index", 0),
+                    "delta": delta,
+                    "finish_reason": choice.get("finish_reason"),
+                }
+            )
+        self.feed({**body, "choices": choices})
+        self.done = True
+
     def feed(self, chunk: Mapping[str, Any]) -> None:
         """Take one chunk; deltas go to ``on_delta`` as they arrive."""
         self._id = chunk.get("id") or self._id
@@ -129,8 +174,9 @@ class StreamAssembler:
                 if piece.get("id"):
                     call.id = piece["id"]
                 function = piece.get("function") or {}
-                if function.get("name"):
-                    call.name += function["name"]
+                name = function.get("name")
+                if name:
+                    call.add_name(name)
                 arguments = function.get("arguments")
                 if arguments:
                     call.parts.append(arguments)
