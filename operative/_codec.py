@@ -19,7 +19,23 @@ import msgspec
 
 from ._errors import CorruptRecordError, InvalidArgument, SchemaVersionError
 
-__all__ = ["check_schema_version", "decode", "encode", "supported_schema_version"]
+__all__ = [
+    "MAX_JSON_DEPTH",
+    "check_schema_version",
+    "decode",
+    "encode",
+    "json_problem",
+    "json_too_deep",
+    "supported_schema_version",
+]
+
+MAX_JSON_DEPTH = 100
+"""How deeply the JSON a model or a tool produces may nest (arrays and objects).
+
+Tool-call arguments, tool results and response metadata are stored inside records that
+are themselves nested; a value nested deeper than this is refused where the loop
+receives it (the model reads an ``error`` result instead), so it never reaches storage
+or a recursive decoder."""
 
 T = TypeVar("T")
 _Data: TypeAlias = bytes | bytearray | memoryview | str
@@ -38,6 +54,65 @@ class _VersionPeek(msgspec.Struct):
     """Reads only a record's ``schema_version``, ignoring everything else."""
 
     schema_version: int = 0
+
+
+_OUTSIDE_BRACKETS = bytes(b for b in range(256) if b not in b'[]{}"')
+
+
+def json_too_deep(data: bytes | str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether JSON text nests arrays and objects deeper than ``limit``.
+
+    Cheap for the common case (a count of opening brackets); otherwise string contents
+    are dropped and the innermost bracket pairs peeled ``limit`` times, all with C
+    string operations and without recursing. Text that is not valid JSON is judged by
+    its brackets alone (unmatched openers count: a recursive decoder would follow them).
+    """
+    if isinstance(data, str):
+        if data.count("[") + data.count("{") <= limit:
+            return False
+        raw = data.encode("utf-8", "surrogatepass")
+    else:
+        if data.count(b"[") + data.count(b"{") <= limit:
+            return False
+        raw = bytes(data)
+    # Escaped backslashes, then escaped quotes: what is left of a quote opens or closes
+    # a string, so every other piece between quotes is outside the strings.
+    raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _OUTSIDE_BRACKETS)
+    brackets = b"".join(raw.split(b'"')[::2])
+    for peeled in range(limit):
+        # One pass removes exactly the innermost pairs (a placeholder keeps the pairs
+        # that a removal would make adjacent apart until the pass is over).
+        peeled_once = (
+            brackets.replace(b"[]", b"-")
+            .replace(b"{}", b"-")
+            .replace(b"[}", b"-")
+            .replace(b"{]", b"-")
+        )
+        if len(peeled_once) == len(brackets):  # nothing matched: unmatched brackets
+            return peeled + brackets.count(b"[") + brackets.count(b"{") > limit
+        brackets = peeled_once.replace(b"-", b"")
+        if not brackets:
+            return False
+    return True
+
+
+def json_problem(value: Any) -> str | None:
+    """Why ``value`` cannot be stored and sent as JSON, or ``None`` when it can.
+
+    A value can when msgspec encodes it (str-like or number keys, no integer of more
+    than 4,300 digits, no value that contains itself) and it nests no deeper than
+    :data:`MAX_JSON_DEPTH`. The answer is a phrase such as ``"not JSON-encodable
+    (...)"``, to follow "is" or a colon.
+    """
+    try:
+        data = _encoder.encode(value)
+    except RecursionError:
+        return f"nested deeper than {MAX_JSON_DEPTH} levels or self-referencing"
+    except (TypeError, ValueError, OverflowError) as exc:
+        return f"not JSON-encodable ({exc})"
+    if json_too_deep(data):
+        return f"nested deeper than {MAX_JSON_DEPTH} levels"
+    return None
 
 
 def encode(record: Any) -> bytes:

@@ -18,7 +18,7 @@ from typing import Any
 import trio
 
 from ._deltas import deliver_deltas
-from ._errors import HookError, InvalidResponseError
+from ._errors import HookError
 from ._events import (
     BackpressureApplied,
     BackpressureReleased,
@@ -31,7 +31,8 @@ from ._events import (
     ResponseValidated,
     UsageAccumulated,
 )
-from ._model import GenerateRequest, GenerateResponse
+from ._model import GenerateRequest, GenerateResponse, checked_response, response_problem
+from ._options import _NO_HOOKS as NO_HOOKS
 from ._run_state import NO_USAGE, Inflight, RunState
 from ._types import Usage
 from .hooks import call_hook
@@ -97,16 +98,6 @@ def _routed(
     )
 
 
-def _checked_response(response: Any) -> GenerateResponse:
-    """``response`` if it is a ``GenerateResponse`` (a subclass, say); else the error."""
-    if not isinstance(response, GenerateResponse):
-        raise InvalidResponseError(
-            f"the generate function returned {type(response).__name__}, not a "
-            "GenerateResponse: return GenerateResponse(content=..., tool_calls=...)"
-        )
-    return response
-
-
 class GeneratePhase(RunState):
     """Calling the model for one step."""
 
@@ -149,18 +140,15 @@ class GeneratePhase(RunState):
             async with strategy.slot(request, _BackpressureEvents(self)) as slot:
                 if timeout is not None:
                     with trio.fail_after(timeout):
-                        response = await cfg.generate(request)
+                        response = checked_response(await cfg.generate(request))
                 else:
-                    response = await cfg.generate(request)
-                slot.record(getattr(response, "usage", None))
-        elif timeout is not None:
+                    response = checked_response(await cfg.generate(request))
+                slot.record(response.usage)  # checked first: the slot reads its usage
+            return response
+        if timeout is not None:
             with trio.fail_after(timeout):
-                response = await cfg.generate(request)
-        else:
-            response = await cfg.generate(request)
-        if response.__class__ is not GenerateResponse:
-            response = _checked_response(response)
-        return response
+                return checked_response(await cfg.generate(request))
+        return checked_response(await cfg.generate(request))
 
     async def _generate(self, request: GenerateRequest, inflight: Inflight) -> GenerateResponse:
         cfg = self._cfg
@@ -187,7 +175,8 @@ class GeneratePhase(RunState):
                     # attempt is the call itself (two coroutine frames fewer a step).
                     response = await cfg.generate(request)
                     if response.__class__ is not GenerateResponse:
-                        response = _checked_response(response)
+                        # A GenerateResponse checked its fields when it was built.
+                        response = checked_response(response)
                 else:
                     response = await self._call_model(request)
                 break
@@ -278,14 +267,15 @@ class GeneratePhase(RunState):
                     run_id=run_id, step=step, time=self._now(), usage=usage, total=total
                 )
             )
-        if cfg.hooks.validate_response:
+        if cfg.hooks is not NO_HOOKS and cfg.hooks.validate_response:
             for hook in cfg.hooks.validate_response:
                 replacement = await call_hook(hook, response, request)
                 if replacement is not None:
-                    if not isinstance(replacement, GenerateResponse):
+                    problem = response_problem(replacement)
+                    if problem is not None:
                         raise HookError(
-                            f"validate_response hook {hook!r} returned "
-                            f"{type(replacement).__name__}; return a GenerateResponse or None"
+                            f"validate_response hook {hook!r} returned a response the loop "
+                            f"cannot use: {problem}; return a GenerateResponse or None"
                         )
                     response = replacement
             if "response.validated" in hub.wanted:

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeAlias
 
 import msgspec
 
+from ._codec import json_problem
+from ._errors import InvalidResponseError
 from ._types import ToolCall, ToolSpec, Usage
-from .conversation import ConversationHistory
+from .conversation import ContentPart, ConversationHistory
 
-__all__ = ["GenerateFunction", "GenerateRequest", "GenerateResponse"]
+__all__ = ["GenerateFunction", "GenerateRequest", "GenerateResponse", "checked_response"]
 
 
 class GenerateRequest(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -32,9 +34,18 @@ class GenerateRequest(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 
 class GenerateResponse(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """What the model said: text, the tool calls it asked for, and what it cost."""
+    """What the model said: text, the tool calls it asked for, and what it cost.
+
+    Every field is type-checked when the record is built (or decoded, or replaced), so
+    a response the loop receives is one it can read, count and store: a provider
+    adapter or test double that builds one wrongly (``usage="lots"``,
+    ``tool_calls=None``, ``ToolCall(id=123)``, metadata JSON cannot hold) gets an
+    :class:`~operative.InvalidResponseError` naming the field, at that line. Lists
+    given for ``tool_calls`` or ``content`` are kept as tuples.
+    """
 
     content: str = ""
+    """The answer's text (or a tuple of content parts)."""
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage | None = None
     model: str | None = None
@@ -43,8 +54,153 @@ class GenerateResponse(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """The provider's own stop reason, as it sent it."""
     response_id: str | None = None
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
-    """Provider extras a later turn needs (e.g. reasoning items, thinking signatures)."""
+    """Provider extras a later turn needs (e.g. reasoning items, thinking signatures);
+    JSON-encodable, nested at most ``MAX_JSON_DEPTH`` levels."""
+
+    def __post_init__(self) -> None:
+        # Runs for every response a provider builds: the well-typed case is a few
+        # class comparisons, and anything else gets the full check.
+        calls: Any = self.tool_calls
+        content: Any = self.content
+        if calls.__class__ is list:
+            calls = tuple(calls)
+            msgspec.structs.force_setattr(self, "tool_calls", calls)
+        if content.__class__ is list:
+            msgspec.structs.force_setattr(self, "content", tuple(content))
+        if content.__class__ is str and calls.__class__ is tuple and not self.metadata:
+            usage = self.usage
+            if (
+                (
+                    usage is None
+                    or (
+                        usage.__class__ is Usage
+                        and usage.prompt.__class__ is int
+                        and usage.completion.__class__ is int
+                        and usage.total.__class__ is int
+                        and usage.cache_read.__class__ is int
+                        and usage.cache_write.__class__ is int
+                        and usage.reasoning.__class__ is int
+                    )
+                )
+                and self.model.__class__ in _OPTIONAL_STR
+                and self.stop_reason.__class__ in _OPTIONAL_STR
+                and self.response_id.__class__ in _OPTIONAL_STR
+            ):
+                for call in calls:
+                    if not (
+                        call.__class__ is ToolCall
+                        and call.id.__class__ in _OPTIONAL_STR
+                        and call.name.__class__ is str
+                        and call.arguments.__class__ in _ARGUMENT_TYPES
+                    ):
+                        break
+                else:
+                    return
+        problem = response_problem(self)
+        if problem is not None:
+            raise InvalidResponseError(
+                f"malformed GenerateResponse: {problem}. Fix the generate function (a "
+                "provider adapter or a test double) that builds it."
+            )
+        if self.metadata.__class__ is not dict:
+            msgspec.structs.force_setattr(self, "metadata", dict(self.metadata))
 
 
 GenerateFunction: TypeAlias = Callable[[GenerateRequest], Awaitable[GenerateResponse]]
 """``async def generate(request: GenerateRequest) -> GenerateResponse``."""
+
+
+_OPTIONAL_STR: tuple[type, ...] = (str, type(None))
+_ARGUMENT_TYPES = (dict, str)
+_USAGE_FIELDS = ("prompt", "completion", "total", "cache_read", "cache_write", "reasoning")
+_CONTENT = msgspec.json.Decoder(tuple[ContentPart, ...])
+_encode = msgspec.json.Encoder().encode
+
+
+def checked_response(response: object) -> GenerateResponse:
+    """``response`` when it is a well-formed ``GenerateResponse``; else the error.
+
+    What the loop calls on what ``generate`` returned (and the ``validate_response``
+    hooks), before anything reads it. A ``GenerateResponse`` checked its own fields when
+    it was built; a subclass (which may have its own ``__post_init__``) is checked
+    again here, field by field.
+
+    Raises:
+        InvalidResponseError: naming the field and what it must be.
+    """
+    if response.__class__ is GenerateResponse:
+        return response
+    if not isinstance(response, GenerateResponse):
+        raise InvalidResponseError(
+            f"the generate function returned {type(response).__name__}, not a "
+            "GenerateResponse: return GenerateResponse(content=..., tool_calls=...)"
+        )
+    problem = response_problem(response)
+    if problem is not None:
+        raise InvalidResponseError(
+            f"the generate function returned a malformed response: {problem}. Fix the "
+            "generate function (a provider adapter or a test double); nothing of this "
+            "response was recorded."
+        )
+    return response
+
+
+def response_problem(response: object) -> str | None:
+    """What is wrong with ``response`` (the first problem found), or ``None``."""
+    if not isinstance(response, GenerateResponse):
+        return f"{type(response).__name__} is not a GenerateResponse"
+    content: object = response.content
+    if not isinstance(content, str):
+        if not isinstance(content, list | tuple):
+            return f"content is of type {type(content).__name__}; it must be a str or content parts"
+        try:
+            _CONTENT.decode(_encode(content))
+        except (msgspec.DecodeError, TypeError, ValueError, RecursionError) as exc:
+            return f"content must be a str or TextPart/ImagePart/FilePart records ({exc})"
+    calls: object = response.tool_calls
+    if not isinstance(calls, list | tuple):
+        return f"tool_calls is {calls!r}; it must be a tuple of ToolCall records (or empty)"
+    for index, call in enumerate(calls):
+        if not isinstance(call, ToolCall):
+            return f"tool_calls[{index}] is a {type(call).__name__}, not a ToolCall"
+        problem = call_problem(call)
+        if problem is not None:
+            return f"tool_calls[{index}] {problem}"
+    usage: object = response.usage
+    if usage is not None:
+        if not isinstance(usage, Usage):
+            return f"usage is {usage!r}; it must be a Usage record (or None)"
+        for name in _USAGE_FIELDS:
+            count = getattr(usage, name)
+            if not isinstance(count, int) or isinstance(count, bool):
+                return f"usage.{name} is {count!r}; token counts are ints"
+    for name in ("model", "stop_reason", "response_id"):
+        value = getattr(response, name)
+        if not isinstance(value, _OPTIONAL_STR):
+            return f"{name} is {value!r}; it must be a str or None"
+    metadata: object = response.metadata
+    if not isinstance(metadata, Mapping) or not all(isinstance(key, str) for key in metadata):
+        return "metadata must be a dict with str keys"
+    problem = json_problem(metadata)
+    return None if problem is None else f"metadata is {problem}"
+
+
+def call_problem(call: ToolCall) -> str | None:
+    """What is wrong with the types of a tool call's fields, or ``None``.
+
+    An id may be empty or ``None`` (the loop gives such a call a fresh one); arguments
+    that nest too deeply are not a problem here: the model is answered about them.
+    """
+    call_id: object = call.id
+    if call_id is not None and not isinstance(call_id, str):
+        return f"has id {call_id!r}; a call id is a str"
+    name: object = call.name
+    if not isinstance(name, str):
+        return f"has name {name!r}; a tool name is a str"
+    arguments: object = call.arguments
+    if not isinstance(arguments, dict | str):
+        return (
+            f"has arguments of type {type(arguments).__name__}; arguments are a mapping or "
+            "a JSON string"
+        )
+    return None

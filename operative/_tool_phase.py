@@ -9,6 +9,14 @@
 Results reach the transcript in the order the model asked for them, whatever order they
 finish in; every call gets exactly one result, including calls filtered by a hook, not
 offered at this step, or cut short (those are settled by clean-up as ``cancelled``).
+
+Nothing a model or a tool returns reaches the transcript or storage unchecked: a call
+whose fields have the wrong types fails the step with ``InvalidResponseError``; a call
+whose arguments JSON cannot hold, or that nest deeper than ``MAX_JSON_DEPTH``, is
+recorded with its arguments replaced (``{"operative.refused": why}``) and answered with
+an ``error`` result without running; a tool value JSON cannot hold (``10**5000``, a
+tuple-keyed dict, a list that contains itself, too deep a value) becomes an ``error``
+result.
 """
 
 from __future__ import annotations
@@ -21,16 +29,24 @@ from typing import Any
 import msgspec
 import trio
 
+from ._codec import MAX_JSON_DEPTH, json_problem, json_too_deep
 from ._errors import ApprovalError, HookError, InvalidResponseError
 from ._events import ToolResultValidated, ToolsExecuted, ToolsExecuting
+from ._model import call_problem
+from ._options import _NO_HOOKS as NO_HOOKS
 from ._run_state import Inflight, RunState
 from ._types import ToolCall, ToolResult
 from .hooks import HookContext, call_hook
 from .tools import ExecutionContext
 
-__all__ = ["ToolPhase", "select_specs"]
+__all__ = ["REFUSED_ARGUMENTS", "ToolPhase", "select_specs"]
 
-_ARGUMENT_TYPES = (dict, str)
+REFUSED_ARGUMENTS = "operative.refused"
+"""The key of the arguments recorded in place of arguments the loop refused to store."""
+
+_PLAIN_VALUES = (str, bool, float, type(None))
+_SMALL_INT = 2**64
+_SHALLOW = 2 * MAX_JSON_DEPTH + 1
 
 
 class ToolPhase(RunState):
@@ -39,48 +55,78 @@ class ToolPhase(RunState):
     __slots__ = ()
 
     def _normalize_calls(self, calls: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
-        """Check the calls' shape and give every call a run-unique id.
+        """Check the calls' fields and give every call a run-unique id.
 
         Some servers reuse ids (``call_0`` every turn) or send none; a call id must name
-        exactly one call in the transcript, so repeats and blanks get fresh ids.
+        exactly one call in the transcript, so repeats and blanks get fresh ids. A field
+        of the wrong type raises :class:`InvalidResponseError`. Arguments that cannot be
+        stored (not JSON, or nested deeper than ``MAX_JSON_DEPTH``) are replaced by
+        ``{"operative.refused": why}``; the tuple returned then carries the refusals
+        (``_RefusedCalls``), and the tool phase answers those calls with ``error``
+        results instead of running them. A replayed call recorded that way is refused
+        again, never run.
         """
         if type(calls) is not tuple:
             calls = tuple(calls)
         seen = self._seen_call_ids
         fixed: list[ToolCall] | None = None
+        refused: dict[str, str] | None = None
         for index, call in enumerate(calls):
+            # The calls' field types were checked when the response was built; what is
+            # left is the arguments' depth (a JSON text of n characters nests at most
+            # n / 2 levels) and whether the id is taken.
             if (
                 call.__class__ is ToolCall
-                and call.id
-                and call.id not in seen
-                and call.arguments.__class__ in _ARGUMENT_TYPES
+                and (call_id := call.id)
+                and call_id not in seen
+                and (
+                    ((arguments := call.arguments).__class__ is str and len(arguments) <= _SHALLOW)
+                    or _storable_arguments(arguments)
+                )
             ):
                 if fixed is not None:
                     fixed.append(call)
-                seen.add(call.id)
+                seen.add(call_id)
                 continue
             if not isinstance(call, ToolCall):
                 raise InvalidResponseError(
                     f"tool_calls[{index}] is {type(call).__name__}, not a ToolCall: build "
                     "ToolCall(id=..., name=..., arguments=...)"
                 )
-            if not isinstance(call.name, str) or not isinstance(call.arguments, dict | str):
+            problem = call_problem(call)
+            if problem is not None:
                 raise InvalidResponseError(
-                    f"tool_calls[{index}] has name {call.name!r} and arguments of type "
-                    f"{type(call.arguments).__name__}: a name is a str, arguments a "
-                    "mapping or a JSON string"
+                    f"tool_calls[{index}] {problem}; the generate function (a provider "
+                    "adapter or a test double) built the call wrongly, and nothing of the "
+                    "response was recorded"
                 )
-            call_id = call.id
-            if not call_id or not isinstance(call_id, str) or call_id in seen:
-                new_id = f"{call_id or 'call'}~{os.urandom(4).hex()}"
-                call = msgspec.structs.replace(call, id=new_id)
-                if fixed is None:
-                    fixed = list(calls[:index])
-                call_id = new_id
+            replaced = call
+            arguments = call.arguments
+            if isinstance(arguments, dict) and REFUSED_ARGUMENTS in arguments:
+                refusal: str | None = str(arguments[REFUSED_ARGUMENTS])  # recorded before
+            else:
+                refusal = _arguments_problem(arguments)
+                if refusal is not None:
+                    replaced = msgspec.structs.replace(
+                        replaced, arguments={REFUSED_ARGUMENTS: refusal}
+                    )
+            new_id = call.id
+            if not new_id or new_id in seen:
+                new_id = f"{new_id or 'call'}~{os.urandom(4).hex()}"
+                replaced = msgspec.structs.replace(replaced, id=new_id)
+            if refusal is not None:
+                if refused is None:
+                    refused = {}
+                refused[new_id] = refusal
+            if replaced is not call and fixed is None:
+                fixed = list(calls[:index])
             if fixed is not None:
-                fixed.append(call)
-            seen.add(call_id)
-        return tuple(fixed) if fixed is not None else calls
+                fixed.append(replaced)
+            seen.add(new_id)
+        checked = tuple(fixed) if fixed is not None else calls
+        if refused is not None:
+            return _RefusedCalls(checked, refused)
+        return checked
 
     async def _run_tools(
         self, inflight: Inflight, offered: frozenset[str] | None
@@ -88,6 +134,7 @@ class ToolPhase(RunState):
         cfg = self._cfg
         hub = self._hub
         hooks = cfg.hooks
+        hooked = hooks is not NO_HOOKS  # one test instead of three for a run without hooks
         run_id = self.run_id
         step = inflight.step
         calls = inflight.calls
@@ -95,9 +142,12 @@ class ToolPhase(RunState):
         inflight.results = results
         context: HookContext | None = None
         to_run: list[tuple[int, ToolCall]] = list(enumerate(calls))
-        if offered is not None:
-            for index, call in enumerate(calls):
-                if call.name not in offered:
+        if offered is not None or calls.__class__ is _RefusedCalls:
+            refused: dict[str, str] | None = getattr(calls, "refused", None)
+            for index, call in to_run:
+                if refused is not None and call.id in refused:
+                    results[index] = _refused(call, refused[call.id])
+                elif offered is not None and call.name not in offered:
                     results[index] = ToolResult(
                         call_id=call.id,
                         tool_name=call.name,
@@ -106,7 +156,7 @@ class ToolPhase(RunState):
                         f"Available: {', '.join(sorted(offered)) or '(none)'}.",
                     )
             to_run = [(i, c) for i, c in to_run if results[i] is None]
-        if hooks.before_tool_execution:
+        if hooked and hooks.before_tool_execution:
             context = self._hook_context()
             to_run = await self._before_tools(to_run, results, context)
         if self._budget is not None and to_run:
@@ -126,49 +176,64 @@ class ToolPhase(RunState):
         execute: Callable[[ToolCall, ExecutionContext], Awaitable[ToolResult]] = (
             cfg.toolbox.execute if cfg.on_approval is None else self._execute_or_park
         )
-        if self._guardrails is not None:
-            execute = self._guardrails.wrap_execute(self, execute)
-        if self._tracer is not None:
-            execute = self._tracer.wrap_execute(execute)
-        if self._durable is not None:
-            execute = self._durable.journaled(execute, step, cfg.toolbox)
+        guardrails, tracer, durable = self._guardrails, self._tracer, self._durable
+        if guardrails is not None or tracer is not None or durable is not None:
+            # What guardrails see, traces show and the journal stores is already sendable.
+            execute = _sendable_execute(execute)
+            if guardrails is not None:
+                execute = guardrails.wrap_execute(self, execute)
+            if tracer is not None:
+                execute = tracer.wrap_execute(execute)
+            if durable is not None:
+                execute = durable.journaled(execute, step, cfg.toolbox)
         if len(to_run) == 1:
             index, call = to_run[0]
-            results[index] = await execute(call, execution)
+            try:
+                result = await execute(call, execution)
+            except RecursionError as exc:
+                result = _unsendable(call, exc)
+            value = result.value
+            kind = value.__class__
+            if kind not in _PLAIN_VALUES and not (kind is int and -_SMALL_INT < value < _SMALL_INT):
+                result = _sendable(result)  # a container, or a big int: is it JSON?
+            results[index] = result
         elif to_run:
             limiter = trio.CapacityLimiter(cfg.tool_concurrency) if cfg.tool_concurrency else None
 
             async def run_one(index: int, call: ToolCall) -> None:
-                if limiter is None:
-                    results[index] = await execute(call, execution)
-                else:
-                    async with limiter:
-                        results[index] = await execute(call, execution)
+                try:
+                    if limiter is None:
+                        results[index] = _sendable(await execute(call, execution))
+                    else:
+                        async with limiter:
+                            results[index] = _sendable(await execute(call, execution))
+                except RecursionError as exc:
+                    results[index] = _unsendable(call, exc)
 
             async with trio.open_nursery() as nursery:
                 for index, call in to_run:
                     nursery.start_soon(run_one, index, call, name=f"tool {call.name} {call.id}")
         self._liveness._progress(step, self._usage)
         settled: list[ToolResult] = results  # type: ignore[assignment]
-        if hooks.validate_tool_result:
+        if hooked and hooks.validate_tool_result:
             context = context or self._hook_context()
             for index, result in enumerate(settled):
                 for hook in hooks.validate_tool_result:
                     replacement = await call_hook(hook, result, context)
                     if replacement is not None:
-                        result = _checked_result(replacement, result, hook)
+                        result = _sendable(_checked_result(replacement, result, hook))
                 settled[index] = result
         if "tool-result.validated" in hub.wanted:
             for result in settled:
                 await hub.emit(
                     ToolResultValidated(run_id=run_id, step=step, time=self._now(), result=result)
                 )
-        if hooks.after_tool_execution:
+        if hooked and hooks.after_tool_execution:
             context = context or self._hook_context()
             for hook in hooks.after_tool_execution:
                 replacement = await call_hook(hook, tuple(settled), context)
                 if replacement is not None:
-                    settled = _checked_results(replacement, settled, hook)
+                    settled = [_sendable(r) for r in _checked_results(replacement, settled, hook)]
                     inflight.results = list(settled)
         final = tuple(settled)
         if "tools.executed" in hub.wanted:
@@ -309,3 +374,99 @@ def _checked_results(replacement: Any, original: list[ToolResult], hook: Any) ->
             "call order, with the same call ids (or None)"
         )
     return replaced
+
+
+class _RefusedCalls(tuple):  # type: ignore[type-arg]
+    """A step's calls, some of whose arguments were refused (``refused``: id -> why)."""
+
+    refused: dict[str, str]
+
+    def __new__(cls, calls: tuple[ToolCall, ...], refused: dict[str, str]) -> _RefusedCalls:
+        self = super().__new__(cls, calls)
+        self.refused = refused
+        return self
+
+
+def _storable_arguments(arguments: object) -> bool:
+    """The test of the common case: a JSON string not too deep, a small plain mapping."""
+    if arguments.__class__ is str:
+        return not json_too_deep(arguments)
+    return (
+        arguments.__class__ is dict
+        and REFUSED_ARGUMENTS not in arguments
+        and json_problem(arguments) is None
+    )
+
+
+def _arguments_problem(arguments: dict[str, Any] | str) -> str | None:
+    """Why a call's arguments cannot be stored (and so are not run), or ``None``."""
+    if isinstance(arguments, str):
+        if json_too_deep(arguments):
+            return f"its arguments are nested deeper than {MAX_JSON_DEPTH} levels"
+        return None
+    problem = json_problem(arguments)
+    return None if problem is None else f"its arguments are {problem}"
+
+
+def _refused(call: ToolCall, why: object) -> ToolResult:
+    return ToolResult(
+        call_id=call.id,
+        tool_name=call.name,
+        outcome="error",
+        error=(
+            f"The call to {call.name!r} did not run: {why}. Call it again with plain JSON "
+            f"arguments nested at most {MAX_JSON_DEPTH} levels deep."
+        ),
+        detail="arguments refused before the call ran; the transcript keeps only the reason",
+    )
+
+
+def _sendable(result: ToolResult) -> ToolResult:
+    """``result``, or an ``error`` result when its value cannot be stored or sent."""
+    if result.outcome != "success":
+        return result
+    value = result.value
+    value_class = value.__class__
+    if value_class in _PLAIN_VALUES or (value_class is int and -_SMALL_INT < value < _SMALL_INT):
+        return result
+    problem = json_problem(value)
+    if problem is None:
+        return result
+    return ToolResult(
+        call_id=result.call_id,
+        tool_name=result.tool_name,
+        outcome="error",
+        error=(
+            f"Tool {result.tool_name!r} returned a value that cannot be sent to the model: "
+            f"it is {problem}."
+        ),
+        detail=f"{type(value).__name__} value refused: {problem}",
+    )
+
+
+def _unsendable(call: ToolCall, exc: RecursionError) -> ToolResult:
+    """The result of a call whose value was too deep (or self-containing) to convert."""
+    return ToolResult(
+        call_id=call.id,
+        tool_name=call.name,
+        outcome="error",
+        error=(
+            f"Tool {call.name!r} returned a value that cannot be sent to the model: it is "
+            f"nested deeper than {MAX_JSON_DEPTH} levels, or contains itself."
+        ),
+        detail=f"RecursionError: {exc}",
+    )
+
+
+def _sendable_execute(
+    execute: Callable[[ToolCall, ExecutionContext], Awaitable[ToolResult]],
+) -> Callable[[ToolCall, ExecutionContext], Awaitable[ToolResult]]:
+    """``execute`` whose results are sendable (the innermost layer under wrappers)."""
+
+    async def execute_sendable(call: ToolCall, context: ExecutionContext) -> ToolResult:
+        try:
+            return _sendable(await execute(call, context))
+        except RecursionError as exc:
+            return _unsendable(call, exc)
+
+    return execute_sendable

@@ -340,10 +340,14 @@ async def test_generate_returning_the_wrong_type() -> None:
 
 async def test_malformed_tool_call_in_response() -> None:
     """A tool call that is not a ToolCall is an InvalidResponseError, not a crash."""
-    model = ScriptedModel([GenerateResponse(tool_calls=({"name": "add"},))])  # type: ignore[arg-type]
-    result, _ = await run_with(model)
+
+    async def bad(request: GenerateRequest) -> GenerateResponse:
+        return GenerateResponse(tool_calls=({"name": "add"},))  # type: ignore[arg-type]
+
+    result, _ = await run_with(bad)
     assert result.finish_reason == "error"
     assert isinstance(result.error, operative.InvalidResponseError)
+    assert "tool_calls[0] is a dict, not a ToolCall" in str(result.error)
 
 
 async def test_on_error_can_turn_failure_into_answer() -> None:

@@ -34,5 +34,5 @@ class ConversationHistory(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     def __post_init__(self) -> None:
         if self.schema_version != HISTORY_SCHEMA_VERSION:
             check_schema_version("ConversationHistory", self.schema_version, HISTORY_SCHEMA_VERSION)
-        if type(self.metadata) is not dict:  # keep it encodable whatever mapping was given
+        if self.metadata.__class__ is not dict:  # keep it encodable whatever mapping was given
             msgspec.structs.force_setattr(self, "metadata", dict(self.metadata))

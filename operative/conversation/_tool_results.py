@@ -16,7 +16,7 @@ import msgspec
 from .._errors import ConversationError, InvalidArgument
 from .._types import ToolCall, ToolResult
 from ._history import ConversationHistory
-from ._message import Message, new_message_id, tool_result_content
+from ._message import Message, _encode_json, _ids, tool_result_content
 
 if TYPE_CHECKING:
     from ._conversation import Conversation
@@ -32,13 +32,22 @@ __all__ = [
 
 def tool_result_message(result: ToolResult, *, id: str | None = None) -> Message:
     """The tool message that carries ``result`` (with a fresh id unless ``id`` is given)."""
+    if id is None:
+        ids = _ids  # new_message_id(), inline: one message per tool call
+        id = f"{ids._prefix}{next(ids._count):08x}"
+    outcome = result.outcome
+    if outcome == "success":  # tool_result_content(result), inline for the common case
+        value = result.value
+        content = value if value.__class__ is str else _encode_json(value).decode()
+    else:
+        content = tool_result_content(result)
     return Message(
-        id=new_message_id() if id is None else id,
+        id=id,
         role="tool",
-        content=tool_result_content(result),
+        content=content,
         tool_call_id=result.call_id,
         tool_name=result.tool_name,
-        outcome=result.outcome,
+        outcome=outcome,
     )
 
 

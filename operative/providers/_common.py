@@ -80,7 +80,7 @@ def parse_arguments(raw: str) -> dict[str, Any] | str:
         return {}
     try:
         value = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested too deep: the loop refuses the raw text
         return raw
     return value if isinstance(value, dict) else raw
 
