@@ -300,10 +300,12 @@ def test_every_python_block_of_the_page_is_run_by_a_test() -> None:
         _sample("## Ollama (`operative.providers.ollama`)", "ollama_generate("),
         _sample("## Embeddings (`operative.providers.embeddings`)", "ollama_embedder("),
     ]
+    from .test_docs_compatible_servers import _compatible_server_samples
     from .test_docs_model_strings import _model_string_samples
 
     caching = [s for s in _caching_samples() if "MockTransport" in s]
     run = here + caching + _offline_samples() + _model_string_samples()
+    run += _compatible_server_samples()
     blocks = BLOCK.findall(PAGE.read_text())
     unrun = [block.splitlines()[:3] for block in blocks if block not in run]
     assert not unrun, f"docs/providers.md blocks no test runs: {unrun}"
