@@ -16,6 +16,7 @@ from ._output import output_schema
 from ._types import RequestContext
 from .conditions import StopCondition
 from .conversation import Conversation, ConversationHistory
+from .conversation._tool_results import check_history
 from .hooks import HOOK_NAMES, AnyHook, HookRegistry
 from .liveness import StallPolicy
 from .retry import RetryOptions
@@ -229,6 +230,10 @@ def configure_run(
             "conversation= takes a Conversation (shared) or a ConversationHistory "
             f"(snapshotted), got {type(conversation).__name__}"
         )
+    if not _resumes_a_journal(options.get("durable")):
+        # Refused here, before anything runs or is sent (a recovered run goes on from
+        # its own journal, whose transcript was checked when the run began).
+        check_history(live._messages)
     if maximum_steps.__class__ is not int or maximum_steps < 1:
         raise InvalidArgument(f"maximum_steps must be a positive int, got {maximum_steps!r}")
     # Only the options given are checked: a plain run pays for none of them.
@@ -249,6 +254,14 @@ def configure_run(
         **fields,
     )
     return config, live
+
+
+def _resumes_a_journal(durable: Any) -> bool:
+    if durable is None:
+        return False
+    from .durable._driver import Resumed  # loaded already: the caller passed durable=
+
+    return isinstance(durable, Resumed)
 
 
 _NUMBER = (int, float)

@@ -17,12 +17,15 @@ import trio
 import operative
 from operative import (
     Conversation,
+    ConversationError,
     ConversationHistory,
     GenerateRequest,
     GenerateResponse,
     InvalidResponseError,
+    Message,
     TextPart,
     ToolCall,
+    ToolResult,
     Usage,
     create_agent,
     open_run,
@@ -30,6 +33,7 @@ from operative import (
     tool,
 )
 from operative._codec import MAX_JSON_DEPTH, json_too_deep
+from operative.conversation import new_message_id, tool_result_message
 from operative.durable import Durable, SqliteCheckpointStore, SqliteEngine
 from operative.providers import Delta
 from operative.providers.test import StreamChunk, StreamReplayer
@@ -448,3 +452,97 @@ async def test_a_durable_run_with_a_malformed_response_ends_as_an_error_for_good
     assert record.status not in ("running", "pending")
     assert record.outcome is not None
     assert record.outcome.error_type == "InvalidResponseError"
+
+
+# -- input histories that no provider accepts ---------------------------------------------
+
+
+def answered(call_id: str) -> Message:
+    return tool_result_message(
+        ToolResult(call_id=call_id, tool_name="add", outcome="success", value=3)
+    )
+
+
+def asking(call_id: str) -> Message:
+    call = ToolCall(id=call_id, name="add", arguments={"a": 1, "b": 2})
+    return Message(id=new_message_id(), role="assistant", tool_calls=(call,))
+
+
+HI = Message(id="m-hi", role="user", content="hi")
+
+BAD_HISTORIES: dict[str, tuple[list[Message], str]] = {
+    "two results for one call": (
+        [HI, asking("c1"), answered("c1"), answered("c1")],
+        "second result for tool call 'c1'",
+    ),
+    "a result for no call": ([HI, answered("c9")], "which no earlier assistant message"),
+    "a result before its call": (
+        [HI, answered("c1"), asking("c1")],
+        "which no earlier assistant message",
+    ),
+    "an unknown role": (
+        [Message(id="m-x", role="robot", content="hi")],  # type: ignore[arg-type]
+        "unknown role 'robot'",
+    ),
+    "content of the wrong type": (
+        [Message(id="m-x", role="user", content=5)],  # type: ignore[arg-type]
+        "content of type int",
+    ),
+    "a call id that is not a str": (
+        [HI, Message(id="m-a", role="assistant", tool_calls=(ToolCall(id=1, name="add"),))],  # type: ignore[arg-type]
+        "a call id is a non-empty str",
+    ),
+}
+
+
+@pytest.mark.parametrize(("messages", "match"), BAD_HISTORIES.values(), ids=BAD_HISTORIES.keys())
+async def test_a_history_no_provider_accepts_is_refused_before_the_run(
+    messages: list[Message], match: str
+) -> None:
+    """open_run and agent.run refuse it with a ConversationError; the model is never called."""
+    model = ScriptedModel(["never"])
+    history = ConversationHistory(messages=tuple(messages))
+    with pytest.raises(ConversationError, match=match):
+        async with open_run(generate=model, conversation=history, tools=[add]):
+            pass
+    agent = create_agent(generate=model, tools=[add])
+    with pytest.raises(ConversationError, match=match):
+        await agent.run(history)
+    with pytest.raises(ConversationError, match=match):
+        async with open_run(generate=model, conversation=Conversation(messages), tools=[add]):
+            pass
+    assert model.requests == []
+
+
+async def test_a_call_id_reused_in_a_later_turn_with_its_own_result_is_accepted() -> None:
+    """Servers that say "call_0" every turn: each turn's call has its own result."""
+    messages = (HI, asking("call_0"), answered("call_0"), asking("call_0"), answered("call_0"))
+    model = ScriptedModel(["fine"])
+    async with open_run(
+        generate=model,
+        conversation=ConversationHistory(messages=messages),
+        tools=[add],
+        stop_when=stop_when.no_tool_calls(),
+    ) as run:
+        pass
+    assert (await run.result()).finish_reason == "stop-condition"
+    assert len(model.requests) == 1
+
+
+async def test_a_dangling_call_is_answered_not_refused() -> None:
+    model = ScriptedModel(["fine"])
+    async with open_run(
+        generate=model,
+        conversation=ConversationHistory(messages=(HI, asking("c1"))),
+        tools=[add],
+        stop_when=stop_when.no_tool_calls(),
+    ) as run:
+        pass
+    result = await run.result()
+    assert result.finish_reason == "stop-condition"
+    sent = model.requests[0].conversation.messages
+    assert [(m.role, m.outcome) for m in sent] == [
+        ("user", None),
+        ("assistant", None),
+        ("tool", "cancelled"),
+    ]

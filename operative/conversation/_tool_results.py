@@ -16,13 +16,22 @@ import msgspec
 from .._errors import ConversationError, InvalidArgument
 from .._types import ToolCall, ToolResult
 from ._history import ConversationHistory
-from ._message import Message, _encode_json, _ids, tool_result_content
+from ._message import (
+    FilePart,
+    ImagePart,
+    Message,
+    TextPart,
+    _encode_json,
+    _ids,
+    tool_result_content,
+)
 
 if TYPE_CHECKING:
     from ._conversation import Conversation
 
 __all__ = [
     "cancelled_result",
+    "check_history",
     "find_dangling_tool_calls",
     "repair_dangling_tool_calls",
     "resolve_tool_result",
@@ -154,6 +163,87 @@ def resolve_tool_result(
         return msgspec.structs.replace(history, messages=tuple(replaced))
     history.replace_messages(replaced)
     return history.current
+
+
+_ROLES = frozenset({"system", "user", "assistant", "tool"})
+_PARTS = (TextPart, ImagePart, FilePart)
+
+
+def check_history(messages: Sequence[Message]) -> None:
+    """Refuse a transcript no provider accepts and no run can continue, before it is sent.
+
+    What a run starts from must be a transcript a provider accepts: every message a
+    ``Message`` with a known role and content of the declared types, every call of an
+    assistant message a ``ToolCall`` (str id and name, arguments a mapping or a JSON
+    string), and every tool message answering exactly one call asked for earlier in the
+    transcript (the nearest one with that id that has no result yet). A call with no
+    result is allowed: the run answers it as ``cancelled`` before the model sees it.
+
+    Raises:
+        ConversationError: naming the message (by position and id) and what to do.
+    """
+    unanswered: dict[str, int] = {}
+    asked: set[str] = set()
+    for index, message in enumerate(messages):
+        if not isinstance(message, Message):
+            raise ConversationError(
+                f"messages[{index}] is a {type(message).__name__}, not a Message: a "
+                "transcript holds Message records"
+            )
+        role = message.role
+        where = f"messages[{index}] (id {message.id!r})"
+        if role not in _ROLES:
+            raise ConversationError(
+                f"{where} has the unknown role {role!r}: a message's role is one of "
+                f"{', '.join(sorted(_ROLES))}; fix or remove the message"
+            )
+        content: object = message.content
+        if content.__class__ is not str and not (
+            isinstance(content, tuple) and all(isinstance(part, _PARTS) for part in content)
+        ):
+            raise ConversationError(
+                f"{where} has content of type {type(content).__name__}: content is a str "
+                "or a tuple of TextPart, ImagePart and FilePart records"
+            )
+        if role == "assistant":
+            for call in message.tool_calls:
+                problem = _call_problem(call)
+                if problem is not None:
+                    raise ConversationError(f"{where}: a tool call {problem}")
+                call_id = call.id
+                unanswered[call_id] = unanswered.get(call_id, 0) + 1
+                asked.add(call_id)
+        elif role == "tool":
+            call_id = message.tool_call_id  # type: ignore[assignment]
+            waiting = unanswered.get(call_id, 0)
+            if waiting:
+                unanswered[call_id] = waiting - 1
+            elif call_id in asked:
+                raise ConversationError(
+                    f"{where} is a second result for tool call {call_id!r}: a call has "
+                    "exactly one result (providers reject more), so remove the extra one "
+                    "(resolve_tool_result replaces a result in place)"
+                )
+            else:
+                raise ConversationError(
+                    f"{where} is a result for tool call {call_id!r}, which no earlier "
+                    "assistant message asked for: remove it, or check its tool_call_id"
+                )
+
+
+def _call_problem(call: object) -> str | None:
+    if not isinstance(call, ToolCall):
+        return f"is a {type(call).__name__}, not a ToolCall"
+    call_id: object = call.id
+    name: object = call.name
+    arguments: object = call.arguments
+    if not isinstance(call_id, str) or not call_id:
+        return f"has the id {call_id!r}; a call id is a non-empty str"
+    if not isinstance(name, str):
+        return f"has the name {name!r}; a tool name is a str"
+    if not isinstance(arguments, dict | str):
+        return f"{call_id!r} has arguments of type {type(arguments).__name__}"
+    return None
 
 
 def _answered(messages: Sequence[Message]) -> set[str]:

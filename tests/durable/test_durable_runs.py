@@ -23,6 +23,7 @@ from operative import (
     GenerateRequest,
     GenerateResponse,
     InvalidArgument,
+    InvalidResponseError,
     ToolCall,
     create_agent,
     open_run,
@@ -501,9 +502,10 @@ async def test_a_run_whose_answer_cannot_be_journaled_ends_as_an_error_for_good(
         record = await engine.get("bad")
         assert await recover(engine=engine, checkpoint_store=store, agents={"worker": agent}) == {}
     assert result.finish_reason == "error"
-    assert isinstance(result.error, InvalidArgument)
-    assert "cannot be encoded as JSON" in str(result.error)
+    # Refused where the response is built, before anything of it is journaled.
+    assert isinstance(result.error, InvalidResponseError)
+    assert "metadata is not JSON-encodable" in str(result.error)
     assert record is not None
     assert record.status == "error"
     assert record.outcome is not None
-    assert record.outcome.error_type == "InvalidArgument"
+    assert record.outcome.error_type == "InvalidResponseError"
