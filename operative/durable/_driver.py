@@ -18,11 +18,12 @@ not an abort: the lease is released, nothing terminal is written, and another wo
 
 Every write is atomic with respect to cancellation: it runs shielded, so an abort or a
 shutdown that arrives while it commits takes effect once the process knows whether it
-committed (and the journal's sequence number agrees with what is stored). The shield is
-bounded by ``lease_seconds``: a write that takes longer could no longer be trusted anyway
-(another worker may hold the run by then). One that overruns leaves the journal's state
-unknown to this process, so the run writes nothing more and its result raises
-:class:`~operative.CleanupError`; the stored run is finished by whoever recovers it.
+committed (and the journal's sequence number agrees with what is stored). Once a
+cancellation has arrived the write gets at most ``lease_seconds`` more: one that takes
+longer could no longer be trusted anyway (another worker may hold the run by then). One
+that overruns leaves the journal's state unknown to this process, so the run writes
+nothing more and its result raises :class:`~operative.CleanupError`; the stored run is
+finished by whoever recovers it.
 """
 
 from __future__ import annotations
@@ -32,10 +33,11 @@ import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import msgspec
+import outcome
 import trio
 
 from .._errors import InvalidArgument, LeaseLostError, OperativeError
@@ -59,7 +61,6 @@ __all__ = ["Durable", "DurableDriver", "Resumed", "default_worker_id", "fingerpr
 logger = logging.getLogger("operative.durable")
 
 Execute = Callable[[ToolCall, "ExecutionContext"], Awaitable[ToolResult]]
-_W = TypeVar("_W")
 
 UNKNOWN_OUTCOME = (
     "The outcome of this call is unknown: the process running it stopped before the "
@@ -227,17 +228,18 @@ class DurableDriver:
             conversation_id=current_conversation_id(),
             trace_parent=run._tracer.traceparent() if run._tracer is not None else None,
         )
-        try:
-            self._lease = await self._commit(
-                durable.engine.start(
-                    started,
-                    run_id=run.run_id,
-                    worker_id=self.worker_id,
-                    lease_seconds=durable.lease_seconds,
-                    session_id=durable.session_id,
-                ),
-                f"the record of run {run.run_id}",
+
+        async def start() -> None:
+            self._lease = await durable.engine.start(
+                started,
+                run_id=run.run_id,
+                worker_id=self.worker_id,
+                lease_seconds=durable.lease_seconds,
+                session_id=durable.session_id,
             )
+
+        try:
+            await self._commit(start, f"the record of run {run.run_id}")
         except BaseException as exc:
             self._failed = exc
             self._started.set()
@@ -323,8 +325,7 @@ class DurableDriver:
             return
         before = messages[self._journaled : -1]
         record = Generated(step=step, message=messages[-1], usage=usage, model=model, before=before)
-        await self._append([record])
-        self._journaled = len(messages)
+        await self._append([record], journaled=len(messages))
 
     def journaled(self, execute: Execute, step: int, toolbox: Any) -> Execute:
         """Wrap a step's ``execute`` with ``tool.started`` / ``tool.settled`` records."""
@@ -379,46 +380,78 @@ class DurableDriver:
         replay = self._replay
         if replay is not None and replay.partial is not None and replay.partial.step == step:
             replay.partial = None
-        await self._append([StepDone(step=step, results=results)])
-        self._journaled = len(conversation)
+        await self._append([StepDone(step=step, results=results)], journaled=len(conversation))
 
-    async def _append(self, records: list[Any]) -> None:
+    async def _append(self, records: list[Any], *, journaled: int | None = None) -> None:
+        """Journal ``records``; ``journaled`` is how many messages of the conversation
+        the journal then holds (recorded with the write, as the sequence number is)."""
         lease = self._lease
         if lease is None:
             raise OperativeError("a durable run wrote before its run record existed")
         async with self._lock:
             if self._unknown is not None:
                 raise OperativeError(self._unknown)
-            try:
-                cancel = await self._commit(
-                    self._durable.checkpoint_store.append(lease, self._seq, records),
-                    f"journal entry {self._seq} of run {lease.run_id}",
-                )
-            except LeaseLostError as exc:
-                self._lost = exc
-                raise
-            self._seq += len(records)
-        if cancel and self.cancel_reason is None:
-            self.cancel_reason = cancel
+            seq = self._seq
 
-    async def _commit(self, write: Awaitable[_W], what: str) -> _W:
-        """Await one write shielded from the run's cancellation, bounded by the lease.
+            async def append() -> None:
+                try:
+                    cancel = await self._durable.checkpoint_store.append(lease, seq, records)
+                except LeaseLostError as exc:
+                    self._lost = exc
+                    raise
+                self._seq = seq + len(records)  # with the write: nothing can come between
+                if journaled is not None:
+                    self._journaled = journaled
+                if cancel and self.cancel_reason is None:
+                    self.cancel_reason = cancel
 
-        An abort or shutdown that arrives meanwhile waits for the write, so the process
-        always knows whether it committed. A write still unfinished after
-        ``lease_seconds`` is cancelled; its outcome is then unknown, and this run writes
-        nothing more (``OperativeError``; the record is left for recovery).
+            await self._commit(append, f"journal entry {seq} of run {lease.run_id}")
+
+    async def _commit(self, write: Callable[[], Awaitable[None]], what: str) -> None:
+        """Run one write (with its bookkeeping) so that no cancellation cuts it short.
+
+        The write runs shielded, in a task of its own: an abort, a budget or a shutdown
+        that arrives meanwhile waits for it, then goes on (``Cancelled`` is raised here
+        once the write is over), so the process always knows whether it committed. Only
+        once a cancellation has arrived is the write bounded, by ``lease_seconds``: a
+        write still unfinished then has an unknown outcome, and this run writes nothing
+        more (``OperativeError``; the record is left for recovery). Until then it is
+        bounded by the store's own timeouts, like any query, and by no deadline that a
+        mock clock could reach while a worker thread does the work.
         """
-        seconds = self._durable.lease_seconds
-        with trio.CancelScope(shield=True) as scope:
-            scope.deadline = trio.current_time() + seconds
-            return await write
-        self._unknown = (
-            f"writing {what} did not finish within "
-            f"lease_seconds={seconds:g}s, so whether it committed is unknown; the run stops "
-            "writing and recover() finishes it from its journal"
-        )
-        raise OperativeError(self._unknown)
+        shield = trio.CancelScope(shield=True)
+        done = trio.Event()
+        box: list[outcome.Outcome[None]] = []
+
+        async def commit() -> None:
+            with shield:
+                box.append(await outcome.acapture(write))
+            done.set()
+
+        cancelled: BaseException | None = None
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(commit, name=f"operative durable write: {what}")
+            try:
+                await done.wait()
+            except trio.Cancelled as exc:
+                cancelled = exc
+                shield.deadline = trio.current_time() + self._durable.lease_seconds
+                with trio.CancelScope(shield=True):
+                    await done.wait()  # bounded by the write's own deadline
+        (result,) = box
+        if isinstance(result, outcome.Error) and isinstance(result.error, trio.Cancelled):
+            self._unknown = (
+                f"writing {what} did not finish within lease_seconds="
+                f"{self._durable.lease_seconds:g}s of the run being stopped, so whether it "
+                "committed is unknown; the run stops writing and recover() finishes it from "
+                "its journal"
+            )
+            result = outcome.Error(OperativeError(self._unknown))
+        if cancelled is not None:
+            if isinstance(result, outcome.Error):
+                logger.warning("%s failed as the run was stopped", what, exc_info=result.error)
+            raise cancelled
+        result.unwrap()
 
     # -- the lease -------------------------------------------------------------------
 
