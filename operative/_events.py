@@ -120,6 +120,8 @@ class StepGenerated(Event, frozen=True, kw_only=True, tag="step.generated"):
 
     content: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
+    stop_reason: str | None = None
+    """Why the answer ended, as the provider says (``"length"``: cut at the token limit)."""
 
 
 class StepCompleted(Event, frozen=True, kw_only=True, tag="step.completed"):
@@ -129,6 +131,8 @@ class StepCompleted(Event, frozen=True, kw_only=True, tag="step.completed"):
     tool_calls: tuple[ToolCall, ...] = ()
     results: tuple[ToolResult, ...] = ()
     usage: Usage = Usage()
+    stop_reason: str | None = None
+    """Why the step's answer ended, as the provider says."""
 
 
 class StepAborted(Event, frozen=True, kw_only=True, tag="step.aborted"):

@@ -27,11 +27,24 @@ class StepResult(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """The run's usage so far, this step included."""
     aborted: bool = False
     """True when the step was cut during its tools (unfinished calls are ``cancelled``)."""
+    stop_reason: str | None = None
+    """Why the model's answer ended, as its provider says (``"stop"``, ``"tool_calls"``,
+    ``"end_turn"``, ``"length"``, ``"max_tokens"``, ...); ``None`` when it did not say."""
 
     @property
     def pending_approvals(self) -> tuple[ToolResult, ...]:
         """The results of this step that wait for a human's approval."""
         return tuple(r for r in self.results if r.outcome == "action-required")
+
+    @property
+    def truncated(self) -> bool:
+        """True when the answer was cut at the token limit (``max_tokens`` and kin):
+        its text is incomplete and its tool calls may be too."""
+        return self.stop_reason is not None and self.stop_reason.lower() in TRUNCATED
+
+
+TRUNCATED = frozenset({"length", "max_tokens", "max_output_tokens", "model_length"})
+"""Stop reasons (lower-cased) by which providers say an answer hit the token limit."""
 
 
 class SchemaValidation(msgspec.Struct, frozen=True, kw_only=True):
@@ -63,3 +76,14 @@ class RunResult:
     run_id: str = ""
     abort_reason: str | None = None
     """Why the run was aborted or cut short (abort reason, budget that ran out)."""
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why the last step's answer ended, as the provider says (see
+        :attr:`StepResult.stop_reason`); ``None`` without steps."""
+        return self.steps[-1].stop_reason if self.steps else None
+
+    @property
+    def truncated(self) -> bool:
+        """True when the final answer was cut at the token limit."""
+        return bool(self.steps) and self.steps[-1].truncated

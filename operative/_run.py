@@ -399,6 +399,7 @@ class ActiveRun(StepLoop):
                         usage=inflight.usage,
                         run_usage=self._usage,
                         aborted=True,
+                        stop_reason=inflight.stop_reason,
                     )
                 )
             hub.emit_nowait(StepAborted(run_id=run_id, step=inflight.step, time=now, reason=why))

@@ -84,6 +84,7 @@ class Inflight:
         "results",
         "settled",
         "step",
+        "stop_reason",
         "usage",
     )
 
@@ -93,6 +94,7 @@ class Inflight:
         self.settled = False
         """The step's tool results are in the transcript (clean-up must not add them)."""
         self.completed = False
+        self.stop_reason: str | None = None
         self.content = ""
         self.calls: tuple[ToolCall, ...] = ()
         self.results: list[ToolResult | None] = []

@@ -123,8 +123,11 @@ class StepLoop(GeneratePhase, ToolPhase):
             else:  # content parts: checked on the way in
                 conversation.append_assistant_message(content, calls, metadata=response.metadata)
             inflight.generated = True
+            stop_reason = inflight.stop_reason = response.stop_reason
             if durable is not None:
-                await durable.generated(step, conversation, inflight.usage, response.model)
+                await durable.generated(
+                    step, conversation, inflight.usage, response.model, stop_reason
+                )
             if "step.generated" in hub.wanted:
                 await hub.emit(
                     StepGenerated(
@@ -133,6 +136,7 @@ class StepLoop(GeneratePhase, ToolPhase):
                         time=self._now(),
                         content=response.content,
                         tool_calls=calls,
+                        stop_reason=stop_reason,
                     )
                 )
             if self._budget_pending is not None:
@@ -151,6 +155,7 @@ class StepLoop(GeneratePhase, ToolPhase):
                 results=results,
                 usage=inflight.usage,
                 run_usage=self._usage,
+                stop_reason=stop_reason,
             )
             if durable is not None:
                 await durable.step_done(step, results, conversation)
@@ -166,6 +171,7 @@ class StepLoop(GeneratePhase, ToolPhase):
                         tool_calls=calls,
                         results=results,
                         usage=step_result.usage,
+                        stop_reason=stop_reason,
                     )
                 )
             self._inflight = None

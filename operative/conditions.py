@@ -18,6 +18,7 @@ __all__ = [
     "pending_approval",
     "step_count_is",
     "tool_called",
+    "truncated",
     "usage_exceeds",
 ]
 
@@ -85,4 +86,19 @@ def usage_exceeds(tokens: int) -> StopCondition:
         return step.run_usage.total > tokens
 
     condition.__qualname__ = f"usage_exceeds({tokens})"
+    return condition
+
+
+def truncated() -> StopCondition:
+    """Stop after a step whose answer was cut at the token limit (its provider said
+    ``length``, ``max_tokens`` or kin: see :attr:`~operative.StepResult.truncated`).
+
+    The run then ends with ``finish_reason == "stop-condition"`` and
+    ``result.truncated`` true, instead of acting on an incomplete answer.
+    """
+
+    def condition(step: StepResult) -> bool:
+        return step.truncated
+
+    condition.__qualname__ = "truncated()"
     return condition

@@ -310,11 +310,17 @@ class DurableDriver:
             tool_calls=message.tool_calls,
             usage=partial.usage,
             model=partial.model,
+            stop_reason=partial.stop_reason,
             metadata=dict(message.metadata),
         )
 
     async def generated(
-        self, step: int, conversation: Any, usage: Usage, model: str | None
+        self,
+        step: int,
+        conversation: Any,
+        usage: Usage,
+        model: str | None,
+        stop_reason: str | None = None,
     ) -> None:
         """Journal the step's assistant message (and any message appended before it)."""
         messages: tuple[Message, ...] = conversation.messages
@@ -324,7 +330,14 @@ class DurableDriver:
             self._journaled = len(messages)
             return
         before = messages[self._journaled : -1]
-        record = Generated(step=step, message=messages[-1], usage=usage, model=model, before=before)
+        record = Generated(
+            step=step,
+            message=messages[-1],
+            usage=usage,
+            model=model,
+            before=before,
+            stop_reason=stop_reason,
+        )
         await self._append([record], journaled=len(messages))
 
     def journaled(self, execute: Execute, step: int, toolbox: Any) -> Execute:

@@ -119,6 +119,8 @@ class Generated(msgspec.Struct, frozen=True, kw_only=True, tag="generated"):
     model: str | None = None
     before: tuple[Message, ...] = ()
     """Messages appended since the last entry (e.g. an output-format retry prompt)."""
+    stop_reason: str | None = None
+    """Why the answer ended, as the provider said (``"length"``: cut at the token limit)."""
 
 
 class ToolStarted(

@@ -30,6 +30,7 @@ class PartialStep:
     message: Message
     usage: Usage
     model: str | None
+    stop_reason: str | None = None
     settled: dict[str, ToolResult] = attrs.Factory(dict)
     started: set[str] = attrs.Factory(set)
 
@@ -97,7 +98,11 @@ def replay_journal(run_id: str, entries: Sequence[JournalEntry]) -> Replay:
                 raise _broken(run_id, entry, f"step {record.step} comes after step {last}")
             messages.extend(record.before)
             partial = PartialStep(
-                step=record.step, message=record.message, usage=record.usage, model=record.model
+                step=record.step,
+                message=record.message,
+                usage=record.usage,
+                model=record.model,
+                stop_reason=record.stop_reason,
             )
             usage = usage + record.usage
         elif isinstance(record, ToolStarted | ToolSettled):
@@ -129,6 +134,7 @@ def replay_journal(run_id: str, entries: Sequence[JournalEntry]) -> Replay:
                     results=record.results,
                     usage=partial.usage,
                     run_usage=usage,
+                    stop_reason=partial.stop_reason,
                 )
             )
             partial = None
