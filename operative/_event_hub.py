@@ -2,6 +2,13 @@
 
 Streams are held weakly by the hub, so a consumer that walks away from ``async for``
 never keeps a run waiting; emission is all or nothing under cancellation.
+
+Streamed ``generate.delta`` events come from a provider adapter's sync callback, in the
+middle of a generate call, so they cannot wait for a full ``block`` stream there.
+:class:`DeltaDelivery` keeps the stream's bound anyway: what does not fit is held back,
+merged per part (consecutive pieces of the same text, thinking or call arguments become
+one delta), and the run waits for the consumer when the call returns, before it goes
+on. A ``block`` stream never holds more than ``capacity`` events; nothing is lost.
 """
 
 from __future__ import annotations
@@ -13,11 +20,12 @@ from collections import deque
 from collections.abc import Callable, Container, Iterable
 from typing import Any, Literal, TypeAlias
 
+import msgspec
 import trio
 
 from ._events import EVENT_TYPES
 
-__all__ = ["EventHub", "EventStream", "Listener", "Overflow"]
+__all__ = ["DeltaDelivery", "EventHub", "EventStream", "Listener", "Overflow"]
 
 logger = logging.getLogger("operative.events")
 
@@ -107,6 +115,11 @@ class EventStream:
             with contextlib.suppress(Exception):  # interpreter shutdown
                 self._detach()
 
+    def statistics(self) -> dict[str, int]:
+        """``buffered`` events waiting for the consumer, the stream's ``capacity``, and
+        how many events a ``drop-oldest`` stream ``dropped``."""
+        return {"buffered": len(self._buffer), "capacity": self._capacity, "dropped": self.dropped}
+
     def _finish(self) -> None:
         """The run is over: the consumer drains what is buffered, then iteration ends."""
         self._closed = True
@@ -157,6 +170,126 @@ async def _push(ref: weakref.ref[EventStream], event: Any) -> None:
     buffer.append(event)
     if stream._consumers:
         stream._consumers.unpark()
+
+
+_DeltaKey: TypeAlias = tuple[Any, ...]
+_DELTA = "generate.delta"
+
+
+class _HeldBack:
+    """Deltas of one part a full ``block`` stream could not take yet, merged."""
+
+    __slots__ = ("first", "last", "pieces")
+
+    def __init__(self, event: Any) -> None:
+        self.first = event
+        self.last = event
+        self.pieces: list[str] = [event.text]
+
+    def add(self, event: Any) -> None:
+        self.pieces.append(event.text)
+        self.last = event
+
+    def event(self) -> Any:
+        if len(self.pieces) == 1:
+            return self.first
+        return msgspec.structs.replace(self.first, text="".join(self.pieces), time=self.last.time)
+
+
+def _part(event: Any) -> _DeltaKey:
+    return (event.kind, event.index, event.call_id, event.tool_name)
+
+
+class DeltaDelivery:
+    """The ``generate.delta`` events of one generate attempt, under each stream's policy.
+
+    :meth:`offer` is sync (a provider adapter calls it mid-stream): listeners see every
+    delta at once, a ``drop-oldest`` stream drops as it always does, and a ``block``
+    stream takes deltas while it has room. Once it is full, later deltas are held back
+    for it, merged with the held-back delta of the same part, never in its buffer.
+    :meth:`flush` (awaited when the call returns) hands them over, waiting for the
+    consumer: that is where a slow consumer holds the run back.
+    """
+
+    __slots__ = ("_flushed", "_held", "_hub")
+
+    def __init__(self, hub: EventHub) -> None:
+        self._hub = hub
+        self._held: dict[weakref.ref[EventStream], list[_HeldBack]] = {}
+        self._flushed = False
+
+    def offer(self, event: Any) -> None:
+        hub = self._hub
+        if hub._listeners:
+            hub._call_listeners(event, _DELTA)
+        for ref in hub._streams:
+            stream = ref()
+            if (
+                stream is None
+                or stream._closed
+                or (stream.types is not None and _DELTA not in stream.types)
+            ):
+                continue
+            if stream._overflow != "block" or self._flushed:
+                stream._push_nowait(event)
+                continue
+            buffer = stream._buffer
+            held = self._held.get(ref)
+            if held:
+                while held and len(buffer) < stream._capacity:  # the consumer made room
+                    buffer.append(held.pop(0).event())
+            if not held and len(buffer) < stream._capacity:
+                buffer.append(event)
+            else:
+                self._hold(ref, event, stream._capacity)
+            if stream._consumers:
+                stream._consumers.unpark()
+
+    def _hold(self, ref: weakref.ref[EventStream], event: Any, capacity: int) -> None:
+        held = self._held.setdefault(ref, [])
+        part = _part(event)
+        if held and _part(held[-1].first) == part:
+            held[-1].add(event)
+            return
+        if len(held) >= capacity:
+            # Parts interleaving faster than a full stream drains: merge into the part's
+            # earlier entry rather than hold more entries than the stream's capacity.
+            for entry in held:
+                if _part(entry.first) == part:
+                    entry.add(event)
+                    return
+        held.append(_HeldBack(event))
+
+    async def flush(self) -> None:
+        """Hand the held-back deltas over, waiting while a ``block`` stream is full.
+
+        All or nothing under cancellation, like :meth:`EventHub.emit`: what is left is
+        handed over past capacity, so no stream misses a delta another one saw.
+        """
+        self._flushed = True
+        held = self._held
+        if not held:
+            return
+        try:
+            while held:
+                ref, entries = next(iter(held.items()))
+                while entries:
+                    await _push(ref, entries[0].event())
+                    entries.pop(0)
+                del held[ref]
+        except BaseException:
+            self.flush_nowait()
+            raise
+
+    def flush_nowait(self) -> None:
+        """Hand the held-back deltas over at once (the call failed or was cancelled)."""
+        self._flushed = True
+        for ref, entries in self._held.items():
+            stream = ref()
+            if stream is not None:
+                for entry in entries:
+                    stream._push_nowait(entry.event())
+        self._held.clear()
 
 
 class _Everything:
@@ -303,6 +436,15 @@ class EventHub:
                         if late is not None and (late.types is None or type in late.types):
                             late._push_nowait(event)
                     raise
+
+    @property
+    def has_streams(self) -> bool:
+        """Whether any event stream is attached (listeners aside)."""
+        return bool(self._streams)
+
+    def deltas(self) -> DeltaDelivery:
+        """A delivery for the ``generate.delta`` events of one generate attempt."""
+        return DeltaDelivery(self)
 
     def emit_nowait(self, event: Any) -> None:
         """Deliver ``event`` without ever waiting (used in shielded clean-up)."""

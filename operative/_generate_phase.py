@@ -19,6 +19,7 @@ import trio
 
 from ._deltas import deliver_deltas
 from ._errors import HookError
+from ._event_hub import DeltaDelivery
 from ._events import (
     BackpressureApplied,
     BackpressureReleased,
@@ -111,24 +112,41 @@ class GeneratePhase(RunState):
         run_id = self.run_id
         step = request.step
         attempt = request.attempt
+        # Deltas arrive in a sync callback: a full ``block`` stream holds them back
+        # (merged), and the run waits for its consumer once the call has returned. With
+        # no stream attached there is nothing to hold back (listeners never wait).
+        delivery: DeltaDelivery | None = None
 
         def sink(delta: Any) -> None:
-            hub.emit_nowait(
-                GenerateDelta(
-                    run_id=run_id,
-                    step=step,
-                    time=self._now(),
-                    attempt=attempt,
-                    kind=str(getattr(delta, "kind", "text")),
-                    text=str(getattr(delta, "text", "")),
-                    index=int(getattr(delta, "index", 0)),
-                    call_id=getattr(delta, "call_id", None),
-                    tool_name=getattr(delta, "tool_name", None),
-                )
+            nonlocal delivery
+            event = GenerateDelta(
+                run_id=run_id,
+                step=step,
+                time=self._now(),
+                attempt=attempt,
+                kind=str(getattr(delta, "kind", "text")),
+                text=str(getattr(delta, "text", "")),
+                index=int(getattr(delta, "index", 0)),
+                call_id=getattr(delta, "call_id", None),
+                tool_name=getattr(delta, "tool_name", None),
             )
+            if delivery is None:
+                if not hub.has_streams:
+                    hub.emit_nowait(event)
+                    return
+                delivery = hub.deltas()
+            delivery.offer(event)
 
         with deliver_deltas(sink):
-            return await self._attempt(request)
+            try:
+                response = await self._attempt(request)
+            except BaseException:
+                if delivery is not None:
+                    delivery.flush_nowait()  # what streamed before the failure, first
+                raise
+        if delivery is not None:
+            await delivery.flush()
+        return response
 
     async def _attempt(self, request: GenerateRequest) -> GenerateResponse:
         """One attempt: the backpressure slot, the attempt's timeout, the type check."""

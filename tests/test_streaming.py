@@ -249,3 +249,93 @@ async def test_sse_stream_closes_its_source(autojump_clock: Any) -> None:
         async for _ in chunks:
             break
     assert (await run.result()).finish_reason == "maximum-steps"
+
+
+# -- backpressure for streamed deltas -----------------------------------------------------
+
+
+def _many_pieces(count: int) -> StreamReplayer:
+    """A fast stream: ``count`` text pieces with no gap, then a thinking piece."""
+    chunks = [StreamChunk(delta=Delta(kind="text", text=f"{i},")) for i in range(count)]
+    chunks.append(StreamChunk(delta=Delta(kind="thinking", text="done")))
+    return StreamReplayer(chunks)
+
+
+async def test_a_slow_consumer_of_a_block_stream_never_has_more_than_capacity_buffered(
+    autojump_clock: Any,
+) -> None:
+    """20,000 deltas, a consumer that takes a second each: the buffer stays within its
+    capacity, nothing is lost or reordered, and the run waits for the consumer."""
+    count = 20_000
+    seen: list[Any] = []
+    buffered: list[int] = []
+    listened: list[str] = []
+    async with open_run(
+        generate=_many_pieces(count),
+        conversation=_conversation(),
+        stop_when=stop_when.no_tool_calls(),
+    ) as run:
+        run.add_listener("generate.delta", lambda event: listened.append(event.text))
+        stream = run.events("generate.delta", "generate.completed", capacity=64)
+        async for event in stream:
+            buffered.append(stream.statistics()["buffered"] + 1)  # +1: this one
+            seen.append(event)
+            await trio.sleep(1)
+    assert max(buffered) <= 64
+    assert stream.statistics() == {"buffered": 0, "capacity": 64, "dropped": 0}
+    deltas = [e for e in seen if e.type == "generate.delta"]
+    text = "".join(e.text for e in deltas if e.kind == "text")
+    assert text == "".join(f"{i}," for i in range(count))
+    assert [e.text for e in deltas if e.kind == "thinking"] == ["done"]
+    assert deltas[-1].kind == "thinking"
+    assert seen[-1].type == "generate.completed"  # held-back deltas came first
+    assert len(deltas) <= 2 * 64  # what did not fit was merged, not buffered
+    assert len(listened) == count + 1  # listeners still see every piece
+    assert (await run.result()).content == text
+
+
+async def test_held_back_deltas_make_the_run_wait_for_the_consumer(autojump_clock: Any) -> None:
+    """The step completes only once the consumer is within ``capacity`` of the end."""
+    consumed = 0
+    at_completion: list[int] = []
+    async with open_run(
+        generate=_many_pieces(500),
+        conversation=_conversation(),
+        stop_when=stop_when.no_tool_calls(),
+    ) as run:
+        run.add_listener("step.completed", lambda event: at_completion.append(consumed))
+        async for _ in run.events("generate.delta", capacity=4):
+            consumed += 1
+            await trio.sleep(1)
+    [consumed_then] = at_completion
+    assert consumed_then >= consumed - 4
+    assert consumed > 4
+
+
+async def test_a_drop_oldest_stream_still_drops_deltas(autojump_clock: Any) -> None:
+    """A live consumer never holds the run back: it misses deltas instead."""
+    async with open_run(
+        generate=_many_pieces(1_000),
+        conversation=_conversation(),
+        stop_when=stop_when.no_tool_calls(),
+    ) as run:
+        stream = run.events("generate.delta", capacity=8, overflow="drop-oldest")
+        stream.__aiter__()
+        start = trio.current_time()
+    assert trio.current_time() == start
+    assert stream.dropped == 1_001 - 8
+    assert stream.statistics()["buffered"] == 8
+
+
+async def test_deltas_of_a_failed_attempt_come_before_its_error(autojump_clock: Any) -> None:
+    """A call that fails mid-stream still hands over what streamed, then the error."""
+    chunks = [StreamChunk(delta=Delta(kind="text", text=f"{i}")) for i in range(50)]
+    replayer = StreamReplayer(chunks, error=RuntimeError("cut"))
+    seen: list[str] = []
+    async with open_run(generate=replayer, conversation=_conversation()) as run:
+        async for event in run.events("generate.delta", "generate.error", capacity=4):
+            seen.append(event.type)
+            await trio.sleep(1)
+    assert seen[-1] == "generate.error"
+    assert set(seen[:-1]) == {"generate.delta"}
+    assert (await run.result()).finish_reason == "error"
