@@ -162,10 +162,16 @@ def make_toolbox(
             )
         if not isinstance(toolbox, Toolbox):
             raise InvalidArgument(f"toolbox= takes a Toolbox, got {type(toolbox).__name__}")
-        if on_approval is not None and toolbox.approval_policy is None:
+        if (
+            on_approval is not None
+            and toolbox.approval_policy is None
+            and not any(t.needs_approval for t in toolbox)
+        ):
             raise InvalidArgument(
-                "on_approval= decides the calls a toolbox's approval policy parks, and this "
-                "toolbox has none, so the handler would never be asked: build it with "
+                "on_approval= decides the calls a toolbox parks for approval, and this "
+                "toolbox parks none (no approval policy, no tool with needs_approval), so "
+                "the handler would never be asked: declare the tools that need a person "
+                "with @tool(needs_approval=True), build the toolbox with "
                 "Toolbox(..., approval_policy=ApprovalPolicy(mode='on-mutation')), or pass "
                 "tools= (on_approval= then asks before every call of a mutating tool)"
             )

@@ -47,6 +47,18 @@ async def test_tutorial_python_samples_run(
     assert capsys.readouterr().out.splitlines() == expected
 
 
+def test_tutorial_in_process_approvals_need_no_secret() -> None:
+    """The approvals step declares the tool's need and passes on_approval=, nothing more:
+    no Toolbox, policy or approval_secret (those are for approvals resumed later)."""
+    text = PAGE.read_text()
+    step = text[text.index("## 3. Approvals") : text.index("## 4.")]
+    (sample,) = re.findall(r"^```python\n(.*?)^```", step, flags=re.DOTALL | re.MULTILINE)
+    assert "@tool(needs_approval=True)" in sample
+    assert "on_approval=" in sample
+    for needless in ("approval_secret", "ApprovalPolicy", "Toolbox("):
+        assert needless not in sample
+
+
 def test_tutorial_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The command step's lines run offline against a fresh data directory and exit 0."""
     for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPERATIVE_MODEL"):

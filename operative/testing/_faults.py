@@ -257,6 +257,7 @@ def faulty_tool(tool: Tool, plan: FaultPlan | Iterable[Fault], *, log: Log = Non
         idempotent=tool.idempotent,
         timeout=tool.timeout,
         max_concurrency=tool.max_concurrency,
+        needs_approval=tool.needs_approval,
     )
 
 

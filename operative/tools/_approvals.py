@@ -55,7 +55,11 @@ _canonical = msgspec.json.Encoder(order="sorted").encode
 class ApprovalPolicy:
     """Which tool calls wait for a person: ``"never"``, ``"on-mutation"`` or ``"always"``.
 
-    For a per-call decision pass a callable as the toolbox's ``approval_policy`` instead.
+    ``"on-mutation"`` selects every call of a mutating tool, except a tool that decides
+    per call itself (a ``needs_approval`` callable). A tool's own ``needs_approval``
+    holds under every mode, ``"never"`` included: a policy adds calls, never exempts
+    one. For a per-call decision across tools pass a callable as the toolbox's
+    ``approval_policy`` instead.
     """
 
     mode: ApprovalMode = "on-mutation"
@@ -68,7 +72,9 @@ class ApprovalPolicy:
 
     def requires(self, tool: Tool) -> bool:
         """Whether every call of ``tool`` needs approval under this mode."""
-        return self.mode == "always" or (self.mode == "on-mutation" and tool.mutates)
+        if self.mode == "always":
+            return True
+        return self.mode == "on-mutation" and tool.mutates and tool._approval_check is None
 
 
 def argument_digest(arguments: Mapping[str, Any]) -> str:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import functools
+import hashlib
 import inspect
 import math
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, overload
+from typing import Any, TypeAlias, overload
 
 import attrs
 import msgspec
@@ -18,9 +20,19 @@ from .._types import ToolSpec
 from ._context import ToolContext
 from ._schema import check_tool_name, json_schema, signature_input
 
-__all__ = ["ArgumentError", "Tool", "tool"]
+__all__ = ["ArgumentError", "NeedsApproval", "Tool", "tool"]
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
+
+NeedsApproval: TypeAlias = (
+    bool
+    | Callable[[dict[str, Any]], bool | Awaitable[bool]]
+    | Callable[[dict[str, Any], ToolContext], bool | Awaitable[bool]]
+)
+"""What ``@tool(needs_approval=...)`` takes: a bool, or a callable deciding per call
+from the call's arguments (and, if it takes a second parameter, its :class:`ToolContext`)."""
+
+_ApprovalCheck: TypeAlias = Callable[[Mapping[str, Any] | str, ToolContext], Awaitable[bool]]
 
 
 class ArgumentError(Exception):
@@ -60,6 +72,15 @@ class Tool:
     the tool timed out. ``max_concurrency`` bounds how many calls of this tool run at
     once across every toolbox holding it. ``version`` is bound into signed approvals:
     change it whenever the tool's behaviour changes so stale approvals are refused.
+
+    ``needs_approval=True`` makes every call wait for a person, in any toolbox (a
+    toolbox's ``approval_policy`` can add calls to wait, never exempt one). A callable
+    decides per call: it gets the call's validated arguments (a fresh ``dict``) and, if
+    it takes a second parameter, the call's :class:`ToolContext`, and returns a bool (or
+    an awaitable of one); if it raises, the call does not run. A tool that needs
+    approval and has no ``version`` gets one derived from its name, description and
+    input schema (``"auto-"`` and 16 hex digits), so an approval given for another
+    shape of the tool is refused; pass ``version=`` to decide yourself.
     """
 
     fn: Callable[..., Any]
@@ -73,6 +94,7 @@ class Tool:
     idempotent: bool
     timeout: float | None
     max_concurrency: int | None
+    needs_approval: NeedsApproval
     # Precomputed once so a call does no introspection.
     _spec: ToolSpec
     _decode_json: Callable[[str | bytes], Any]
@@ -84,6 +106,8 @@ class Tool:
     _given_input_type: Any
     _given_input_schema: Mapping[str, Any] | None
     _check_schema: Callable[[Any], None] | None
+    _given_version: str | None
+    _approval_check: _ApprovalCheck | None
 
     def __init__(
         self,
@@ -100,6 +124,7 @@ class Tool:
         idempotent: bool = False,
         timeout: float | None = None,
         max_concurrency: int | None = None,
+        needs_approval: NeedsApproval = False,
     ) -> None:
         if not callable(fn):
             raise ToolDefinitionError(f"a tool wraps a function, not {fn!r}")
@@ -145,6 +170,10 @@ class Tool:
             )
         if output_type is not None:
             json_schema(output_type, what=f"output of tool {tool_name!r}", object_only=False)
+        approval_check = _approval_checker(needs_approval, tool_name)
+        given_version = version
+        if version is None and needs_approval is not False:
+            version = derived_version(tool_name, description, schema)
         self.__attrs_init__(
             fn=fn,
             name=tool_name,
@@ -157,6 +186,7 @@ class Tool:
             idempotent=bool(idempotent),
             timeout=timeout,
             max_concurrency=max_concurrency,
+            needs_approval=needs_approval,
             spec=ToolSpec(name=tool_name, description=description, input_schema=schema),
             decode_json=decode_json,
             convert=convert,
@@ -167,6 +197,8 @@ class Tool:
             given_input_type=input_type,
             given_input_schema=input_schema,
             check_schema=check_schema,
+            given_version=given_version,
+            approval_check=approval_check,
         )
 
     def __repr__(self) -> str:
@@ -189,12 +221,23 @@ class Tool:
             input_type=self._given_input_type,
             input_schema=self._given_input_schema,
             output_type=self.output_type,
-            version=self.version,
+            version=self._given_version,
             mutates=self.mutates,
             idempotent=self.idempotent,
             timeout=self.timeout,
             max_concurrency=self.max_concurrency,
+            needs_approval=self.needs_approval,
         )
+
+    async def call_needs_approval(
+        self, arguments: Mapping[str, Any] | str, context: ToolContext
+    ) -> bool:
+        """Whether this call (its arguments already validated) waits for a person."""
+        check = self._approval_check
+        if check is None:
+            await trio.lowlevel.checkpoint()
+            return self.needs_approval is True
+        return await check(arguments, context)
 
     def parse_arguments(self, raw: Mapping[str, Any] | str) -> Any:
         """Validate a call's arguments (a mapping, or a raw JSON string).
@@ -237,6 +280,64 @@ class Tool:
         if self.output_type is not None:
             msgspec.convert(value, self.output_type)
         return value
+
+
+def derived_version(name: str, description: str, schema: Mapping[str, Any]) -> str:
+    """The version a tool that needs approval gets when none is given: a digest of what
+    the model is offered, so an approval for another shape of the tool is refused."""
+    shape = msgspec.json.encode([name, description, schema], order="sorted")
+    return "auto-" + hashlib.sha256(shape).hexdigest()[:16]
+
+
+def _approval_checker(needs_approval: Any, tool_name: str) -> _ApprovalCheck | None:
+    """``needs_approval`` checked; for a callable, an async ``(raw arguments, context)``
+    function that calls it with a fresh dict of the arguments (and the context, if it
+    takes two parameters)."""
+    if isinstance(needs_approval, bool):
+        return None
+    if not callable(needs_approval):
+        raise ToolDefinitionError(
+            f"tool {tool_name!r}: needs_approval takes True, False or a callable "
+            f"(arguments[, context]) -> bool, not {needs_approval!r}"
+        )
+    decide: Callable[..., Any] = needs_approval
+    try:
+        signature = inspect.signature(decide)
+    except (TypeError, ValueError):
+        signature = None
+    with_context = True
+    if signature is not None:
+        try:
+            signature.bind(None, None)
+        except TypeError:
+            try:
+                signature.bind(None)
+            except TypeError:
+                raise ToolDefinitionError(
+                    f"tool {tool_name!r}: needs_approval's callable takes the call's "
+                    "arguments (a dict) and optionally its ToolContext, as "
+                    f"(arguments) or (arguments, context); {decide!r} takes {signature}"
+                ) from None
+            with_context = False
+    else:
+        with_context = False
+
+    async def check(raw: Mapping[str, Any] | str, context: ToolContext) -> bool:
+        # A copy of its own: what the decider does to it cannot change what runs.
+        arguments = msgspec.json.decode(raw) if isinstance(raw, str) else copy.deepcopy(dict(raw))
+        verdict = decide(arguments, context) if with_context else decide(arguments)
+        if inspect.isawaitable(verdict):
+            verdict = await verdict
+        else:
+            await trio.lowlevel.checkpoint()
+        if not isinstance(verdict, bool):
+            raise TypeError(
+                f"needs_approval of tool {tool_name!r} returned {verdict!r}; return True "
+                "(ask a person) or False (run the call)"
+            )
+        return verdict
+
+    return check
 
 
 class _StructureError(Exception):
@@ -394,6 +495,7 @@ def tool(
     idempotent: bool = False,
     timeout: float | None = None,
     max_concurrency: int | None = None,
+    needs_approval: NeedsApproval = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -409,11 +511,14 @@ def tool(
     idempotent: bool = False,
     timeout: float | None = None,
     max_concurrency: int | None = None,
+    needs_approval: NeedsApproval = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a :class:`Tool` of a function: ``@tool`` or ``@tool(version="1", ...)``.
 
     The name defaults to the function's name, the description to its docstring, and
-    the input schema to its signature.
+    the input schema to its signature. ``@tool(needs_approval=True)`` makes every call
+    wait for a person; ``needs_approval=lambda arguments: ...`` decides per call (see
+    :class:`Tool`).
     """
 
     def wrap(function: Callable[..., Any]) -> Tool:
@@ -429,6 +534,7 @@ def tool(
             idempotent=idempotent,
             timeout=timeout,
             max_concurrency=max_concurrency,
+            needs_approval=needs_approval,
         )
 
     if fn is not None:

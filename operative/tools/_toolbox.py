@@ -61,13 +61,16 @@ class Toolbox:
     invalid arguments, failures, timeouts and unencodable results all become typed
     :class:`ToolResult`\\ s the model can read.
 
-    Approvals: with ``approval_policy`` set, calls it selects do not run; they settle as
-    ``action-required`` with a signed :class:`PendingApproval`. Resume it with
-    :meth:`resume_approval` (or refuse it with :meth:`deny_approval`), in this or a later
-    request. Without ``approval_secret`` a random secret is drawn per toolbox, so its
-    approvals resume only on this same instance; to resume in other processes give every
-    toolbox the same secret (32+ bytes) and the same durable ``approval_state`` store.
-    A mode policy refuses unversioned tools it could park when the toolbox is built.
+    Approvals: calls of a tool declared ``needs_approval`` (where its callable says so),
+    and calls ``approval_policy`` selects, do not run; they settle as
+    ``action-required`` with a signed :class:`PendingApproval`. The policy adds calls
+    to wait, never exempts a tool's own. Resume it with :meth:`resume_approval` (or
+    refuse it with :meth:`deny_approval`), in this or a later request. Without
+    ``approval_secret`` a random secret is drawn per toolbox, so its approvals resume
+    only on this same instance (all an in-process ``on_approval=`` handler needs); to
+    resume in other processes give every toolbox the same secret (32+ bytes) and the
+    same durable ``approval_state`` store. A mode policy refuses unversioned tools it
+    could park when the toolbox is built.
     """
 
     tools: Mapping[str, Tool]
@@ -78,6 +81,7 @@ class Toolbox:
     _unknown_hint: str
     _refusals: Mapping[str, str]
     _parked: frozenset[str]
+    _per_call: frozenset[str]
     _decide: ApprovalDecider | None
     _approvals: Approvals
     _limiter: trio.CapacityLimiter | None
@@ -121,6 +125,9 @@ class Toolbox:
                     f"(call, tool, request_context) -> bool, not {approval_policy!r}"
                 )
             decide = approval_policy
+        # A tool's own needs_approval holds whatever the policy says.
+        parked |= {n for n, t in collected.items() if t.needs_approval is True}
+        per_call = frozenset(n for n, t in collected.items() if t._approval_check is not None)
         refusals: dict[str, str] = {}
         if permissions is not None:
             for name, item in collected.items():
@@ -137,6 +144,7 @@ class Toolbox:
             unknown_hint=f"Available tools: {names}.",
             refusals=refusals,
             parked=parked,
+            per_call=per_call - parked,
             decide=decide,
             approvals=Approvals(
                 approval_secret,
@@ -210,7 +218,7 @@ class Toolbox:
                 error=f"The request this call to {tool.name!r} acts for passed its "
                 "deadline; the call did not run.",
             )
-        if self._parked or self._decide is not None:
+        if self._parked or self._per_call or self._decide is not None:
             parked = await self._park_if_needed(tool, call, context)
             if parked is not None:
                 return parked
@@ -221,12 +229,13 @@ class Toolbox:
     ) -> ToolResult | None:
         request = context.request_context
         try:
-            if tool.name in self._parked:
-                needed = True
-            elif self._decide is not None:
+            needed = tool.name in self._parked
+            if not needed and tool.name in self._per_call:
+                needed = await tool.call_needs_approval(
+                    call.arguments, _tool_context(tool, call, context)
+                )
+            if not needed and self._decide is not None:
                 needed = await self._approvals.needs_approval(self._decide, call, tool, request)
-            else:
-                needed = False
             if not needed:
                 return None
             raw = call.arguments
@@ -261,19 +270,7 @@ class Toolbox:
         context: ExecutionContext,
         before_invoke: Callable[[], Awaitable[None]] | None = None,
     ) -> ToolResult:
-        tool_context = (
-            ToolContext(
-                call_id=call.id,
-                tool_name=tool.name,
-                run_id=context.run_id,
-                step=context.step,
-                agent_id=context.agent_id,
-                request_context=context.request_context,
-                execution=context,
-            )
-            if tool._wants_context
-            else None
-        )
+        tool_context = _tool_context(tool, call, context) if tool._wants_context else None
         timeout = tool.timeout
         try:
             if (
@@ -540,6 +537,18 @@ def _timed_out(tool: Tool, call: ToolCall, places: _CallPlaces | None = None) ->
     )
 
 
+def _tool_context(tool: Tool, call: ToolCall, context: ExecutionContext) -> ToolContext:
+    return ToolContext(
+        call_id=call.id,
+        tool_name=tool.name,
+        run_id=context.run_id,
+        step=context.step,
+        agent_id=context.agent_id,
+        request_context=context.request_context,
+        execution=context,
+    )
+
+
 def _describe(exc: BaseException) -> str:
     return "".join(traceback.format_exception(exc))
 
@@ -557,7 +566,8 @@ def approving_toolbox(toolbox: Toolbox) -> Toolbox:
         raise ToolDefinitionError(
             "on_approval= asks a person before every call of a mutating tool, and an "
             f"approval binds the tool's version: give {', '.join(map(repr, unversioned))} "
-            "a version (e.g. @tool(version='1', mutates=True))"
+            "a version (e.g. @tool(version='1', mutates=True)), or declare "
+            "@tool(needs_approval=True), which derives one"
         )
     return Toolbox(
         toolbox.tools,
