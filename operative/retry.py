@@ -43,6 +43,14 @@ def is_transient(error: BaseException) -> bool:
     return isinstance(error, ConnectionError | TimeoutError | trio.TooSlowError)
 
 
+def _retry_after(error: BaseException | None) -> float | None:
+    """The wait a provider asked for with ``error`` (seconds), or ``None``."""
+    value = getattr(error, "retry_after", None)
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        return float(value)  # NaN fails ``>= 0``; infinity is capped by the caller
+    return None
+
+
 def _positive(name: str) -> Callable[[Any, Any, Any], None]:
     def check(instance: Any, attribute: Any, value: Any) -> None:
         if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
@@ -84,9 +92,11 @@ class RetryOptions:
     ``max_attempts`` counts the first attempt. Between attempts the delay grows from
     ``initial_delay`` by ``multiplier`` up to ``max_delay``; with ``jitter`` it is drawn
     between half and all of that (so many runs hit by one outage do not retry in
-    lockstep). A provider's ``retry_after`` is honoured as given. ``attempt_timeout``
-    bounds each attempt (a cancel scope); an attempt that runs past it fails with
-    ``trio.TooSlowError``, which is transient.
+    lockstep). A provider's ``retry_after`` replaces that delay, capped at
+    ``max_delay`` too: no wait is ever longer than ``max_delay`` (a fallover moves on
+    to its next provider at once instead, see :meth:`exceeds_max_delay`).
+    ``attempt_timeout`` bounds each attempt (a cancel scope); an attempt that runs past
+    it fails with ``trio.TooSlowError``, which is transient.
     """
 
     max_attempts: int = attrs.field(default=3, validator=_check_attempts)
@@ -126,14 +136,23 @@ class RetryOptions:
         return bool(retry_on(error))
 
     def delay(self, attempt: int, error: BaseException | None = None) -> float:
-        """Seconds to wait after failed attempt ``attempt`` (1-based)."""
-        retry_after = getattr(error, "retry_after", None)
-        if isinstance(retry_after, int | float) and retry_after >= 0:
-            return float(retry_after)
+        """Seconds to wait after failed attempt ``attempt`` (1-based), at most
+        ``max_delay``: the provider's ``retry_after`` when ``error`` carries one, else
+        the backoff."""
+        asked = _retry_after(error)
+        if asked is not None:
+            return min(asked, self.max_delay)
         backoff = min(self.max_delay, self.initial_delay * self.multiplier ** (attempt - 1))
         if self.jitter:
             backoff = backoff / 2 + self.random() * backoff / 2
         return backoff
+
+    def exceeds_max_delay(self, error: BaseException | None) -> bool:
+        """Whether the provider asked (``retry_after``) for a longer wait than
+        ``max_delay``: :meth:`delay` then waits ``max_delay``, and a fallover moves on to
+        its next provider instead of waiting at all."""
+        asked = _retry_after(error)
+        return asked is not None and asked > self.max_delay
 
     def next_request(
         self, request: GenerateRequest, error: BaseException, attempt: int

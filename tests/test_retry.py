@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -91,6 +92,28 @@ async def test_retry_after_is_honoured(autojump_clock: Any) -> None:
     start = trio.current_time()
     await _run(model, retry=RetryOptions(jitter=False))
     assert trio.current_time() - start == pytest.approx(7.5)
+
+
+async def test_a_retry_after_longer_than_max_delay_is_capped(autojump_clock: Any) -> None:
+    """A server asking for an hour is retried after max_delay, not an hour later."""
+    model = ScriptedModel([ProviderError("slow down", status=429, retry_after=3600.0), "ok"])
+    start = trio.current_time()
+    result, events = await _run(model, retry=RetryOptions(max_delay=30.0))
+    assert result.content == "ok"
+    assert trio.current_time() - start == pytest.approx(30.0)
+    assert [e.delay for e in events if e.type == "generate.retry"] == [30.0]
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "expected"),
+    [(3.0, 3.0), (0.0, 0.0), (3600.0, 10.0), (math.inf, 10.0), (math.nan, 1.0), (True, 1.0)],
+)
+def test_delay_is_the_retry_after_capped_at_max_delay(retry_after: float, expected: float) -> None:
+    """retry_after replaces the backoff (1 s here), never past max_delay; junk is ignored."""
+    options = RetryOptions(max_delay=10.0, jitter=False)
+    error = ProviderError("busy", status=429, retry_after=retry_after)
+    assert options.delay(1, error) == expected
+    assert options.exceeds_max_delay(error) is (expected == 10.0)
 
 
 async def test_caller_errors_are_not_retried() -> None:

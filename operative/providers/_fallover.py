@@ -173,11 +173,9 @@ class Fallover:
                         return await generate(current)
                 return await generate(current)
             except Exception as error:
-                if not budget.should_retry(error, attempt):
+                if not budget.should_retry(error, attempt) or budget.exceeds_max_delay(error):
                     raise
                 delay = budget.delay(attempt, error)
-                if delay > budget.max_delay:
-                    raise
                 failed = error
             retried.append(
                 {
