@@ -85,35 +85,65 @@ _OPERATORS: dict[type[ast.AST], Callable[..., Any]] = {
 }
 
 
+_MAX_EXPRESSION = 200
+"""The longest expression the demo calculator reads (characters)."""
+_MAX_MAGNITUDE = 10**100
+"""No intermediate or final result may exceed a googol: the work stays microseconds."""
+_MAX_BITS = _MAX_MAGNITUDE.bit_length()
+_TOO_LARGE = "results larger than 10**100 are not supported"
+
+
 def _evaluate(node: ast.AST) -> float | int:
     if isinstance(node, ast.Expression):
         return _evaluate(node.body)
     if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
         if isinstance(node.value, bool):
             raise ValueError("only numbers, + - * / // % ** and parentheses are supported")
-        return node.value
+        return _bounded(node.value)
     if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
         left, right = _evaluate(node.left), _evaluate(node.right)
-        if isinstance(node.op, ast.Pow) and abs(right) > 64:
-            raise ValueError("exponents above 64 are not supported")
+        if isinstance(node.op, ast.Pow):
+            if abs(right) > 64:
+                raise ValueError("exponents above 64 are not supported")
+            # Refused before it is computed: |left| ** right has at least
+            # (bits(left) - 1) * right bits, and ints that big take long to build.
+            if (
+                isinstance(left, int)
+                and isinstance(right, int)
+                and right > 0
+                and (abs(left).bit_length() - 1) * right > _MAX_BITS
+            ):
+                raise ValueError(_TOO_LARGE)
         result: float | int = _OPERATORS[type(node.op)](left, right)
-        return result
+        return _bounded(result)
     if isinstance(node, ast.UnaryOp) and type(node.op) in _OPERATORS:
         result = _OPERATORS[type(node.op)](_evaluate(node.operand))
-        return result
+        return _bounded(result)
     raise ValueError("only numbers, + - * / // % ** and parentheses are supported")
+
+
+def _bounded(value: float | int) -> float | int:
+    """``value``, when it is a finite number no larger than 10**100 in magnitude."""
+    if isinstance(value, complex) or not -_MAX_MAGNITUDE <= value <= _MAX_MAGNITUDE:
+        raise ValueError(_TOO_LARGE if not isinstance(value, complex) else "no complex results")
+    return value
 
 
 @tool(idempotent=True)
 async def calculate(expression: str) -> str:
-    """Evaluate an arithmetic expression (numbers, + - * / // % ** and parentheses)."""
+    """Evaluate an arithmetic expression (numbers, + - * / // % ** and parentheses;
+    results up to 10**100)."""
     await trio.lowlevel.checkpoint()
+    if len(expression) > _MAX_EXPRESSION:
+        raise ValueError(f"expressions longer than {_MAX_EXPRESSION} characters are not supported")
     try:
         value = _evaluate(ast.parse(expression.strip(), mode="eval"))
     except SyntaxError:
         raise ValueError(f"{expression!r} is not an arithmetic expression") from None
     except ZeroDivisionError:
         raise ValueError("division by zero") from None
+    except OverflowError:
+        raise ValueError(_TOO_LARGE) from None
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return f"{expression.strip()} = {value}"
