@@ -65,6 +65,10 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True):
     """Prompt tokens written to the provider's prompt cache."""
     reasoning: int = 0
     """Completion tokens spent on reasoning, when the provider reports them."""
+    estimated: bool = False
+    """True when some of these counts are operative's estimate, not the provider's: a
+    server that reports no usage (llama.cpp's streams, some OpenAI-compatible servers)
+    gets an estimate from the approximate token counter instead of a silent zero."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -74,6 +78,7 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True):
             cache_read=self.cache_read + other.cache_read,
             cache_write=self.cache_write + other.cache_write,
             reasoning=self.reasoning + other.reasoning,
+            estimated=self.estimated or other.estimated,
         )
 
     @classmethod

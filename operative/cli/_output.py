@@ -160,10 +160,13 @@ class Progress:
         if self.streamed and self._midline:
             self.end_line()
         what = f"{usage.prompt} in, {usage.completion} out"
+        if usage.estimated:  # the server reported none: say so, never a silent zero
+            what = f"~{usage.prompt} in, ~{usage.completion} out (estimated)"
         self._line(f"  model {event.model or '?'}: {what} tokens, cost {format_cost(cost)}", "dim")
 
     def totals(self) -> str:
-        return f"{self.usage.total} tokens, cost {format_cost(self.cost)}"
+        about = "~" if self.usage.estimated else ""
+        return f"{about}{self.usage.total} tokens, cost {format_cost(self.cost)}"
 
 
 class Observed:

@@ -13,7 +13,7 @@ import trio
 
 from .._errors import InvalidArgument
 from .._model import GenerateRequest, GenerateResponse
-from .._types import ToolOutcome
+from .._types import ToolOutcome, Usage
 from ..conversation import ImagePart
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "Delta",
     "DeltaCallback",
     "data_url",
+    "estimate_usage",
     "image_base64",
     "is_error_outcome",
     "merge_settings",
@@ -183,3 +184,34 @@ class ClientAdapter(Generic[ClientT]):
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+def estimate_usage(request: GenerateRequest, response: GenerateResponse) -> GenerateResponse:
+    """``response`` with an estimated :class:`~operative.Usage` when the server reported
+    none, so a run's tokens, the command's totals and token budgets never read a silent
+    zero. The estimate (``estimated=True``) counts the conversation and the offered tools
+    sent, and the answer received, with the approximate token counter."""
+    if response.usage is not None:
+        return response
+    from .._tokens import ApproximateTokenCounter
+    from ..conversation import Message
+
+    counter = ApproximateTokenCounter()
+    prompt = counter.count_messages(request.conversation.messages)
+    if request.tools:
+        prompt += counter.count(
+            Message(
+                id="tools",
+                role="system",
+                content=msgspec.json.encode(request.tools).decode(),
+            )
+        )
+    answer = Message(
+        id="answer",
+        role="assistant",
+        content=response.content if isinstance(response.content, str) else "",
+        tool_calls=response.tool_calls,
+    )
+    completion = counter.count(answer)
+    usage = Usage(prompt=prompt, completion=completion, total=prompt + completion, estimated=True)
+    return msgspec.structs.replace(response, usage=usage)

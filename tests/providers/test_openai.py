@@ -284,21 +284,26 @@ async def test_llama_cpp_double_refuses_what_the_real_server_refuses(
 
 
 @pytest.mark.parametrize("json_for_stream", [False, True])
-async def test_missing_streamed_usage_is_none_not_zero(
+async def test_missing_streamed_usage_is_estimated_not_zero(
     wire_server: WireServer, generate: OpenAIGenerate, json_for_stream: bool
 ) -> None:
-    """No usage chunk (llama-cpp-python sends none even with include_usage): usage is
-    None, unknown, never zero; a JSON answer to the stream carries its usage."""
+    """No usage chunk (llama-cpp-python sends none even with include_usage): the usage is
+    an estimate, flagged as one, never a silent zero; a JSON answer to the stream
+    carries the server's own usage."""
     body = completion("hello", usage=usage_of(7, 3))
     wire_server.handler = LlamaCppServer(body, json_for_stream=json_for_stream)
     response = await generate(request_of("hi", settings={"stream": True}))
     assert wire_server.last.json["stream_options"] == {"include_usage": True}
     assert response.content == "hello"
+    assert response.usage is not None
     if json_for_stream:
-        assert response.usage is not None
         assert (response.usage.prompt, response.usage.completion) == (7, 3)
+        assert not response.usage.estimated
     else:
-        assert response.usage is None
+        assert response.usage.estimated
+        assert response.usage.prompt > 0
+        assert response.usage.completion > 0
+        assert response.usage.total == response.usage.prompt + response.usage.completion
 
 
 async def test_json_answer_to_a_stream_is_the_answer(
@@ -573,3 +578,34 @@ def test_misuse_is_refused_eagerly() -> None:
         openai_generate(model="m", api="completions")  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument):
         openai_generate(model="")
+
+
+async def test_a_run_without_reported_usage_counts_an_estimate(
+    wire_server: WireServer, generate: OpenAIGenerate
+) -> None:
+    """Through a server that sends no usage, a run's usage is an estimate (flagged), its
+    steps add up to it, and a token budget trips on it instead of never tripping."""
+    from operative import Budget
+
+    @tool
+    async def echo(text: str) -> str:
+        """Echo."""
+        return text * 50
+
+    call = tool_call("c1", "echo", '{"text": "a long enough piece of text"}')
+    wire_server.handler = LlamaCppServer(
+        completion("", tool_calls=[call], finish_reason="tool_calls"),
+        completion("", tool_calls=[call], finish_reason="tool_calls"),
+        completion("done"),
+    )
+    agent = create_agent(
+        generate=generate,
+        tools=[echo],
+        settings={"stream": True},
+        budget=Budget(max_tokens=60),
+    )
+    result = await agent.run("Echo something, twice.")
+    assert result.usage.estimated
+    assert result.usage.total > 0
+    assert result.usage == sum((s.usage for s in result.steps), start=type(result.usage)())
+    assert result.finish_reason == "budget-exceeded"

@@ -232,9 +232,10 @@ async def test_forced_tool_round_trip_through_an_agent(llama_server: str, stream
         assert deltas == []
 
 
-async def test_usage_is_unknown_when_the_stream_has_none(llama_server: str) -> None:
+async def test_usage_is_estimated_when_the_stream_has_none(llama_server: str) -> None:
     """The server sends no usage chunk even though the request asks for one: the
-    streamed answer's usage is None; the same request not streamed has its counts."""
+    streamed answer's usage is an estimate, flagged as one (never a silent zero), near
+    the server's own counts for the same request not streamed."""
     conversation = Conversation()
     conversation.append_user_message("Say hi.")
     request = GenerateRequest(conversation=conversation.current)
@@ -248,11 +249,15 @@ async def test_usage_is_unknown_when_the_stream_has_none(llama_server: str) -> N
     finally:
         await client.close()
     assert wire.sent[0]["stream_options"] == {"include_usage": True}
-    assert streamed.usage is None
+    assert streamed.usage is not None
+    assert streamed.usage.estimated
     assert streamed.stop_reason in ("stop", "length")
     assert whole.usage is not None
+    assert not whole.usage.estimated
     assert whole.usage.prompt > 0
     assert whole.usage.completion > 0
+    # The estimate is of the right size: within a factor of three of the real count.
+    assert whole.usage.prompt / 3 <= streamed.usage.prompt <= whole.usage.prompt * 3
 
 
 async def test_the_compatible_server_sample(llama_server: str) -> None:

@@ -27,7 +27,7 @@ import msgspec
 from ..._deltas import with_run_sink
 from ..._errors import InvalidArgument, ProviderAuthenticationError, ProviderError
 from ..._model import GenerateRequest, GenerateResponse
-from .._common import ClientAdapter, DeltaCallback, merge_settings, split_known
+from .._common import ClientAdapter, DeltaCallback, estimate_usage, merge_settings, split_known
 from .._errors import connection_error, status_error, timeout_error
 from . import _responses
 from ._convert import build_messages, build_response_format, build_tools, response_from_completion
@@ -142,8 +142,9 @@ class OpenAIGenerate(ClientAdapter["openai.AsyncOpenAI"]):
         model = str(params["model"])
         try:
             if responses:
-                return await self._responses_call(params, stream, model)
-            return await self._chat_call(params, stream, model)
+                answer = await self._responses_call(params, stream, model)
+            else:
+                answer = await self._chat_call(params, stream, model)
         except openai.OpenAIError as error:
             _raise_mapped(error, model)
         except httpx2.TimeoutException as error:
@@ -152,6 +153,8 @@ class OpenAIGenerate(ClientAdapter["openai.AsyncOpenAI"]):
             raise connection_error(
                 provider=PROVIDER, model=model, detail=f"the connection was cut: {error}"
             ) from error
+        # A server that reports no usage (llama.cpp's streams) gets an estimate, flagged.
+        return estimate_usage(request, answer)
 
     async def _chat_call(
         self, params: dict[str, Any], stream: bool, model: str
