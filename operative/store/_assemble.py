@@ -123,7 +123,15 @@ def summarize(record: RunRecord, tally: ModelTally, prices: PriceTable) -> RunSu
 
 def usage_of(values: Sequence[Any]) -> Usage:
     """A ``Usage`` from six summed columns (``None`` for zero; numeric types vary)."""
-    return Usage(**{name: int(value or 0) for name, value in zip(_FIELDS, values, strict=True)})
+    counts = {name: int(value or 0) for name, value in zip(_FIELDS, values, strict=True)}
+    return Usage(
+        prompt=counts["prompt"],
+        completion=counts["completion"],
+        total=counts["total"],
+        cache_read=counts["cache_read"],
+        cache_write=counts["cache_write"],
+        reasoning=counts["reasoning"],
+    )
 
 
 # -- tool calls ------------------------------------------------------------------------
