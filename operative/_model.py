@@ -9,6 +9,7 @@ import msgspec
 
 from ._codec import json_problem
 from ._errors import InvalidResponseError
+from ._output import OutputMode
 from ._types import ToolCall, ToolSpec, Usage
 from .conversation import ContentPart, ConversationHistory
 
@@ -29,6 +30,12 @@ class GenerateRequest(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Model settings for this step (temperature, max tokens, ...)."""
     output_schema: dict[str, Any] | None = None
     """JSON Schema of the structured output the run expects, when it has one."""
+    output_mode: OutputMode | None = None
+    """How the output is asked for (the run's ``output_mode=``): ``"native"`` (the
+    provider's structured-output format), ``"tool"`` (a final-answer tool to call) or
+    ``"prompted"`` (the schema in the system prompt); ``None``: native where the provider
+    has it, prompted when a server refuses the native format. The provider adapters
+    honour it; a generate function of your own may ignore it."""
     attempt: int = 1
     """1-based attempt number (retries of the same step count up)."""
 
@@ -55,7 +62,7 @@ class GenerateResponse(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     response_id: str | None = None
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
     """Provider extras a later turn needs (e.g. reasoning items, thinking signatures);
-    JSON-encodable, nested at most ``MAX_JSON_DEPTH`` levels."""
+    JSON-encodable, nested at most 100 levels (``MAX_JSON_DEPTH``)."""
 
     def __post_init__(self) -> None:
         # Runs for every response a provider builds: the well-typed case is a few
