@@ -19,6 +19,7 @@ from ._agent import AgentInput, AgentRunContext, RunnableAgent
 from ._errors import (
     AgentContractError,
     AsyncDefinitionLoadError,
+    CleanupError,
     InvalidArgument,
     OutputValidationError,
 )
@@ -285,6 +286,24 @@ class LazyRun:
         assert self._result is not None
         return self._result
 
+    async def closed(self) -> None:
+        """Wait for the run's clean-up to finish (see ``ActiveRun.closed``).
+
+        Raises:
+            CleanupError: the clean-up did not finish.
+        """
+        await self._done.wait()
+        real = self._real
+        if real is not None:
+            await real.closed()
+        elif isinstance(self._failure, CleanupError):
+            raise self._failure
+
+    async def aclose(self) -> None:
+        """Abort the run and wait until it has ended (see ``ActiveRun.aclose``)."""
+        self.abort("the run was closed")
+        await self._done.wait()
+
     async def unwrap(self) -> RunResult:
         """The result, or the run's error raised when it ended with one."""
         result = await self.result()
@@ -376,7 +395,10 @@ class LazyRun:
                 raced = self._pending_abort()
                 if raced is not None:  # an abort raced with the load finishing
                     self.abort(raced)
-                self._result = await real.result()
+                try:
+                    self._result = await real.result()
+                except CleanupError as unfinished:  # result() raises it here too
+                    self._failure = unfinished
         if contract is not None:
             self._end_unresolved(contract, None)
 

@@ -179,6 +179,34 @@ class ActiveRun(StepLoop):
             raise result.error
         return result
 
+    async def closed(self) -> None:
+        """Wait for the run's clean-up to finish: the transcript repaired, ``on_run_end``
+        hooks run, a durable run's terminal record committed, the terminal event sent.
+
+        The specification's cleanup acknowledgement, apart from ``result()``: it returns
+        once the clean-up succeeded. Bound the wait with ``trio.fail_after`` if need be.
+
+        Raises:
+            CleanupError: the clean-up did not finish (the acknowledgement failed).
+        """
+        await self._done.wait()
+        result = self._result
+        assert result is not None
+        if result.error.__class__ is CleanupError:
+            raise result.error
+
+    async def aclose(self) -> None:
+        """Abort the run, end its event streams and wait until it has ended.
+
+        The specification's dispose (``using``): for hosts that want leaving a scope to
+        stop a run rather than wait for it, as leaving ``async with`` does. Calling it
+        after the run ended only waits. It does not raise for a failed clean-up; call
+        :meth:`closed` for that.
+        """
+        self.abort("the run was closed")
+        self.complete()
+        await self._done.wait()
+
     async def unwrap(self) -> RunResult:
         """The result, or the run's error raised when it ended with one."""
         result = await self.result()
