@@ -44,10 +44,11 @@ async def test_aclose_aborts_and_waits(autojump_clock: Any) -> None:
     agent = create_agent(generate=ScriptedModel([HANG]))
     seen: list[str] = []
     async with agent.open_run("hi") as run:
+        stream = run.events()  # subscribed before the loop starts: nothing is missed
         async with trio.open_nursery() as nursery:
 
             async def follow() -> None:
-                async for event in run.events():
+                async for event in stream:
                     seen.append(event.type)  # noqa: PERF401 - appended as they arrive
 
             nursery.start_soon(follow)
@@ -58,6 +59,7 @@ async def test_aclose_aborts_and_waits(autojump_clock: Any) -> None:
     assert result.finish_reason == "aborted"
     assert result.abort_reason == "the run was closed"
     assert seen[0] == "run.started"
+    assert seen[-1] == "run.aborted"
 
 
 async def test_a_lazy_agents_run_closes_and_acknowledges(autojump_clock: Any) -> None:
