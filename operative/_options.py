@@ -12,7 +12,7 @@ from ._errors import InvalidArgument
 from ._instrument_hook import RunInstrumentation
 from ._instrument_hook import installed as installed_instrumentation
 from ._model import GenerateFunction
-from ._output import output_schema
+from ._output import OutputMode, check_output_mode, output_schema
 from ._types import RequestContext
 from .conditions import StopCondition
 from .conversation import Conversation, ConversationHistory
@@ -50,6 +50,7 @@ class RunOptions(TypedDict, total=False):
     on_maximum_steps: Any
     hooks: HookRegistry | None
     output: Any
+    output_mode: OutputMode | None
     schema_retries: int
     settings: Mapping[str, Any] | None
     request_context: RequestContext | None
@@ -101,6 +102,7 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     hooks: Hooks
     output: Any = None
     output_schema: dict[str, Any] | None = None
+    output_mode: OutputMode | None = None
     schema_retries: int = 2
     settings: dict[str, Any] = msgspec.field(default_factory=dict)
     request_context: RequestContext | None = None
@@ -359,6 +361,14 @@ def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
     if output is not None:
         fields["output"] = output
         fields["output_schema"] = output_schema(output)
+    output_mode = get("output_mode")
+    if output_mode is not None:
+        if output is None:
+            raise InvalidArgument(
+                "output_mode= says how a structured output is asked for: pass output= (the "
+                "output type) too"
+            )
+        fields["output_mode"] = check_output_mode(output_mode)
     budget = get("budget")
     if budget is not None:
         # Optional subsystems load when a run uses them, keeping ``import operative`` light.

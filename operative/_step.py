@@ -97,6 +97,7 @@ class StepLoop(GeneratePhase, ToolPhase):
                     run_id=run_id,
                     settings=cfg.settings,
                     output_schema=cfg.output_schema,
+                    output_mode=cfg.output_mode,
                 )
                 if hooks.select_tools or hooks.prepare_step:
                     request, offered = await self._prepare(request)

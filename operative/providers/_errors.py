@@ -8,10 +8,11 @@ status is retryable and how ``retry-after`` is read.
 from __future__ import annotations
 
 import email.utils
+import functools
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from .._errors import (
     ProviderAuthenticationError,
@@ -26,6 +27,7 @@ from .._errors import (
 __all__ = [
     "connection_error",
     "is_retryable_status",
+    "names_field",
     "parse_retry_after",
     "status_error",
     "timeout_error",
@@ -35,6 +37,33 @@ __all__ = [
 def is_retryable_status(status: int) -> bool:
     """408, 409, 429 and every 5xx (including Anthropic's 529 "overloaded")."""
     return status in (408, 409, 429) or status >= 500
+
+
+def names_field(message: str, fields: Collection[str]) -> bool:
+    """Whether a server's error message names one of the request's ``fields``.
+
+    A name with an underscore or a capital (``response_format``, ``responseSchema``)
+    counts wherever it stands as a word; a plain word (``messages``, ``format``)
+    counts only quoted (``'messages'``, ``"format"``, `` `format` ``) or in a path
+    (``response_format.type``, ``messages[1]``, ``body.format``), so that prose such as
+    "the model is overloaded" names nothing.
+    """
+    if not message or not fields:
+        return False
+    return _field_pattern(tuple(sorted(set(fields)))).search(message) is not None
+
+
+@functools.lru_cache(maxsize=64)
+def _field_pattern(fields: tuple[str, ...]) -> re.Pattern[str]:
+    alternatives: list[str] = []
+    for field in fields:
+        name = re.escape(field)
+        if "_" in field or field != field.lower():
+            alternatives.append(rf"(?<!\w){name}(?!\w)")
+        alternatives.append(rf"['\"`]{name}['\"`]")
+        alternatives.append(rf"(?<=\w\.){name}(?!\w)")
+        alternatives.append(rf"(?<![\w.]){name}(?=\.\w|\[)")
+    return re.compile("|".join(alternatives))
 
 
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:
@@ -70,8 +99,15 @@ def status_error(
     key_variable: str,
     key_sent: bool | None = None,
     key_source: str | None = None,
+    sent_fields: Collection[str] = (),
 ) -> ProviderError:
     """The typed error for an HTTP error response (or an in-stream error event).
+
+    A 5xx (or 409) is retryable, unless its message names one of ``sent_fields``, the
+    fields of the request that was sent (see :func:`names_field`): a server that reports
+    a field it cannot take as a server error (llama-cpp-python answers 500 to a
+    ``response_format`` it does not know) fails the same way every time, so that is a
+    :class:`~operative.ProviderRequestError`, not retried.
 
     For a 401 or 403 the message says what is true about the key. An adapter that
     knows passes ``key_sent`` (did the request carry a key at all?) and ``key_source``
@@ -103,17 +139,22 @@ def status_error(
             where += f"; retry after {retry_after:g} s"
     elif status == 408:
         cls = ProviderTimeoutError
-    elif status == 409 or status >= 500:
+    elif (status == 409 or status >= 500) and not names_field(message, sent_fields):
         cls = ProviderUnavailableError
     else:
         cls = ProviderRequestError
+        if is_retryable_status(status):
+            where += (
+                "; the server refused a field the request sent, so the same request would "
+                "fail again: it is not retried"
+            )
     return cls(
         where,
         provider=provider,
         model=model,
         status=status,
         request_id=request_id,
-        retryable=is_retryable_status(status),
+        retryable=cls is not ProviderRequestError and is_retryable_status(status),
         retry_after=retry_after,
     )
 

@@ -19,11 +19,13 @@ from ..._model import GenerateRequest, GenerateResponse
 from ..._types import ToolCall, ToolSpec, Usage
 from ...conversation import ContentPart, FilePart, ImagePart, Message, TextPart
 from .._common import image_base64, is_error_outcome, output_schema_hint, parse_arguments
+from .._output_modes import OUTPUT_TOOL_NAME, TOOL_FORMAT, output_tool, tool_instruction
 from ._cache import CACHE_CONTROL_KEY, cache_control_of
 
 __all__ = [
     "METADATA_KEY",
     "CacheHints",
+    "apply_output_format",
     "build_messages",
     "build_tools",
     "response_from_message",
@@ -138,6 +140,43 @@ def build_messages(
     if schema_hint and request.output_schema is not None:
         system.append({"type": "text", "text": output_schema_hint(request.output_schema)})
     return system, turns, hints
+
+
+def apply_output_format(params: dict[str, Any], request: GenerateRequest, kind: str | None) -> None:
+    """Ask for the request's output in the format ``kind`` (in place).
+
+    ``"json_schema"``: ``output_config.format``; ``"prompt"``: nothing here (the schema
+    is in the system prompt :func:`build_messages` built); ``"tool"``: the final-answer
+    tool, forced unless the settings choose a ``tool_choice`` (beside other tools,
+    ``{"type": "any"}``: some tool must be called). Extended thinking cannot be combined
+    with a forced tool, so with ``thinking`` on the tool is only asked for, in the
+    system prompt.
+    """
+    schema = request.output_schema
+    if kind is None or schema is None:
+        return
+    if kind == "json_schema":
+        config = dict(params.get("output_config") or {})
+        config["format"] = {"type": "json_schema", "schema": schema}
+        params["output_config"] = config
+        return
+    if kind != TOOL_FORMAT:
+        return
+    others = bool(params.get("tools"))
+    params["tools"] = [*params.get("tools", ()), *build_tools((output_tool(request),))]
+    if "tool_choice" in params:
+        return
+    thinking = params.get("thinking")
+    if isinstance(thinking, Mapping) and thinking.get("type") not in (None, "disabled"):
+        system = params.get("system")
+        note = {"type": "text", "text": tool_instruction()}
+        if isinstance(system, str):
+            params["system"] = [{"type": "text", "text": system}, note] if system else [note]
+        else:
+            params["system"] = [*(system or ()), note]
+        return
+    forced = {"type": "tool", "name": OUTPUT_TOOL_NAME}
+    params["tool_choice"] = {"type": "any"} if others else forced
 
 
 def build_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:

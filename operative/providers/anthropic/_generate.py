@@ -22,8 +22,9 @@ from ..._errors import InvalidArgument, ProviderAuthenticationError, ProviderErr
 from ..._model import GenerateRequest, GenerateResponse
 from .._common import ClientAdapter, DeltaCallback, merge_settings, split_known
 from .._errors import connection_error, status_error, timeout_error
+from .._output_modes import TOOL_FORMAT, OutputFormats, final_answer
 from ._cache import CacheSetting, PromptCache, apply_breakpoints, prompt_cache
-from ._convert import build_messages, build_tools, response_from_message
+from ._convert import apply_output_format, build_messages, build_tools, response_from_message
 from ._stream import StreamAssembler
 
 __all__ = ["AnthropicGenerate", "anthropic_generate"]
@@ -89,7 +90,13 @@ class AnthropicGenerate(ClientAdapter["anthropic.AsyncAnthropic"]):
         self._defaults: dict[str, Any] = {"model": model, "max_tokens": max_tokens, **settings}
         self._stream = stream
         self._on_delta = on_delta
-        self._structured = structured_output
+        self._formats = OutputFormats(
+            native="json_schema",
+            fallbacks=("prompt",),
+            prompted=("prompt",),
+            fields=("output_config", "json_schema"),
+            auto=("json_schema", "prompt") if structured_output == "native" else ("prompt",),
+        )
         self.cache = cache
         """Where breakpoints go by themselves (``settings["cache"]`` overrides it per call)."""
 
@@ -99,12 +106,10 @@ class AnthropicGenerate(ClientAdapter["anthropic.AsyncAnthropic"]):
     async def _close_client(self, client: anthropic.AsyncAnthropic) -> None:
         await client.close()
 
-    def _params(self, request: GenerateRequest) -> tuple[dict[str, Any], bool]:
+    def _params(self, request: GenerateRequest, output: str | None) -> tuple[dict[str, Any], bool]:
         params, stream = merge_settings(self._defaults, request)
         cache = prompt_cache(params.pop("cache")) if "cache" in params else self.cache
-        schema = request.output_schema
-        native = schema is not None and self._structured == "native"
-        system, messages, hints = build_messages(request, schema_hint=not native)
+        system, messages, hints = build_messages(request, schema_hint=output == "prompt")
         if system:
             given = params.get("system")
             if isinstance(given, str) and given:
@@ -115,16 +120,31 @@ class AnthropicGenerate(ClientAdapter["anthropic.AsyncAnthropic"]):
         params["messages"] = messages
         if request.tools:
             params["tools"] = build_tools(request.tools) + list(params.get("tools", ()))
-        if native:
-            config = dict(params.get("output_config") or {})
-            config["format"] = {"type": "json_schema", "schema": schema}
-            params["output_config"] = config
+        apply_output_format(params, request, output)
         apply_breakpoints(params, cache, hints)
         return split_known(params, _KNOWN), self._stream if stream is None else stream
 
     async def __call__(self, request: GenerateRequest) -> GenerateResponse:
-        """One Messages API call for ``request``."""
-        params, stream = self._params(request)
+        """One Messages API call for ``request``.
+
+        With an output schema the request goes out in the format its ``output_mode``
+        asks for; a server that refuses ``output_config`` is sent the schema in the
+        system prompt at once.
+        """
+        model = str(request.settings.get("model") or self.model)
+        output = self._formats.first(request, model)
+        while True:
+            try:
+                answer = await self._send(request, output)
+            except ProviderError as error:
+                output = self._formats.after(error, request, model, output)
+                if output is None:
+                    raise
+                continue
+            return final_answer(answer, request) if output == TOOL_FORMAT else answer
+
+    async def _send(self, request: GenerateRequest, output: str | None) -> GenerateResponse:
+        params, stream = self._params(request, output)
         model = str(params["model"])
         client = self.client
         try:
@@ -148,7 +168,7 @@ class AnthropicGenerate(ClientAdapter["anthropic.AsyncAnthropic"]):
                 )
             return assembler.response()
         except anthropic.AnthropicError as error:
-            _raise_mapped(error, model, self._key_origin)
+            _raise_mapped(error, model, self._key_origin, [*params, *params.get("extra_body", ())])
         except httpx2.TimeoutException as error:
             raise timeout_error(provider=PROVIDER, model=model, detail=str(error)) from error
         except httpx2.TransportError as error:
@@ -171,7 +191,9 @@ def _key_sent(response: httpx2.Response, origin: str) -> tuple[bool | None, str]
     return False, origin
 
 
-def _raise_mapped(error: anthropic.AnthropicError, model: str, key_origin: str) -> NoReturn:
+def _raise_mapped(
+    error: anthropic.AnthropicError, model: str, key_origin: str, fields: list[str]
+) -> NoReturn:
     if isinstance(error, anthropic.APIStatusError):
         status = error.status_code
         if status < 400:  # an error event inside a 200 stream
@@ -187,6 +209,7 @@ def _raise_mapped(error: anthropic.AnthropicError, model: str, key_origin: str) 
             key_variable=KEY_VARIABLE,
             key_sent=key_sent,
             key_source=key_source,
+            sent_fields=fields,
         ) from error
     if isinstance(error, anthropic.APITimeoutError):
         raise timeout_error(provider=PROVIDER, model=model) from error
@@ -228,10 +251,13 @@ def anthropic_generate(
             same as without streaming, and ``on_delta`` sees each text, thinking and
             tool-argument delta as it arrives.
         on_delta: A sync callable given each :class:`~operative.providers.Delta`.
-        structured_output: With an ``output_schema`` on the request, ``"native"`` sends
-            it as ``output_config.format`` (the API constrains the answer; the model
-            must support structured outputs), ``"prompt"`` only adds a system
-            instruction with the schema (no guarantee; the loop still validates).
+        structured_output: With an ``output_schema`` on a request whose
+            ``output_mode`` is unset, ``"native"`` sends it as ``output_config.format``
+            (the API constrains the answer; the model must support structured
+            outputs), falling back to the schema in the system prompt when the server
+            refuses ``output_config``; ``"prompt"`` only adds a system instruction
+            with the schema (no guarantee; the loop still validates). A run's
+            ``output_mode=`` (``"native"``, ``"tool"``, ``"prompted"``) overrides it.
         cache: Prompt caching. ``"auto"`` (or ``PromptCache()``) marks the system
             prompt, the last tool spec and the latest user turn with
             ``cache_control``; a :class:`PromptCache` chooses which and the TTL; ``None``

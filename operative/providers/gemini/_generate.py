@@ -25,6 +25,14 @@ from .._common import (
 )
 from .._errors import connection_error, status_error, timeout_error
 from .._httpx import HttpxAdapter
+from .._output_modes import (
+    OUTPUT_TOOL_NAME,
+    TOOL_FORMAT,
+    OutputFormats,
+    final_answer,
+    output_hint,
+    output_tool,
+)
 from ._schema import gemini_schema
 
 __all__ = ["GeminiGenerate", "gemini_generate"]
@@ -279,6 +287,59 @@ class _Assembler:
         )
 
 
+def gemini_formats() -> OutputFormats:
+    """Gemini's output formats, with a memory of refusals of its own: ``schema``
+    (``responseMimeType`` JSON and ``responseSchema``, native), ``json`` (JSON mode and
+    the schema in the system instruction; ``output_mode="prompted"`` starts here),
+    ``prompt`` (the schema in the system instruction only)."""
+    return OutputFormats(
+        native="schema",
+        fallbacks=("json", "prompt"),
+        prompted=("json", "prompt"),
+        fields=("responseSchema", "response_schema", "responseMimeType", "response_mime_type"),
+    )
+
+
+def apply_output_format(
+    body: dict[str, Any], config: dict[str, Any], request: GenerateRequest, kind: str | None
+) -> None:
+    """Ask for the request's output in the format ``kind``, in ``body`` and its
+    ``generationConfig`` (``config``). ``"tool"``: the final-answer function, and
+    (unless the settings give a ``tool_config``) ``functionCallingConfig`` mode ``ANY``,
+    limited to it when it is the only function."""
+    schema = request.output_schema
+    if kind is None or schema is None:
+        return
+    if kind == TOOL_FORMAT:
+        (final,) = build_tools((output_tool(request),))[0]["functionDeclarations"]
+        tools = list(body.get("tools") or ())
+        others = False
+        for index, entry in enumerate(tools):
+            if isinstance(entry, Mapping) and "functionDeclarations" in entry:
+                declared = entry["functionDeclarations"]
+                others = bool(declared)
+                tools[index] = {**entry, "functionDeclarations": [*declared, final]}
+                break
+        else:
+            tools.append({"functionDeclarations": [final]})
+        body["tools"] = tools
+        if "toolConfig" not in body:
+            calling: dict[str, Any] = {"mode": "ANY"}
+            if not others:
+                calling["allowedFunctionNames"] = [OUTPUT_TOOL_NAME]
+            body["toolConfig"] = {"functionCallingConfig": calling}
+        return
+    if kind == "schema":
+        config["responseMimeType"] = "application/json"
+        config["responseSchema"] = gemini_schema(schema)
+        return
+    system = body.get("systemInstruction") or {"parts": []}
+    hint = {"text": output_hint(request)}
+    body["systemInstruction"] = {**system, "parts": [*system["parts"], hint]}
+    if kind == "json":
+        config["responseMimeType"] = "application/json"
+
+
 class GeminiGenerate(HttpxAdapter):
     """The generate function :func:`gemini_generate` returns (callable, closeable)."""
 
@@ -287,8 +348,15 @@ class GeminiGenerate(HttpxAdapter):
     def __repr__(self) -> str:
         return f"gemini_generate(model={self.model!r})"
 
-    def body(self, request: GenerateRequest) -> tuple[str, dict[str, Any], bool]:
-        """``(model, body, stream)`` for ``request``."""
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._formats = gemini_formats()
+
+    def body(
+        self, request: GenerateRequest, output: str | None = None
+    ) -> tuple[str, dict[str, Any], bool]:
+        """``(model, body, stream)`` for ``request``, its output asked for in the format
+        ``output`` (see :func:`gemini_formats`)."""
         settings, stream_setting = merge_settings(self._defaults, request)
         stream = self._stream if stream_setting is None else stream_setting
         model = str(settings.pop("model"))
@@ -309,9 +377,7 @@ class GeminiGenerate(HttpxAdapter):
                 body[_TOP_LEVEL[key]] = value
             else:
                 config[_ALIASES.get(key) or _camel(key)] = value
-        if request.output_schema is not None:
-            config["responseMimeType"] = "application/json"
-            config["responseSchema"] = gemini_schema(request.output_schema)
+        apply_output_format(body, config, request, output)
         if config:
             body["generationConfig"] = config
         return model, body, stream
@@ -330,8 +396,26 @@ class GeminiGenerate(HttpxAdapter):
         return key
 
     async def __call__(self, request: GenerateRequest) -> GenerateResponse:
-        """One ``generateContent`` (or ``streamGenerateContent``) call for ``request``."""
-        model, body, stream = self.body(request)
+        """One ``generateContent`` (or ``streamGenerateContent``) call for ``request``.
+
+        With an output schema the request goes out in the format its ``output_mode``
+        asks for; a server that refuses ``responseSchema`` is sent the next format at
+        once.
+        """
+        model = str(request.settings.get("model") or self.model)
+        output = self._formats.first(request, model)
+        while True:
+            try:
+                answer = await self._send(request, output)
+            except ProviderError as error:
+                output = self._formats.after(error, request, model, output)
+                if output is None:
+                    raise
+                continue
+            return final_answer(answer, request) if output == TOOL_FORMAT else answer
+
+    async def _send(self, request: GenerateRequest, output: str | None) -> GenerateResponse:
+        model, body, stream = self.body(request, output)
         key = self._key(model)
         client = self.client
         name = model if model.startswith(("models/", "tunedModels/")) else f"models/{model}"
@@ -348,7 +432,7 @@ class GeminiGenerate(HttpxAdapter):
             try:
                 if response.status_code >= 400:
                     await response.aread()
-                    raise _status_error(response, model)
+                    raise _status_error(response, model, body)
                 if not stream:
                     await response.aread()
                     reply = response.json()
@@ -415,7 +499,7 @@ async def _read_events(
     return failure
 
 
-def _status_error(response: httpx.Response, model: str) -> ProviderError:
+def _status_error(response: httpx.Response, model: str, body: Mapping[str, Any]) -> ProviderError:
     message = response.text or response.reason_phrase
     try:
         error = response.json().get("error")
@@ -434,6 +518,7 @@ def _status_error(response: httpx.Response, model: str) -> ProviderError:
         headers=response.headers,
         request_id=response.headers.get("x-request-id"),
         key_variable=KEY_VARIABLE,
+        sent_fields=[*body, *(body.get("generationConfig") or ())],
     )
 
 

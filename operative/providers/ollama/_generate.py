@@ -24,6 +24,15 @@ from .._common import (
 )
 from .._errors import connection_error, status_error, timeout_error
 from .._httpx import HttpxAdapter
+from .._output_modes import (
+    TOOL_FORMAT,
+    OutputFormats,
+    final_answer,
+    output_hint,
+    output_tool,
+    tool_instruction,
+    with_system_text,
+)
 
 __all__ = ["OllamaGenerate", "ollama_generate"]
 
@@ -193,6 +202,37 @@ class _Assembler:
         )
 
 
+def ollama_formats() -> OutputFormats:
+    """Ollama's output formats, with a memory of refusals of its own: ``schema``
+    (``format`` set to the schema, native), ``json`` (``format: "json"`` and the schema in
+    the system prompt; ``output_mode="prompted"`` starts here), ``prompt`` (the schema in
+    the system prompt only)."""
+    return OutputFormats(
+        native="schema",
+        fallbacks=("json", "prompt"),
+        prompted=("json", "prompt"),
+        fields=("format", "json_schema"),
+    )
+
+
+def apply_output_format(body: dict[str, Any], request: GenerateRequest, kind: str | None) -> None:
+    """Ask for the request's output in the format ``kind`` (in place); a ``format`` in
+    the settings is sent as given. Ollama has no ``tool_choice``: in ``"tool"`` format
+    the final-answer tool is offered and asked for in the system prompt."""
+    schema = request.output_schema
+    if kind is None or schema is None:
+        return
+    if kind == TOOL_FORMAT:
+        body["tools"] = [*body.get("tools", ()), *build_tools((output_tool(request),))]
+        body["messages"] = with_system_text(body["messages"], tool_instruction())
+        return
+    if kind != "schema":
+        body["messages"] = with_system_text(body["messages"], output_hint(request))
+    if "format" in body or kind == "prompt":
+        return
+    body["format"] = schema if kind == "schema" else "json"
+
+
 class OllamaGenerate(HttpxAdapter):
     """The generate function :func:`ollama_generate` returns (callable, closeable)."""
 
@@ -201,8 +241,15 @@ class OllamaGenerate(HttpxAdapter):
     def __repr__(self) -> str:
         return f"ollama_generate(model={self.model!r}, base_url={self.base_url!r})"
 
-    def body(self, request: GenerateRequest) -> tuple[dict[str, Any], bool]:
-        """The JSON body for ``request``, and whether to stream."""
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._formats = ollama_formats()
+
+    def body(
+        self, request: GenerateRequest, output: str | None = None
+    ) -> tuple[dict[str, Any], bool]:
+        """The JSON body for ``request``, its output asked for in the format ``output``
+        (see :func:`ollama_formats`), and whether to stream."""
         settings, stream_setting = merge_settings(self._defaults, request)
         stream = self._stream if stream_setting is None else stream_setting
         body: dict[str, Any] = {"model": settings.pop("model")}
@@ -214,8 +261,7 @@ class OllamaGenerate(HttpxAdapter):
         body.update(settings)
         if request.tools or tools:
             body["tools"] = build_tools(request.tools) + tools
-        if request.output_schema is not None:
-            body["format"] = request.output_schema
+        apply_output_format(body, request, output)
         if options:
             body["options"] = options
         body["stream"] = stream
@@ -226,8 +272,25 @@ class OllamaGenerate(HttpxAdapter):
         return {"authorization": f"Bearer {key}"} if key else {}
 
     async def __call__(self, request: GenerateRequest) -> GenerateResponse:
-        """One ``/api/chat`` call for ``request``."""
-        body, stream = self.body(request)
+        """One ``/api/chat`` call for ``request``.
+
+        With an output schema the request goes out in the format its ``output_mode``
+        asks for; a server that refuses the format is sent the next one at once.
+        """
+        model = str(request.settings.get("model") or self.model)
+        output = self._formats.first(request, model)
+        while True:
+            try:
+                answer = await self._send(request, output)
+            except ProviderError as error:
+                output = self._formats.after(error, request, model, output)
+                if output is None:
+                    raise
+                continue
+            return final_answer(answer, request) if output == TOOL_FORMAT else answer
+
+    async def _send(self, request: GenerateRequest, output: str | None) -> GenerateResponse:
+        body, stream = self.body(request, output)
         model = str(body["model"])
         client = self.client
         http_request = client.build_request(
@@ -239,7 +302,7 @@ class OllamaGenerate(HttpxAdapter):
             try:
                 if response.status_code >= 400:
                     await response.aread()
-                    raise _status_error(response, model)
+                    raise _status_error(response, model, body)
                 if not stream:
                     await response.aread()
                     chunk = response.json()
@@ -302,7 +365,7 @@ def _check_chunk(chunk: Any, model: str) -> None:
         )
 
 
-def _status_error(response: httpx.Response, model: str) -> ProviderError:
+def _status_error(response: httpx.Response, model: str, body: Mapping[str, Any]) -> ProviderError:
     try:
         message = str(response.json().get("error") or response.text)
     except (ValueError, AttributeError):
@@ -315,6 +378,7 @@ def _status_error(response: httpx.Response, model: str) -> ProviderError:
         headers=response.headers,
         request_id=response.headers.get("x-request-id"),
         key_variable=KEY_VARIABLE,
+        sent_fields=[*body, *(body.get("options") or ())],
     )
 
 

@@ -13,12 +13,22 @@ from ..._model import GenerateRequest, GenerateResponse
 from ..._types import ToolCall, ToolSpec, Usage
 from ...conversation import ContentPart, FilePart, ImagePart, Message, TextPart
 from .._common import data_url, parse_arguments
+from .._output_modes import (
+    OUTPUT_TOOL_NAME,
+    TOOL_FORMAT,
+    OutputFormats,
+    output_hint,
+    output_tool,
+    with_system_text,
+)
 
 __all__ = [
     "METADATA_KEY",
+    "apply_output_format",
     "build_messages",
     "build_response_format",
     "build_tools",
+    "chat_formats",
     "response_from_completion",
     "usage_from",
     "usage_from_dict",
@@ -96,12 +106,72 @@ def build_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
     ]
 
 
-def build_response_format(schema: dict[str, Any], *, strict: bool) -> dict[str, Any]:
-    """``response_format`` asking for JSON that follows ``schema``."""
+def chat_formats() -> OutputFormats:
+    """The Chat Completions output formats, with a memory of refusals of its own:
+
+    - ``json_schema``: ``response_format`` ``json_schema`` (native);
+    - ``json_object_schema``: ``{"type": "json_object", "schema": ...}`` and the schema
+      in the system prompt, the form llama-cpp-python's server (and others) constrain
+      decoding with; tried first after a refusal of ``json_schema``, so only on servers
+      that are not OpenAI's;
+    - ``json_object``: JSON mode and the schema in the system prompt
+      (``output_mode="prompted"`` starts here);
+    - ``prompt``: the schema in the system prompt only.
+    """
+    return OutputFormats(
+        native="json_schema",
+        fallbacks=("json_object_schema", "json_object", "prompt"),
+        prompted=("json_object", "prompt"),
+        fields=("response_format", "json_schema", "json_object"),
+    )
+
+
+def build_response_format(
+    schema: dict[str, Any], *, strict: bool, kind: str = "json_schema"
+) -> dict[str, Any] | None:
+    """``response_format`` asking for JSON that follows ``schema``, in the format
+    ``kind`` (one of :func:`chat_formats`; ``None`` for ``"prompt"``)."""
+    if kind == "json_object_schema":
+        return {"type": "json_object", "schema": schema}
+    if kind == "json_object":
+        return {"type": "json_object"}
+    if kind == "prompt":
+        return None
     return {
         "type": "json_schema",
         "json_schema": {"name": "output", "schema": schema, "strict": strict},
     }
+
+
+def apply_output_format(
+    params: dict[str, Any], request: GenerateRequest, kind: str | None, *, strict: bool
+) -> None:
+    """Ask for the request's output in the format ``kind`` (in place).
+
+    ``"tool"`` adds the final-answer tool and, unless the settings choose a
+    ``tool_choice``, forces it (or, beside other tools, requires some tool call); the
+    prompted formats put the schema in the system prompt. A ``response_format`` in the
+    settings is sent as given.
+    """
+    schema = request.output_schema
+    if kind is None or schema is None:
+        return
+    if kind == TOOL_FORMAT:
+        others = bool(params.get("tools"))
+        params["tools"] = [*params.get("tools", ()), *build_tools((output_tool(request),))]
+        if "tool_choice" not in params:
+            params["tool_choice"] = (
+                "required"
+                if others
+                else {"type": "function", "function": {"name": OUTPUT_TOOL_NAME}}
+            )
+        return
+    if kind != "json_schema":
+        params["messages"] = with_system_text(params["messages"], output_hint(request))
+    if "response_format" not in params:
+        response_format = build_response_format(schema, strict=strict, kind=kind)
+        if response_format is not None:
+            params["response_format"] = response_format
 
 
 def usage_from(usage: CompletionUsage | None) -> Usage | None:

@@ -29,8 +29,15 @@ from ..._errors import InvalidArgument, ProviderAuthenticationError, ProviderErr
 from ..._model import GenerateRequest, GenerateResponse
 from .._common import ClientAdapter, DeltaCallback, estimate_usage, merge_settings, split_known
 from .._errors import connection_error, status_error, timeout_error
+from .._output_modes import TOOL_FORMAT, final_answer
 from . import _responses
-from ._convert import build_messages, build_response_format, build_tools, response_from_completion
+from ._convert import (
+    apply_output_format,
+    build_messages,
+    build_tools,
+    chat_formats,
+    response_from_completion,
+)
 from ._responses_stream import ResponsesAssembler
 from ._stream import SseLines, StreamAssembler
 
@@ -89,6 +96,7 @@ class OpenAIGenerate(ClientAdapter["openai.AsyncOpenAI"]):
         self._stream = stream
         self._on_delta = on_delta
         self._strict = strict_output
+        self._formats = _responses.responses_formats() if api == "responses" else chat_formats()
 
     def __repr__(self) -> str:
         return f"openai_generate(model={self.model!r}, api={self.api!r})"
@@ -96,15 +104,12 @@ class OpenAIGenerate(ClientAdapter["openai.AsyncOpenAI"]):
     async def _close_client(self, client: openai.AsyncOpenAI) -> None:
         await client.close()
 
-    def _params(self, request: GenerateRequest) -> tuple[dict[str, Any], bool]:
+    def _params(self, request: GenerateRequest, output: str | None) -> tuple[dict[str, Any], bool]:
         params, stream = merge_settings(self._defaults, request)
         params["messages"] = build_messages(request)
         if request.tools:
             params["tools"] = build_tools(request.tools) + list(params.get("tools", ()))
-        if request.output_schema is not None and "response_format" not in params:
-            params["response_format"] = build_response_format(
-                request.output_schema, strict=self._strict
-            )
+        apply_output_format(params, request, output, strict=self._strict)
         stream = self._stream if stream is None else stream
         if stream:
             options = dict(params.get("stream_options") or {})
@@ -112,7 +117,9 @@ class OpenAIGenerate(ClientAdapter["openai.AsyncOpenAI"]):
             params["stream_options"] = options
         return split_known(params, _KNOWN), stream
 
-    def _responses_params(self, request: GenerateRequest) -> tuple[dict[str, Any], bool]:
+    def _responses_params(
+        self, request: GenerateRequest, output: str | None
+    ) -> tuple[dict[str, Any], bool]:
         if request.settings:
             settings = _responses.normalise_settings(request.settings)
             request = msgspec.structs.replace(request, settings=settings)
@@ -125,20 +132,35 @@ class OpenAIGenerate(ClientAdapter["openai.AsyncOpenAI"]):
                 params["include"] = [*include, _ENCRYPTED_REASONING]
         if request.tools:
             params["tools"] = _responses.build_tools(request.tools) + list(params.get("tools", ()))
-        if request.output_schema is not None:
-            text = dict(params.get("text") or {})
-            if "format" not in text:
-                text["format"] = _responses.build_text_format(
-                    request.output_schema, strict=self._strict
-                )
-                params["text"] = text
+        _responses.apply_output_format(params, request, output, strict=self._strict)
         stream = self._stream if stream is None else stream
         return split_known(params, _KNOWN_RESPONSES), stream
 
     async def __call__(self, request: GenerateRequest) -> GenerateResponse:
-        """One Chat Completions (or Responses) call for ``request``."""
+        """One Chat Completions (or Responses) call for ``request``.
+
+        With an output schema the request goes out in the format its ``output_mode``
+        asks for; a server that refuses that format is sent the next one at once (see
+        :class:`~operative.providers._output_modes.OutputFormats`).
+        """
+        model = str(request.settings.get("model") or self.model)
+        output = self._formats.first(request, model)
+        while True:
+            try:
+                answer = await self._send(request, output)
+            except ProviderError as error:
+                output = self._formats.after(error, request, model, output)
+                if output is None:
+                    raise
+                continue
+            return final_answer(answer, request) if output == TOOL_FORMAT else answer
+
+    async def _send(self, request: GenerateRequest, output: str | None) -> GenerateResponse:
         responses = self.api == "responses"
-        params, stream = self._responses_params(request) if responses else self._params(request)
+        if responses:
+            params, stream = self._responses_params(request, output)
+        else:
+            params, stream = self._params(request, output)
         model = str(params["model"])
         try:
             if responses:
@@ -146,7 +168,7 @@ class OpenAIGenerate(ClientAdapter["openai.AsyncOpenAI"]):
             else:
                 answer = await self._chat_call(params, stream, model)
         except openai.OpenAIError as error:
-            _raise_mapped(error, model)
+            _raise_mapped(error, model, _sent_fields(params))
         except httpx2.TimeoutException as error:
             raise timeout_error(provider=PROVIDER, model=model, detail=str(error)) from error
         except httpx2.TransportError as error:
@@ -263,7 +285,13 @@ def _stream_error(error: Mapping[str, Any], model: str, request_id: str | None) 
     )
 
 
-def _raise_mapped(error: openai.OpenAIError, model: str) -> NoReturn:
+def _sent_fields(params: Mapping[str, Any]) -> list[str]:
+    """The body's top-level fields (those in ``extra_body`` too)."""
+    extra = params.get("extra_body")
+    return [*params, *(extra if isinstance(extra, Mapping) else ())]
+
+
+def _raise_mapped(error: openai.OpenAIError, model: str, fields: list[str]) -> NoReturn:
     if isinstance(error, openai.APIStatusError):
         body = error.body
         message = error.message
@@ -277,6 +305,7 @@ def _raise_mapped(error: openai.OpenAIError, model: str) -> NoReturn:
             headers=error.response.headers,
             request_id=error.request_id,
             key_variable=KEY_VARIABLE,
+            sent_fields=fields,
         ) from error
     if isinstance(error, openai.APITimeoutError):
         raise timeout_error(provider=PROVIDER, model=model) from error

@@ -21,14 +21,24 @@ from ..._model import GenerateRequest, GenerateResponse
 from ..._types import ToolCall, ToolSpec, Usage
 from ...conversation import ContentPart, FilePart, ImagePart, Message, TextPart
 from .._common import data_url, is_error_outcome, parse_arguments
+from .._output_modes import (
+    OUTPUT_TOOL_NAME,
+    TOOL_FORMAT,
+    OutputFormats,
+    output_hint,
+    output_tool,
+    with_system_text,
+)
 from ._convert import METADATA_KEY
 
 __all__ = [
+    "apply_output_format",
     "build_input",
     "build_text_format",
     "build_tools",
     "normalise_settings",
     "response_from_body",
+    "responses_formats",
     "usage_from_body",
 ]
 
@@ -209,6 +219,49 @@ def build_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
 def build_text_format(schema: dict[str, Any], *, strict: bool) -> dict[str, Any]:
     """``text.format`` asking for JSON that follows ``schema``."""
     return {"type": "json_schema", "name": "output", "schema": schema, "strict": strict}
+
+
+def responses_formats() -> OutputFormats:
+    """The Responses output formats, with a memory of refusals of its own:
+    ``json_schema`` (``text.format``, native), ``json_object`` (JSON mode and the schema
+    in the system prompt; ``output_mode="prompted"`` starts here), ``prompt`` (the
+    schema in the system prompt only)."""
+    return OutputFormats(
+        native="json_schema",
+        fallbacks=("json_object", "prompt"),
+        prompted=("json_object", "prompt"),
+        fields=("text", "format", "json_schema", "json_object"),
+    )
+
+
+def apply_output_format(
+    params: dict[str, Any], request: GenerateRequest, kind: str | None, *, strict: bool
+) -> None:
+    """Ask for the request's output in the format ``kind`` (in place); a ``text.format``
+    in the settings is sent as given."""
+    schema = request.output_schema
+    if kind is None or schema is None:
+        return
+    if kind == TOOL_FORMAT:
+        others = bool(params.get("tools"))
+        params["tools"] = [*params.get("tools", ()), *build_tools((output_tool(request),))]
+        if "tool_choice" not in params:
+            params["tool_choice"] = (
+                "required" if others else {"type": "function", "name": OUTPUT_TOOL_NAME}
+            )
+        return
+    if kind != "json_schema":
+        params["input"] = with_system_text(
+            params["input"], output_hint(request), item={"type": "message"}
+        )
+    text = dict(params.get("text") or {})
+    if "format" in text or kind == "prompt":
+        return
+    if kind == "json_object":
+        text["format"] = {"type": "json_object"}
+    else:
+        text["format"] = build_text_format(schema, strict=strict)
+    params["text"] = text
 
 
 # -- response -------------------------------------------------------------------------
