@@ -12,7 +12,7 @@ server-sent events: the run's own events (``generate.delta``, ``step.generated``
 ``run.aborted``, as :func:`operative.streaming.encode_sse` writes them) and the host's
 (``approval.resolved``, ``approval.pending``, ``turn.error``, then always
 ``turn.completed`` last, carrying the history for the client to keep). ``GET /``
-serves the chat page.
+serves the chat page, ``/favicon.ico`` and ``/favicon.svg`` its icon.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from .. import (
 )
 from .._errors import OperativeError
 from ..streaming import SSE_CONTENT_TYPE, encode_sse
+from ._chat_page import FAVICON_ICO, FAVICON_SVG
 
 __all__ = ["HOST_AGENT", "ChatHost", "Decision", "TurnRequest", "sse_frame"]
 
@@ -58,6 +59,11 @@ FORWARDED = (
     "run.aborted",
 )
 """The run events a turn streams to the client."""
+
+_ICONS = {
+    "/favicon.ico": (FAVICON_ICO, "image/x-icon"),
+    "/favicon.svg": (FAVICON_SVG, "image/svg+xml"),
+}
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -154,6 +160,9 @@ class ChatHost:
                 await _respond(send, 405, b"use GET\n", allow="GET, HEAD")
                 return
             await _respond(send, 200, self.page, content_type="text/html; charset=utf-8")
+        elif path in _ICONS:
+            body, content_type = _ICONS[path]
+            await _respond(send, 200, body, content_type=content_type, cache="max-age=86400")
         elif path == "/api/turn":
             if method != "POST":
                 await _error(send, 405, "POST a turn request (JSON) to /api/turn", allow="POST")
@@ -345,6 +354,7 @@ async def _respond(
     *,
     content_type: str = "text/plain; charset=utf-8",
     allow: str | None = None,
+    cache: str | None = None,
 ) -> None:
     headers = [
         (b"content-type", content_type.encode()),
@@ -352,6 +362,8 @@ async def _respond(
     ]
     if allow is not None:
         headers.append((b"allow", allow.encode()))
+    if cache is not None:
+        headers.append((b"cache-control", cache.encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 

@@ -2,12 +2,19 @@
 
 The page keeps the conversation (the history, its id and the parked approvals) in the
 browser's ``localStorage`` and POSTs it with every turn; it reads the reply as
-server-sent events from the ``fetch`` response body.
+server-sent events from the ``fetch`` response body. Its header says which model
+answers, and says plainly when that is the offline stand-in. The favicon is drawn
+here too (an SVG, and a PNG in an ICO for browsers that ask for ``/favicon.ico``).
 """
 
 from __future__ import annotations
 
-__all__ = ["PAGE"]
+import html
+import math
+import struct
+import zlib
+
+__all__ = ["FAVICON_ICO", "FAVICON_SVG", "PAGE", "page"]
 
 PAGE = b"""<!doctype html>
 <html lang="en">
@@ -15,6 +22,8 @@ PAGE = b"""<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>operative chat</title>
+<link rel="icon" href="/favicon.svg" type="image/svg+xml">
+<link rel="icon" href="/favicon.ico" sizes="32x32">
 <style>
   html, body { height: 100%; margin: 0; }
   body { font: 15px/1.45 system-ui, sans-serif; max-width: 46rem; margin: 0 auto;
@@ -37,6 +46,9 @@ PAGE = b"""<!doctype html>
   form { display: flex; gap: .5rem; padding: .75rem 0 1rem; border-top: 1px solid #e5e7eb; }
   #message { flex: 1; padding: .5rem; font: inherit; }
   #status { color: #6b7280; font-size: 13px; }
+  #model { margin: 0 0 .25rem; color: #6b7280; font-size: 13px; }
+  #model.offline { color: #92400e; background: #fffbeb; border: 1px solid #f59e0b;
+         border-radius: .4rem; padding: .4rem .6rem; }
 </style>
 </head>
 <body>
@@ -44,6 +56,7 @@ PAGE = b"""<!doctype html>
   <span><span id="status">idle</span> &middot;
     <button id="reset" type="button">new chat</button></span>
 </header>
+<!--model-->
 <div id="log"></div>
 <form id="composer">
   <input id="message" autocomplete="off"
@@ -226,3 +239,64 @@ render();
 </body>
 </html>
 """
+
+
+_OFFLINE_NOTICE = (
+    "<strong>Offline stand-in model:</strong> the answers are scripted, not an LLM's. "
+    "To chat with a real model, restart <code>operative serve</code> with "
+    "<code>--model provider:model</code>, or with <code>ANTHROPIC_API_KEY</code>, "
+    "<code>OPENAI_API_KEY</code> or <code>OPENAI_BASE_URL</code> set."
+)
+
+
+def page(model: str, *, offline: bool) -> bytes:
+    """The chat page, its header naming ``model`` (and saying so when it is offline)."""
+    if offline:
+        notice = f'<p id="model" class="offline">{_OFFLINE_NOTICE}</p>'
+    else:
+        notice = f'<p id="model">model: {html.escape(model)}</p>'
+    return PAGE.replace(b"<!--model-->", notice.encode())
+
+
+FAVICON_SVG = (
+    b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32">'
+    b'<circle cx="16" cy="16" r="15" fill="#2563eb"/>'
+    b'<circle cx="16" cy="16" r="7" fill="#fff"/></svg>\n'
+)
+
+
+def _png(size: int) -> bytes:
+    """FAVICON_SVG's ring as a ``size``-pixel RGBA PNG."""
+    centre, rows = (size - 1) / 2, bytearray()
+    for y in range(size):
+        rows.append(0)  # filter: none
+        for x in range(size):
+            distance = math.hypot(x - centre, y - centre) / (size / 2)
+            if distance <= 7 / 16:
+                rows += b"\xff\xff\xff\xff"
+            elif distance <= 15 / 16:
+                rows += b"\x25\x63\xeb\xff"
+            else:
+                rows += b"\x00\x00\x00\x00"
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", size, size, 8, 6, 0, 0, 0)  # 8-bit RGBA
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(bytes(rows), 9))
+        + chunk(b"IEND", b"")
+    )
+
+
+def _ico(png: bytes, size: int) -> bytes:
+    """One PNG image in an ICO container."""
+    directory = struct.pack("<HHH", 0, 1, 1)
+    entry = struct.pack("<BBBBHHII", size % 256, size % 256, 0, 0, 1, 32, len(png), 6 + 16)
+    return directory + entry + png
+
+
+FAVICON_ICO = _ico(_png(32), 32)

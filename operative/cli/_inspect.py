@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 import time
 from collections.abc import Sequence
 from datetime import datetime
@@ -11,8 +12,9 @@ from datetime import datetime
 from ..sessions import parse_duration
 from ..store import RunDetail, RunSummary
 from ._errors import EXIT_OK, UsageError
-from ._output import Output, format_cost, shorten
-from ._state import DATABASE, open_state
+from ._invocation import command_line
+from ._output import Output, describe_cost, shorten
+from ._state import DATABASE, check_data_dir, open_state
 
 __all__ = ["parse_since", "runs_list", "runs_show", "sessions_delete", "sessions_list"]
 
@@ -46,14 +48,21 @@ def _when(epoch: float) -> str:
 
 
 def _missing(args: argparse.Namespace) -> bool:
-    return not (args.data_dir / DATABASE).exists()
+    """Nothing stored yet; UsageError when ``--data-dir`` cannot be a data directory."""
+    return not check_data_dir(args.data_dir)
 
 
 def _no_data(args: argparse.Namespace, what: str, ident: str) -> UsageError:
+    listing = command_line(args, f"{what}s list")
+    if "--data-dir" not in listing:
+        listing += f" --data-dir {shlex.quote(str(args.data_dir))}"
     return UsageError(
-        f"no {what} {ident!r} in {args.data_dir / DATABASE}: list them with "
-        f"`operative {what}s list --data-dir {args.data_dir}`"
+        f"no {what} {ident!r} in {args.data_dir / DATABASE}: list them with `{listing}`"
     )
+
+
+def _cost(run: RunSummary) -> str:
+    return describe_cost(run.cost_usd, usage=run.usage, unpriced_models=run.unpriced_models)
 
 
 def _table(out: Output, header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
@@ -76,7 +85,7 @@ def _run_row(run: RunSummary) -> tuple[str, ...]:
         run.finish_reason or "-",
         str(run.steps),
         str(run.usage.total),
-        format_cost(run.cost_usd),
+        _cost(run).split(" (", 1)[0],
         _when(run.created_at),
     )
 
@@ -89,7 +98,7 @@ async def runs_list(args: argparse.Namespace, out: Output) -> int:
         items: tuple[RunSummary, ...] = ()
         cursor = None
     else:
-        async with open_state(args.data_dir) as state:
+        async with open_state(args.data_dir, create=False) as state:
             page = await state.runs.runs(
                 status=args.status,
                 agent_name=args.agent,
@@ -102,10 +111,15 @@ async def runs_list(args: argparse.Namespace, out: Output) -> int:
         out.json({"runs": items, "next_cursor": cursor})
         return EXIT_OK
     if not items:
-        out.line("no runs")
+        out.line(f"no runs in {args.data_dir / DATABASE}")
         return EXIT_OK
     header = ("RUN", "AGENT", "SESSION", "STATUS", "FINISH", "STEPS", "TOKENS", "COST", "CREATED")
     _table(out, header, [_run_row(run) for run in items])
+    reasons = dict.fromkeys(
+        cost.split(" (", 1)[1][:-1] for cost in map(_cost, items) if cost.startswith("n/a (")
+    )
+    if reasons:
+        out.line(f"(cost n/a: {'; '.join(reasons)})", "dim")
     if cursor is not None:
         out.line(f"(more runs: raise --limit above {args.limit})", "dim")
     return EXIT_OK
@@ -114,7 +128,7 @@ async def runs_list(args: argparse.Namespace, out: Output) -> int:
 async def runs_show(args: argparse.Namespace, out: Output) -> int:
     detail: RunDetail | None = None
     if not _missing(args):
-        async with open_state(args.data_dir) as state:
+        async with open_state(args.data_dir, create=False) as state:
             detail = await state.runs.run(args.run_id)
     if detail is None:
         raise _no_data(args, "run", args.run_id)
@@ -127,9 +141,10 @@ async def runs_show(args: argparse.Namespace, out: Output) -> int:
     out.line(f"  session   {run.session_id or '-'}")
     out.line(f"  status    {run.status} ({run.finish_reason or 'not finished'})")
     out.line(f"  created   {_when(run.created_at)}; updated {_when(run.updated_at)}")
-    out.line(f"  usage     {run.usage.total} tokens, cost {format_cost(run.cost_usd)}")
+    out.line(f"  usage     {run.usage.total} tokens, cost {_cost(run)}")
     if run.status == "running":
-        out.line(f"  lease     {run.lease_owner or 'nobody (run `operative recover`)'}")
+        nobody = f"nobody (run `{command_line(args, 'recover')}`)"
+        out.line(f"  lease     {run.lease_owner or nobody}")
     if run.outcome is not None and run.outcome.error:
         out.line(f"  error     {run.outcome.error}", "red")
     for step in detail.steps:
@@ -150,13 +165,13 @@ async def runs_show(args: argparse.Namespace, out: Output) -> int:
 async def sessions_list(args: argparse.Namespace, out: Output) -> int:
     summaries = []
     if not _missing(args):
-        async with open_state(args.data_dir) as state:
+        async with open_state(args.data_dir, create=False) as state:
             summaries = await state.sessions.list(agent_name=args.agent)
     if args.json:
         out.json({"sessions": summaries})
         return EXIT_OK
     if not summaries:
-        out.line("no sessions")
+        out.line(f"no sessions in {args.data_dir / DATABASE}")
         return EXIT_OK
     header = ("SESSION", "AGENT", "MESSAGES", "RUNS", "UPDATED")
     rows = [
@@ -170,7 +185,7 @@ async def sessions_list(args: argparse.Namespace, out: Output) -> int:
 async def sessions_show(args: argparse.Namespace, out: Output) -> int:
     session = None
     if not _missing(args):
-        async with open_state(args.data_dir) as state:
+        async with open_state(args.data_dir, create=False) as state:
             session = await state.sessions.load(args.session_id)
     if session is None:
         raise _no_data(args, "session", args.session_id)
@@ -195,7 +210,7 @@ async def sessions_show(args: argparse.Namespace, out: Output) -> int:
 async def sessions_delete(args: argparse.Namespace, out: Output) -> int:
     deleted = False
     if not _missing(args):
-        async with open_state(args.data_dir) as state:
+        async with open_state(args.data_dir, create=False) as state:
             deleted = await state.sessions.delete(args.session_id)
     if not deleted:
         raise _no_data(args, "session", args.session_id)

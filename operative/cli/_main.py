@@ -12,10 +12,11 @@ from typing import IO
 
 import trio
 
-from .. import OperativeError
+from .. import DatabaseFileError, OperativeError
 from ._agents import DEMO_PROMPT
 from ._errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError
 from ._inspect import runs_list, runs_show, sessions_delete, sessions_list, sessions_show
+from ._invocation import invocation
 from ._output import Output
 from ._running import run_chat, run_demo, run_recover
 from ._serve import run_serve
@@ -37,7 +38,19 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
-def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a port: give 0 to 65535 (0 picks a free one)"
+        )
+    return port
+
+
+def build_parser(env: Mapping[str, str], *, prog: str = "operative") -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
     common.add_argument(
         "--data-dir",
@@ -59,7 +72,7 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     )
 
     parser = _Parser(
-        prog="operative",
+        prog=prog,
         description="Run and inspect operative agents.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -137,7 +150,9 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         "else a secret generated once into the data directory.",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address (default: %(default)s)")
-    serve.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
+    serve.add_argument(
+        "--port", type=_port, default=8000, help="port, 0 for a free one (default: %(default)s)"
+    )
     serve.set_defaults(handler=run_serve, needs_stdin=False)
     return parser
 
@@ -153,7 +168,8 @@ def main(
     """Run the command with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
     env = os.environ if env is None else env
     out = Output(stdout or sys.stdout, stderr or sys.stderr)
-    parser = build_parser(env)
+    prog = invocation(sys.argv[0] if argv is None else None, env)
+    parser = build_parser(env, prog=prog)
     try:
         args = parser.parse_args(argv)
     except UsageError as exc:
@@ -161,6 +177,9 @@ def main(
         return EXIT_USAGE
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else EXIT_OK
+    args.invocation = prog
+    if hasattr(args, "data_dir"):
+        args.data_dir_given = args.data_dir != default_data_dir(env)
     handler = args.handler
     command: Callable[[], Awaitable[int]]
     if getattr(args, "needs_stdin", False):
@@ -175,16 +194,43 @@ def main(
         # Ctrl-C reaches the command through whatever nurseries were open: unwrap it.
         if group.split(KeyboardInterrupt)[0] is not None:
             return _interrupted(out)
-        raise
+        sole = _sole(group)
+        if sole is None or not isinstance(sole, OperativeError):
+            raise
+        return _failed(out, sole)
     except KeyboardInterrupt:
         return _interrupted(out)
-    except UsageError as exc:
+    except OperativeError as exc:
+        return _failed(out, exc)
+    return code
+
+
+def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
+    """The one exception a group (of groups) holds, or ``None`` when it holds more."""
+    leaves: list[BaseException] = []
+
+    def walk(error: BaseException) -> None:
+        if isinstance(error, BaseExceptionGroup):
+            for inner in error.exceptions:
+                walk(inner)
+        else:
+            leaves.append(error)
+
+    walk(group)
+    return leaves[0] if len(leaves) == 1 else None
+
+
+def _failed(out: Output, exc: OperativeError) -> int:
+    """One line on standard error, and the exit code: 2 for bad input (a usage error, a
+    data file that is not a database), 1 for anything else."""
+    if isinstance(exc, UsageError):
         out.error(str(exc))
         return EXIT_USAGE
-    except OperativeError as exc:
-        out.error(f"{type(exc).__name__}: {exc}")
-        return EXIT_FAILED
-    return code
+    if isinstance(exc, DatabaseFileError):
+        out.error(f"{exc} (or pass another --data-dir)")
+        return EXIT_USAGE
+    out.error(f"{type(exc).__name__}: {exc}")
+    return EXIT_FAILED
 
 
 def _interrupted(out: Output) -> int:

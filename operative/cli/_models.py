@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import attrs
 
-from .._errors import InvalidArgument
+from .._errors import InvalidArgument, ProviderAuthenticationError
 from ..providers._model_strings import (
     PROVIDERS,
     environment_base_url,
@@ -107,12 +108,61 @@ def choose_model(spec: str | None, *, offline: bool, env: Mapping[str, str]) -> 
     )
 
 
+_KEYS = {
+    "anthropic": ("an Anthropic", ("ANTHROPIC_API_KEY",)),
+    "openai": ("an OpenAI", ("OPENAI_API_KEY",)),
+    "openai-responses": ("an OpenAI", ("OPENAI_API_KEY",)),
+    "gemini": ("a Gemini", ("GEMINI_API_KEY", "GOOGLE_API_KEY")),
+}
+"""Each provider's name and the environment variables its key may come from."""
+
+
+def _no_key(choice: ModelChoice) -> UsageError:
+    vendor, names = _KEYS[choice.provider]
+    variables = " (or ".join(names) + ")" * (len(names) - 1)
+    server = (
+        " (or OPENAI_BASE_URL, for an OpenAI-compatible server that needs none)"
+        if choice.provider.startswith("openai")
+        else ""
+    )
+    return UsageError(
+        f"model {choice.provider}:{choice.model} needs {vendor} API key: set the "
+        f"{variables} environment variable{server}, pass another --model, or use --offline"
+    )
+
+
+def _missing_package(error: BaseException) -> str | None:
+    """The module an ImportError somewhere in ``error``'s causes could not import."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, ImportError) and seen.name:
+            return seen.name
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _no_sdk(choice: ModelChoice, error: InvalidArgument) -> UsageError:
+    package = _missing_package(error)
+    if package is None:
+        return UsageError(f"model {choice.provider}:{choice.model}: {error}, or use --offline")
+    extra = "openai" if choice.provider.startswith("openai") else choice.provider
+    return UsageError(
+        f"model {choice.provider}:{choice.model} needs the {extra} SDK, and the "
+        f"package {package!r} is not installed: pip install 'operative[{extra}]', or use "
+        "--offline (or pass another --model)"
+    )
+
+
 @asynccontextmanager
-async def open_generate(choice: ModelChoice) -> AsyncIterator[Any]:
+async def open_generate(
+    choice: ModelChoice, env: Mapping[str, str] | None = None
+) -> AsyncIterator[Any]:
     """The ``GenerateFunction`` for ``choice``; a provider's client is closed on exit.
 
     A provider's adapter is the library's ``open_model`` for ``provider:model``,
-    streaming, at ``choice.base_url`` when there is one.
+    streaming, at ``choice.base_url`` when there is one. A missing SDK or key (in
+    ``env``, default ``os.environ``) is a UsageError saying what to set or install,
+    raised here, before any request or turn.
     """
     if choice.offline:
         yield offline_generate
@@ -126,5 +176,13 @@ async def open_generate(choice: ModelChoice) -> AsyncIterator[Any]:
                 open_model(f"{choice.provider}:{choice.model}", **settings)
             )
         except InvalidArgument as exc:  # a missing SDK: the extra to install
-            raise UsageError(f"{exc}, or use --offline") from None
+            raise _no_sdk(choice, exc) from None
+        except ProviderAuthenticationError:  # no key where the adapter looks
+            raise _no_key(choice) from None
+        env = os.environ if env is None else env
+        if choice.provider in _KEYS and not (
+            any(env.get(name) for name in _KEYS[choice.provider][1])
+            or (choice.base_url and choice.provider.startswith("openai"))
+        ):
+            raise _no_key(choice)  # the command's environment (the adapter reads os.environ)
         yield generate

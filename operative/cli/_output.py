@@ -1,25 +1,27 @@
-"""Terminal output: plain text, coloured with ``rich`` when it is installed and we are on a
-terminal, and live progress of a run drawn from its events.
+"""Terminal output: plain text, or through ``rich`` on a terminal, and the progress of a run
+drawn from its events.
 
-``rich`` is optional (``pip install 'operative[cli]'``): without it, or when output is
-piped, every line is plain text. No ``rich.live`` display is used, since it redraws from
-a thread of its own.
+``rich`` is optional (``pip install 'operative[cli]'``). With it, and standard output a
+terminal, lines are styled (colour unless ``NO_COLOR`` is set) and a live status shows
+what the run is doing (:mod:`._live`). Piped, or without rich, every line is plain text
+and nothing is redrawn.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import IO, Any
 
 import msgspec
+import trio
 
 from .. import Usage
 from ..budgets import cost_of
 from ._agents import OFFLINE_MODEL
+from ._live import LiveStatus
 
-__all__ = ["Observed", "Output", "Progress", "format_cost", "shorten"]
+__all__ = ["Observed", "Output", "Progress", "describe_cost", "format_cost", "shorten"]
 
 
 def shorten(text: str, limit: int = 100) -> str:
@@ -27,10 +29,25 @@ def shorten(text: str, limit: int = 100) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def format_cost(cost: float | None) -> str:
-    if cost is None:
-        return "n/a"
+def format_cost(cost: float) -> str:
     return f"${cost:.4f}" if cost < 1 else f"${cost:.2f}"
+
+
+def describe_cost(cost: float | None, *, usage: Usage, unpriced_models: Sequence[str] = ()) -> str:
+    """A cost in dollars, or ``n/a`` and why; the one way every command reports cost.
+
+    ``cost`` is ``None`` when some of ``usage`` has no price; ``unpriced_models`` are the
+    reported model names the price table does not know.
+    """
+    if usage == Usage() and not unpriced_models:
+        return "n/a (no tokens were reported)"
+    if cost is not None:
+        return format_cost(cost)
+    if list(unpriced_models) == [OFFLINE_MODEL]:
+        return "n/a (the offline stand-in has no price)"
+    if unpriced_models:
+        return f"n/a (no price for {', '.join(unpriced_models)})"
+    return "n/a (a model that did not say its name, or an attempt cut short, spent tokens)"
 
 
 def _arguments(arguments: Any) -> str:
@@ -40,29 +57,44 @@ def _arguments(arguments: Any) -> str:
 
 
 class Output:
-    """Where the command writes: ``stdout`` for results, ``stderr`` for errors."""
+    """Where the command writes: ``stdout`` for results, ``stderr`` for errors.
+
+    ``color`` (default: whether ``stdout`` is a terminal) sends lines through rich when
+    it is installed; rich leaves the colour out when ``NO_COLOR`` is set.
+    """
 
     def __init__(self, stdout: IO[str], stderr: IO[str], *, color: bool | None = None) -> None:
         self.stdout = stdout
         self.stderr = stderr
         if color is None:
-            color = "NO_COLOR" not in os.environ and _isatty(stdout)
+            color = _isatty(stdout)
         self._console: Any = None
+        self._rich_text: Any = None
         if color:
             try:
                 from rich.console import Console
+                from rich.text import Text
             except ImportError:
                 pass
             else:
                 self._console = Console(file=stdout, highlight=False, soft_wrap=True)
+                self._rich_text = Text
 
     @property
     def rich(self) -> bool:
         return self._console is not None
 
+    def live_status(self) -> LiveStatus | None:
+        """A live status for a terminal; ``None`` when output is piped or rich is missing."""
+        console = self._console
+        if console is None or not console.is_terminal or console.is_dumb_terminal:
+            return None
+        return LiveStatus(console)
+
     def line(self, text: str = "", style: str | None = None) -> None:
-        if self._console is not None and style:
-            self._console.print(text, style=style, markup=False)
+        if self._console is not None:
+            # The style goes on the text alone, not on a live status drawn below it.
+            self._console.print(self._rich_text(text, style=style or ""))
         else:
             self.stdout.write(text + "\n")
         self.stdout.flush()
@@ -94,49 +126,88 @@ def _isatty(stream: IO[str]) -> bool:
 class Progress:
     """A run listener printing steps, tool calls, tokens and cost as they happen.
 
-    With ``stream_text`` the answer's text deltas are written as they arrive.
+    With ``stream_text`` the assistant's text is shown: piped, written as it streams;
+    on a terminal, streamed into the live status and printed once the model is done.
+    Either way a step's text comes before its token line. On a terminal the live status
+    (see :meth:`showing`) says what the run is doing and for how long.
     """
 
     def __init__(self, out: Output, *, stream_text: bool = False) -> None:
         self.out = out
         self.stream_text = stream_text
+        self.live = out.live_status()
         self.usage = Usage()
         self.cost: float | None = 0.0
-        self.streamed = False
-        """Whether text was streamed since :meth:`reset` (then it need not be printed)."""
+        self.unpriced: list[str] = []
+        self.answered = False
+        """Whether the last model answer's text was shown (then it need not be again)."""
         self._midline = False
+        self._text = ""
 
     def reset(self) -> None:
         self.usage = Usage()
         self.cost = 0.0
-        self.streamed = False
+        self.unpriced = []
+        self.answered = False
+
+    @asynccontextmanager
+    async def showing(self) -> AsyncIterator[None]:
+        """Keep the live status redrawn for the block (nothing to do when piped)."""
+        live = self.live
+        if live is None:
+            yield
+            return
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(live.serve_refresh)
+                yield
+                nursery.cancel_scope.cancel()
+        finally:
+            live.hide()
 
     def end_line(self) -> None:
+        """Finish a streamed line and clear the live status (before a prompt or a result)."""
         if self._midline:
             self.out.write("\n")
             self._midline = False
+        if self.live is not None:
+            self.live.hide()
 
     def _line(self, text: str, style: str | None = None) -> None:
-        self.end_line()
+        if self._midline:
+            self.out.write("\n")
+            self._midline = False
         self.out.line(text, style)
+
+    def _status(self, activity: str, **details: Any) -> None:
+        if self.live is not None:
+            self.live.show(activity, **details)
 
     def __call__(self, event: Any) -> None:
         kind: str = event.type
         if kind == "generate.delta":
-            if self.stream_text and event.kind == "text" and event.text:
-                if not self._midline:
-                    self.out.write("assistant: ")
-                self.out.write(event.text)
-                self._midline = self.streamed = True
+            if event.kind == "text" and event.text:
+                self._delta(event)
         elif kind == "step.started":
             self._line(f"· step {event.step}", "dim")
+            self._status("waiting for the model", step=event.step)
+        elif kind == "generate.started":
+            self._text = ""
+            self._status("waiting for the model", step=event.step, text="")
         elif kind == "generate.completed":
             self._generated(event)
         elif kind == "generate.retry":
             self._line(f"  retrying the model: {shorten(event.error)}", "yellow")
+            self._status(f"retrying the model (attempt {event.attempt})", text="")
         elif kind == "tools.executing":
             for call in event.calls:
                 self._line(f"  → {call.name}({shorten(_arguments(call.arguments), 80)})", "cyan")
+            calls = ", ".join(
+                f"{call.name}({shorten(_arguments(call.arguments), 40)})" for call in event.calls
+            )
+            self._status(f"running {calls}")
+        elif kind == "tool.progress" and event.message:
+            self._status(f"{event.tool_name}: {shorten(event.message, 60)}")
         elif kind == "tools.executed":
             for result in event.results:
                 ok = result.outcome == "success"
@@ -145,28 +216,57 @@ class Progress:
                     f"  ← {result.tool_name}: {result.outcome}: {shown}",
                     "green" if ok else "yellow",
                 )
+            self._status("working")
         elif kind == "run.error":
+            self.end_line()
             self._line(f"  run failed: {event.error}", "red")
         elif kind == "run.aborted":
+            self.end_line()
             self._line(f"  run aborted: {event.reason}", "red")
+        elif kind == "run.completed":
+            self.end_line()
+
+    def _delta(self, event: Any) -> None:
+        self._text += event.text
+        if self.live is not None:
+            self.live.show("the model is writing", text=self._text)
+        elif self.stream_text:
+            if not self._midline:
+                self.out.write("assistant: ")
+            self.out.write(event.text)
+            self._midline = True
 
     def _generated(self, event: Any) -> None:
         usage: Usage = event.usage
         self.usage = self.usage + usage
         cost = cost_of(usage, event.model) if event.model else None
-        if event.model == OFFLINE_MODEL:
-            cost = 0.0  # the scripted stand-in costs nothing
-        self.cost = None if cost is None or self.cost is None else self.cost + cost
-        if self.streamed and self._midline:
-            self.end_line()
+        if cost is None:
+            if event.model and event.model not in self.unpriced:
+                self.unpriced.append(event.model)
+            self.cost = None
+        elif self.cost is not None:
+            self.cost += cost
+        text = self._text or event.content
+        self.answered = False
+        if self.live is not None:
+            self.live.show("working", text="")  # the text moves from the status to a line
+        if self._midline:  # the text streamed onto this line: end it
+            self.out.write("\n")
+            self._midline = False
+            self.answered = True
+        elif self.stream_text and text:
+            self._line(f"assistant: {text}", "green")
+            self.answered = True
+        self._text = ""
+        priced = describe_cost(
+            cost, usage=usage, unpriced_models=[event.model] if event.model and cost is None else ()
+        )
         what = f"{usage.prompt} in, {usage.completion} out"
-        if usage.estimated:  # the server reported none: say so, never a silent zero
-            what = f"~{usage.prompt} in, ~{usage.completion} out (estimated)"
-        self._line(f"  model {event.model or '?'}: {what} tokens, cost {format_cost(cost)}", "dim")
+        self._line(f"  model {event.model or '?'}: {what} tokens, cost {priced}", "dim")
 
     def totals(self) -> str:
-        about = "~" if self.usage.estimated else ""
-        return f"{about}{self.usage.total} tokens, cost {format_cost(self.cost)}"
+        cost = describe_cost(self.cost, usage=self.usage, unpriced_models=self.unpriced)
+        return f"{self.usage.total} tokens, cost {cost}"
 
 
 class Observed:

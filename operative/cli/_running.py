@@ -10,13 +10,15 @@ from typing import IO, Any
 import trio
 
 from .. import ApprovalDecision, PendingApproval, RunResult
+from .._errors import OperativeError
 from ..durable import recover
 from ..sessions import SessionPersistenceError, open_session
 from ._agents import CHAT_AGENT, DEMO_AGENT, chat_agent, demo_agent
 from ._errors import EXIT_FAILED, EXIT_OK, UsageError
+from ._invocation import command_line
 from ._models import ModelChoice, choose_model, open_generate
-from ._output import Observed, Output, Progress, format_cost, shorten
-from ._state import State, open_state
+from ._output import Observed, Output, Progress, describe_cost, shorten
+from ._state import State, check_data_dir, open_state
 
 __all__ = ["LineReader", "run_chat", "run_demo", "run_recover"]
 
@@ -61,12 +63,25 @@ def _choice(args: argparse.Namespace, env: Mapping[str, str]) -> ModelChoice:
     return choose_model(getattr(args, "model", None), offline=args.offline, env=env)
 
 
+async def _cost(state: State, run_id: str, progress: Progress) -> str:
+    """The run's cost as ``runs show`` reports it (from the run store)."""
+    try:
+        detail = await state.runs.run(run_id)
+    except OperativeError:
+        detail = None
+    if detail is None:
+        return progress.totals().split("cost ", 1)[1]
+    run = detail.summary
+    return describe_cost(run.cost_usd, usage=run.usage, unpriced_models=run.unpriced_models)
+
+
 async def run_demo(args: argparse.Namespace, out: Output, env: Mapping[str, str]) -> int:
     """One durable session turn of the demo agent, with live progress."""
     choice = _choice(args, env)
     _banner(out, choice)
     progress = Progress(out)
-    async with open_state(args.data_dir) as state, open_generate(choice) as generate:
+    # The model first: a missing SDK or key is found before anything is stored.
+    async with open_generate(choice, env) as generate, open_state(args.data_dir) as state:
         out.line(f"data: {state.database}", "dim")
         agent = Observed(demo_agent(generate), progress)
         async with open_session(
@@ -78,20 +93,24 @@ async def run_demo(args: argparse.Namespace, out: Output, env: Mapping[str, str]
             checkpoint_store=state.journal,
         ) as session:
             out.line(f"you: {args.prompt}", "bold")
-            try:
-                result = await session.run(args.prompt)
-            except SessionPersistenceError as exc:
-                out.error(f"the run ended but could not be stored: {exc}")
-                return EXIT_FAILED
+            async with progress.showing():
+                try:
+                    result = await session.run(args.prompt)
+                except SessionPersistenceError as exc:
+                    progress.end_line()
+                    out.error(f"the run ended but could not be stored: {exc}")
+                    return EXIT_FAILED
             run_id = session.session.runs[-1].run_id
+        cost = await _cost(state, run_id, progress)
     progress.end_line()
-    out.line(f"answer: {result.content}", "bold green")
+    if result.content:
+        out.line(f"answer: {result.content}", "bold green")
     out.line(
-        f"{len(result.steps)} steps, {result.usage.total} tokens, cost "
-        f"{format_cost(progress.cost)}; durable run {run_id} in session {args.session!r}",
+        f"{len(result.steps)} steps, {result.usage.total} tokens, cost {cost}; "
+        f"durable run {run_id} in session {args.session!r}",
         "dim",
     )
-    out.line(f"  (see it with: operative runs show {run_id})", "dim")
+    out.line(f"  (see it with: {command_line(args, f'runs show {run_id}')})", "dim")
     if _failed(result):
         _explain(out, result)
         return EXIT_FAILED
@@ -124,7 +143,7 @@ async def run_chat(
     progress = Progress(out, stream_text=True)
     reader = LineReader(stdin)
     failed = False
-    async with open_state(args.data_dir) as state, open_generate(choice) as generate:
+    async with open_generate(choice, env) as generate, open_state(args.data_dir) as state:
         agent = chat_agent(generate, approver=_approver(out, progress, reader), notes=state.notes)
         await _check_owner(state, args.session, CHAT_AGENT)
         async with open_session(
@@ -135,10 +154,11 @@ async def run_chat(
             engine=state.engine,
             checkpoint_store=state.journal,
         ) as session:
-            recovered = await session.recover()
-            if recovered is not None:
-                out.line(f"resuming the interrupted turn {recovered.run_id}", "yellow")
-                failed |= _failed(await recovered.result())
+            async with progress.showing():
+                recovered = await session.recover()
+                if recovered is not None:
+                    out.line(f"resuming the interrupted turn {recovered.run_id}", "yellow")
+                    failed |= _failed(await recovered.result())
             count = len(session.session.conversation_history.messages)
             out.line(
                 f"session {args.session!r} ({count} messages so far). Type /quit or end the "
@@ -158,17 +178,21 @@ async def run_chat(
                 if not text:
                     continue
                 progress.reset()
-                try:
-                    result = await session.run(text)
-                except SessionPersistenceError as exc:
-                    progress.end_line()
-                    out.error(f"the turn ran but could not be stored: {exc}")
+                unstored: SessionPersistenceError | None = None
+                async with progress.showing():
+                    try:
+                        result = await session.run(text)
+                    except SessionPersistenceError as exc:
+                        unstored = exc
+                progress.end_line()
+                if unstored is not None:
+                    out.error(f"the turn ran but could not be stored: {unstored}")
                     failed = True
                     continue
-                progress.end_line()
-                if not progress.streamed or not result.content:
+                if result.content and not progress.answered:
                     out.line(f"assistant: {result.content}", "bold green")
-                out.line(f"  ({progress.totals()})", "dim")
+                cost = await _cost(state, session.session.runs[-1].run_id, progress)
+                out.line(f"  this turn: {result.usage.total} tokens, cost {cost}", "dim")
                 if _failed(result):
                     _explain(out, result)
                     failed = True
@@ -188,11 +212,11 @@ async def run_recover(
     args: argparse.Namespace, out: Output, env: Mapping[str, str], stdin: IO[str]
 ) -> int:
     """Finish the demo's and chat's durable runs whose process stopped."""
-    if not (args.data_dir / "operative.db").exists():
+    if not check_data_dir(args.data_dir):
         if args.json:
             out.json({"resumed": [], "still_running": []})
         else:
-            out.line(f"nothing to recover: no data in {args.data_dir}")
+            out.line(f"nothing to recover: no data in {args.data_dir} yet")
         return EXIT_OK
     choice = _choice(args, env)
     if not args.json:
@@ -200,7 +224,7 @@ async def run_recover(
     progress = Progress(out if not args.json else Output(io.StringIO(), out.stderr))
     reader = LineReader(stdin)
     resumed: list[tuple[str, str | None, RunResult]] = []
-    async with open_state(args.data_dir) as state, open_generate(choice) as generate:
+    async with open_generate(choice, env) as generate, open_state(args.data_dir) as state:
         agents = {
             DEMO_AGENT: Observed(demo_agent(generate), progress),
             CHAT_AGENT: Observed(
@@ -208,30 +232,33 @@ async def run_recover(
                 progress,
             ),
         }
-        # Session turns first: resuming them through the session stores their outcome.
-        for summary in await state.sessions.list():
-            if summary.agent_name not in agents:
-                continue
-            record = await state.sessions.load(summary.id)
-            if record is None or all(ref.outcome is not None for ref in record.runs):
-                continue
-            async with open_session(
-                summary.id,
-                store=state.sessions,
-                agent_name=summary.agent_name,
-                agent=agents[summary.agent_name],
-                engine=state.engine,
-                checkpoint_store=state.journal,
-            ) as session:
-                recovered = await session.recover()
-                if recovered is not None:
-                    _say(out, args, f"resuming run {recovered.run_id} of session {summary.id!r}")
-                    resumed.append((recovered.run_id, summary.id, await recovered.result()))
-        # Then durable runs outside sessions.
-        for run_id, result in (
-            await recover(engine=state.engine, checkpoint_store=state.journal, agents=agents)
-        ).items():
-            resumed.append((run_id, None, result))
+        async with progress.showing():
+            # Session turns first: resuming them through the session stores their outcome.
+            for summary in await state.sessions.list():
+                if summary.agent_name not in agents:
+                    continue
+                record = await state.sessions.load(summary.id)
+                if record is None or all(ref.outcome is not None for ref in record.runs):
+                    continue
+                async with open_session(
+                    summary.id,
+                    store=state.sessions,
+                    agent_name=summary.agent_name,
+                    agent=agents[summary.agent_name],
+                    engine=state.engine,
+                    checkpoint_store=state.journal,
+                ) as session:
+                    recovered = await session.recover()
+                    if recovered is not None:
+                        _say(
+                            out, args, f"resuming run {recovered.run_id} of session {summary.id!r}"
+                        )
+                        resumed.append((recovered.run_id, summary.id, await recovered.result()))
+            # Then durable runs outside sessions.
+            for run_id, result in (
+                await recover(engine=state.engine, checkpoint_store=state.journal, agents=agents)
+            ).items():
+                resumed.append((run_id, None, result))
         still = (await state.runs.runs(status="running", limit=100)).items
     progress.end_line()
     if args.json:
@@ -263,7 +290,7 @@ async def run_recover(
                 holder = run.lease_owner or "nobody"
                 out.line(
                     f"still running: {run.run_id} ({run.agent_name}), held by {holder}; "
-                    "run `operative recover` again once its lease expires",
+                    f"run `{command_line(args, 'recover')}` again once its lease expires",
                     "yellow",
                 )
         if not resumed:

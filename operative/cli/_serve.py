@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import functools
 import os
 import secrets
 import signal
-from collections.abc import Mapping
+import socket
+import sqlite3
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +21,17 @@ from ..storage import SqliteStore
 from ..tools import ApprovalPolicy, Toolbox
 from ._agents import _INSTRUCTIONS, _note_tool, calculate, get_weather
 from ._chat_host import ChatHost
-from ._chat_page import PAGE
+from ._chat_page import page
 from ._errors import EXIT_OK, UsageError
-from ._models import choose_model, open_generate
+from ._models import ModelChoice, choose_model, open_generate
 from ._output import Output
-from ._state import DATABASE
+from ._state import DATABASE, check_data_dir, make_data_dir
 
-__all__ = ["SECRET_FILE", "approval_secret", "build_host", "run_serve"]
+__all__ = ["SECRET_FILE", "approval_secret", "build_host", "run_serve", "with_request_log"]
 
 SECRET_FILE = "approval-secret"
 SECRET_ENV = "OPERATIVE_APPROVAL_SECRET"
+OFFLINE = ModelChoice(provider="offline", model="offline", why="--offline")
 
 
 def approval_secret(data_dir: Path, env: Mapping[str, str]) -> bytes:
@@ -43,24 +48,42 @@ def approval_secret(data_dir: Path, env: Mapping[str, str]) -> bytes:
             )
         return named.encode()
     path = data_dir / SECRET_FILE
-    data_dir.mkdir(parents=True, exist_ok=True)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        secret = path.read_text(encoding="ascii").strip()
-        if len(secret) < 32:
-            raise UsageError(
-                f"{path} holds no usable approval secret: delete it (parked approvals "
-                "signed with it will no longer resume) or set {SECRET_ENV}"
-            ) from None
-        return secret.encode()
-    with os.fdopen(fd, "w", encoding="ascii") as file:
-        file.write(secrets.token_hex(32) + "\n")
-    return path.read_text(encoding="ascii").strip().encode()
+        data_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            secret = path.read_text(encoding="ascii", errors="replace").strip()
+        else:
+            with os.fdopen(fd, "w", encoding="ascii") as file:
+                file.write(secrets.token_hex(32) + "\n")
+            secret = path.read_text(encoding="ascii").strip()
+    except OSError as error:
+        raise UsageError(
+            f"cannot read or create the approval secret {path} ({error.strerror}): fix or "
+            f"delete it (parked approvals signed with it will no longer resume), or set "
+            f"{SECRET_ENV}"
+        ) from None
+    if len(secret) < 32 or not secret.isascii():
+        raise UsageError(
+            f"{path} holds no usable approval secret: delete it (parked approvals "
+            f"signed with it will no longer resume) or set {SECRET_ENV}"
+        )
+    return secret.encode()
 
 
-def build_host(generate: Any, *, secret: bytes, approval_state: Any, notes: Path) -> ChatHost:
-    """The chat host: the demo's tools and ``save_note``, which needs the user's yes."""
+def build_host(
+    generate: Any,
+    *,
+    secret: bytes,
+    approval_state: Any,
+    notes: Path,
+    model: ModelChoice = OFFLINE,
+) -> ChatHost:
+    """The chat host: the demo's tools and ``save_note``, which needs the user's yes.
+
+    The page names ``model``, and says so plainly when it is the offline stand-in.
+    """
     toolbox = Toolbox(
         [get_weather, calculate, _note_tool(notes)],
         approval_policy=ApprovalPolicy(mode="on-mutation"),
@@ -68,7 +91,84 @@ def build_host(generate: Any, *, secret: bytes, approval_state: Any, notes: Path
         approval_state=approval_state,
     )
     instructions = _INSTRUCTIONS.format(kind="chat", notes=" and save_note to save notes")
-    return ChatHost(generate=generate, toolbox=toolbox, instructions=instructions, page=PAGE)
+    return ChatHost(
+        generate=generate,
+        toolbox=toolbox,
+        instructions=instructions,
+        page=page(model.label, offline=model.offline),
+    )
+
+
+def with_request_log(app: Any, log: Callable[[str], None]) -> Any:
+    """``app``, writing one line per HTTP request once it is answered:
+    ``14:02:31 POST /api/turn 200 153.2 ms`` (status ``-`` when the client left first)."""
+
+    async def logged(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        started = time.monotonic()
+        status: list[int] = []
+
+        async def send_noting_status(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+            await send(message)
+
+        try:
+            await app(scope, receive, send_noting_status)
+        finally:
+            took = (time.monotonic() - started) * 1000
+            path = scope["path"] + (
+                f"?{scope['query_string'].decode()}" if scope.get("query_string") else ""
+            )
+            log(
+                f"{time.strftime('%H:%M:%S')} {scope['method']} {path} "
+                f"{status[0] if status else '-'} {took:.1f} ms"
+            )
+
+    return logged
+
+
+def _listen(host: str, port: int) -> list[socket.socket]:
+    """Bind ``host:port`` now, before anything is created: a port in use, or an address
+    this machine does not have, is a UsageError that says what to do."""
+    from hypercorn.config import Config
+
+    config = Config()
+    config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    where = f"{host}:{port}"
+    try:
+        return config.create_sockets().insecure_sockets
+    except socket.gaierror as error:
+        raise UsageError(
+            f"--host {host!r} is not an address of this machine ({error.strerror}): give "
+            "an IP address such as 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)"
+        ) from None
+    except OSError as error:
+        if error.errno == errno.EADDRINUSE:
+            raise UsageError(
+                f"port {port} on {host} is in use (another `operative serve`?): stop what "
+                "holds it, or pass another --port (--port 0 picks a free one)"
+            ) from None
+        if error.errno == errno.EADDRNOTAVAIL:
+            raise UsageError(
+                f"--host {host!r} is not an address of this machine: give one it has, such "
+                "as 127.0.0.1 or 0.0.0.0"
+            ) from None
+        if error.errno == errno.EACCES:
+            raise UsageError(
+                f"cannot listen on {where}: ports below 1024 need privileges; pass "
+                "--port 8000, or another above 1023"
+            ) from None
+        raise UsageError(
+            f"cannot listen on {where} ({error.strerror}): pass another --host or --port"
+        ) from None
+
+
+def _handed_over(sockets: list[socket.socket]) -> list[str]:
+    """Binds that give hypercorn the sockets already bound (it takes over their fds)."""
+    return [f"fd://{sock.detach()}" for sock in sockets]
 
 
 async def _until_stopped() -> None:
@@ -79,7 +179,11 @@ async def _until_stopped() -> None:
 
 
 async def run_serve(args: argparse.Namespace, out: Output, env: Mapping[str, str]) -> int:
-    """Serve the chat page and ``POST /api/turn`` until interrupted."""
+    """Serve the chat page and ``POST /api/turn`` until interrupted.
+
+    Everything that can be checked is, before anything is created: the model (its SDK
+    and key), the data directory, the address and port (bound here).
+    """
     try:
         from hypercorn.config import Config
         from hypercorn.trio import serve
@@ -89,22 +193,46 @@ async def run_serve(args: argparse.Namespace, out: Output, env: Mapping[str, str
         ) from None
     choice = choose_model(args.model, offline=args.offline, env=env)
     data_dir: Path = args.data_dir
-    secret = approval_secret(data_dir, env)
-    config = Config()
-    config.bind = [f"{args.host}:{args.port}"]
-    config.accesslog = None
-    config.errorlog = None
-    async with SqliteStore(data_dir / DATABASE) as state, open_generate(choice) as generate:
-        host = build_host(
-            generate, secret=secret, approval_state=state, notes=data_dir / "notes.txt"
-        )
-        out.line(f"model: {choice.label}", "bold yellow" if choice.offline else "bold")
-        app: Any = host  # an ASGI callable; hypercorn's protocol types are narrower
-        async with trio.open_nursery() as nursery:
-            binds = await nursery.start(
-                functools.partial(serve, app, config, shutdown_trigger=_until_stopped)
-            )
-            for bind in binds:
-                out.line(f"serving the chat page at {bind}/ (Ctrl-C stops)", "bold")
+    async with open_generate(choice, env) as generate:
+        check_data_dir(data_dir, writing=True)
+        sockets = _listen(args.host, args.port)
+        try:
+            await trio.to_thread.run_sync(make_data_dir, data_dir)
+            secret = await trio.to_thread.run_sync(approval_secret, data_dir, env)
+            async with SqliteStore(data_dir / DATABASE) as state:
+                await _probe(state, data_dir / DATABASE)
+                config = Config()
+                config.bind = _handed_over(sockets)
+                config.accesslog = None
+                config.errorlog = None
+                host = build_host(
+                    generate,
+                    secret=secret,
+                    approval_state=state,
+                    notes=data_dir / "notes.txt",
+                    model=choice,
+                )
+                out.line(f"model: {choice.label}", "bold yellow" if choice.offline else "bold")
+                app = with_request_log(host, lambda line: out.line(line, "dim"))
+                async with trio.open_nursery() as nursery:
+                    binds = await nursery.start(
+                        functools.partial(serve, app, config, shutdown_trigger=_until_stopped)
+                    )
+                    for bind in binds:
+                        out.line(f"serving the chat page at {bind}/ (Ctrl-C stops)", "bold")
+        finally:
+            for sock in sockets:
+                if sock.fileno() != -1:  # not handed over
+                    sock.close()
     out.line("stopped")
     return EXIT_OK
+
+
+async def _probe(state: SqliteStore, path: Path) -> None:
+    """Open (and check) the database now, not at the first request."""
+    try:
+        await state.get("operative.serve")
+    except sqlite3.Error as error:
+        raise UsageError(
+            f"cannot open the database {path} (SQLite: {error}): pass another --data-dir"
+        ) from None
