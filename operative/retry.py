@@ -1,7 +1,8 @@
 """Retrying transient generate failures: the policy, the backoff, and retry mutators.
 
 A failed generate attempt is retried when the policy says the failure is transient: a
-``ProviderError`` marked ``retryable`` (or with status 408, 409, 429 or 5xx), a
+``ProviderError`` marked ``retryable`` (or with status 408, 409, 429 or 5xx, unless it
+is a ``ProviderRequestError``: a server that names a field it refused), a
 ``ConnectionError``, a ``TimeoutError`` or a ``trio.TooSlowError`` (an attempt that ran
 past ``attempt_timeout``). A 4xx that is the caller's fault is never retried. Each
 retry waits on trio's clock (a cancellable sleep: an abort during back-off ends the run
@@ -18,7 +19,7 @@ import attrs
 import msgspec
 import trio
 
-from ._errors import InvalidArgument, ProviderError
+from ._errors import InvalidArgument, ProviderError, ProviderRequestError
 from ._model import GenerateRequest
 
 __all__ = [
@@ -38,6 +39,8 @@ _TRANSIENT_STATUS = frozenset({408, 409, 429})
 def is_transient(error: BaseException) -> bool:
     """True for failures that trying again may fix (the default ``retry_on``)."""
     if isinstance(error, ProviderError):
+        if isinstance(error, ProviderRequestError) and not error.retryable:
+            return False  # the request itself was refused (even with a 5xx): it would again
         status = error.status
         return error.retryable or status in _TRANSIENT_STATUS or (status or 0) >= 500
     return isinstance(error, ConnectionError | TimeoutError | trio.TooSlowError)

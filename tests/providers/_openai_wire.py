@@ -13,6 +13,7 @@ __all__ = [
     "LlamaCppServer",
     "completion",
     "llama_cpp_chunks",
+    "llama_cpp_format_refusal",
     "stream_chunks",
     "tool_call",
     "usage_of",
@@ -188,14 +189,40 @@ def _llama_cpp_refusal(messages: list[dict[str, Any]]) -> JsonReply | None:
     return None
 
 
+def llama_cpp_format_refusal(request: dict[str, Any]) -> JsonReply | None:
+    """The 500 llama-cpp-python's server (0.3.36) answers to a ``response_format`` whose
+    type is neither ``text`` nor ``json_object`` (``json_schema``, say): its request
+    model allows only those two. As captured, the traceback line abridged."""
+    response_format = request.get("response_format")
+    if not isinstance(response_format, dict):
+        return None
+    kind = response_format.get("type")
+    if kind in ("text", "json_object"):
+        return None
+    error = {
+        "type": "literal_error",
+        "loc": ("body", "response_format", "type"),
+        "msg": "Input should be 'text' or 'json_object'",
+        "input": kind,
+        "ctx": {"expected": "'text' or 'json_object'"},
+    }
+    text = (
+        f'1 validation error:\n  {error!r}\n\n  File "llama_cpp/server/app.py", line 376, '
+        "in create_chat_completion\n    POST /v1/chat/completions"
+    )
+    body = {"message": text, "type": "internal_server_error", "param": None, "code": None}
+    return JsonReply(status=500, body={"error": body})
+
+
 class LlamaCppServer:
     """A :class:`WireServer` handler that answers as llama-cpp-python's server does.
 
     Each request takes the next of ``bodies`` (complete chat completions) and gets:
 
     - HTTP 500 ``Input should be a valid string`` when an assistant message has
-      ``"content": null`` (and a template error when it has no ``content``), without
-      taking a body;
+      ``"content": null`` (and a template error when it has no ``content``), and HTTP
+      500 ``Input should be 'text' or 'json_object'`` for a ``response_format`` of
+      another type (:func:`llama_cpp_format_refusal`), without taking a body;
     - for ``stream: true``, :func:`llama_cpp_chunks` (no usage chunk), or with
       ``json_for_stream=True`` the whole body as a ``200 application/json`` answer;
     - otherwise the body as JSON, with its usage.
@@ -212,6 +239,8 @@ class LlamaCppServer:
     def __call__(self, received: Received) -> Reply:
         request = received.json
         refusal = _llama_cpp_refusal(request.get("messages") or [])
+        if refusal is None:
+            refusal = llama_cpp_format_refusal(request)
         if refusal is not None:
             self.refused.append(refusal)
             return refusal
