@@ -165,8 +165,13 @@ class GeneratePhase(RunState):
             return response
         if timeout is not None:
             with trio.fail_after(timeout):
-                return checked_response(await cfg.generate(request))
-        return checked_response(await cfg.generate(request))
+                response = await cfg.generate(request)
+        else:
+            response = await cfg.generate(request)
+        if response.__class__ is not GenerateResponse:
+            # A GenerateResponse checked its fields when it was built.
+            response = checked_response(response)
+        return response
 
     async def _generate(self, request: GenerateRequest, inflight: Inflight) -> GenerateResponse:
         cfg = self._cfg

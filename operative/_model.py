@@ -87,6 +87,7 @@ class GenerateResponse(msgspec.Struct, frozen=True, kw_only=True, gc=False):
                         and usage.cache_read.__class__ is int
                         and usage.cache_write.__class__ is int
                         and usage.reasoning.__class__ is int
+                        and usage.estimated.__class__ is bool
                     )
                 )
                 and self.model.__class__ in _OPTIONAL_STR
@@ -181,6 +182,9 @@ def response_problem(response: object) -> str | None:
             count = getattr(usage, name)
             if not isinstance(count, int) or isinstance(count, bool):
                 return f"usage.{name} is {count!r}; token counts are ints"
+        estimated: object = usage.estimated
+        if not isinstance(estimated, bool):
+            return f"usage.estimated is {estimated!r}; it is a bool"
     for name in ("model", "stop_reason", "response_id"):
         value = getattr(response, name)
         if not isinstance(value, _OPTIONAL_STR):

@@ -99,6 +99,7 @@ MALFORMED: dict[str, Callable[[], Any]] = {
     "usage str": lambda: GenerateResponse(content="x", usage="lots"),  # type: ignore[arg-type]
     "usage float count": lambda: GenerateResponse(content="x", usage=Usage(prompt=1.5)),  # type: ignore[arg-type]
     "usage bool count": lambda: GenerateResponse(content="x", usage=Usage(total=True)),
+    "usage estimated str": lambda: GenerateResponse(content="x", usage=Usage(estimated="yes")),  # type: ignore[arg-type]
     "content int": lambda: GenerateResponse(content=5),  # type: ignore[arg-type]
     "content of str parts": lambda: GenerateResponse(content=["a", "b"]),  # type: ignore[arg-type]
     "content part of wrong type": lambda: GenerateResponse(content=(TextPart(text=5),)),  # type: ignore[arg-type]
