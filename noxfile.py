@@ -44,9 +44,32 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session
 def docs(session: nox.Session) -> None:
-    """Build the docs site; any warning fails the build."""
+    """Build the docs site (any warning fails the build), then open its key pages in
+    headless Chromium at 1200 px, screenshot them and check them (tests/test_docs_site.py:
+    the header is one row, code is highlighted, dark mode and search work).
+
+    Needs Debian's ``chromium`` and ``chromium-driver`` (``apt-get install chromium
+    chromium-driver``); without them the session fails.
+    """
     session.install("-e", ".[dev]")
-    session.run("mkdocs", "build", "--strict", "--site-dir", str(session.create_tmp() + "/site"))
+    tmp = session.create_tmp()
+    site, screenshots = f"{tmp}/site", f"{tmp}/screenshots"
+    quiet = {"NO_MKDOCS_2_WARNING": "1"}
+    session.run("mkdocs", "build", "--strict", "--site-dir", site, env=quiet)
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "tests/test_docs_site.py",
+        "-p",
+        "no:cacheprovider",
+        env={
+            "OPERATIVE_DOCS_SITE": site,
+            "OPERATIVE_DOCS_SCREENSHOTS": screenshots,
+            "OPERATIVE_REQUIRE_CHROMIUM": "1",
+        },
+    )
+    session.log(f"screenshots of the key pages: {screenshots}")
 
 
 @nox.session
