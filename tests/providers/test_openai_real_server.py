@@ -34,7 +34,7 @@ pytest.importorskip("openai")
 import httpx2
 import openai
 
-from operative import Conversation, GenerateRequest, create_agent, tool
+from operative import Conversation, GenerateRequest, RetryOptions, create_agent, tool
 from operative.providers import Delta
 from operative.providers.openai import openai_generate
 
@@ -258,6 +258,64 @@ async def test_usage_is_estimated_when_the_stream_has_none(llama_server: str) ->
     assert whole.usage.completion > 0
     # The estimate is of the right size: within a factor of three of the real count.
     assert whole.usage.prompt / 3 <= streamed.usage.prompt <= whole.usage.prompt * 3
+
+
+class Capital(msgspec.Struct):
+    city: str
+    population: int
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["not streamed", "streamed"])
+@pytest.mark.parametrize("output_mode", [None, "tool"], ids=["mode unset", "tool mode"])
+async def test_structured_output_where_json_schema_is_refused(
+    llama_server: str, output_mode: Any, stream: bool
+) -> None:
+    """The server answers ``response_format: json_schema`` with a 500: left unset, the
+    output mode falls back at once (no retry) to ``json_object`` with the schema, which
+    the server's grammar constrains; in tool mode the forced ``final_result`` call's
+    arguments are the output (a wrong one is sent back, as a wrong text answer would
+    be). Either way the run ends with a validated output."""
+    wire = _Wire()
+    client = wire.client(llama_server)
+    try:
+        generate = openai_generate(
+            model=MODEL, client=client, stream=stream, temperature=0, max_tokens=60
+        )
+        agent = create_agent(
+            generate=generate,
+            output=Capital,
+            output_mode=output_mode,
+            retry=RetryOptions(max_attempts=3, initial_delay=0, jitter=False),
+        )
+        with trio.fail_after(240):
+            result = await agent.run("What is the capital of France, and its population?")
+    finally:
+        await client.close()
+
+    assert result.error is None, result.error
+    assert isinstance(result.output, Capital), result.content
+    assert result.output.city
+    assert result.schema_validation is not None
+    assert result.schema_validation.success
+    statuses = [status for status, _ in wire.answers]
+    if output_mode is None:
+        refused, sent = wire.sent
+        assert statuses == [500, 200]
+        assert refused["response_format"]["type"] == "json_schema"
+        schema = refused["response_format"]["json_schema"]["schema"]
+        assert sent["response_format"] == {"type": "json_object", "schema": schema}
+        assert sent["messages"][0]["role"] == "system"
+    else:
+        # The 135M model's first forced call may break off mid-string: its arguments are
+        # then sent back as a wrong answer, and the next call gives the output.
+        assert statuses == [200] * len(wire.sent)
+        assert len(wire.sent) == result.schema_validation.attempts
+        for sent in wire.sent:
+            forced = {"type": "function", "function": {"name": "final_result"}}
+            assert sent["tool_choice"] == forced
+            assert [tool["function"]["name"] for tool in sent["tools"]] == ["final_result"]
+            assert "response_format" not in sent
+        assert all(step.tool_calls == () for step in result.steps)
 
 
 async def test_the_compatible_server_sample(llama_server: str) -> None:
