@@ -306,6 +306,9 @@ def test_every_python_block_of_the_page_is_run_by_a_test() -> None:
     caching = [s for s in _caching_samples() if "MockTransport" in s]
     run = here + caching + _offline_samples() + _model_string_samples()
     run += _compatible_server_samples()
+    from .test_docs_output_modes import _output_mode_samples
+
+    run += _output_mode_samples()
     blocks = BLOCK.findall(PAGE.read_text())
     unrun = [block.splitlines()[:3] for block in blocks if block not in run]
     assert not unrun, f"docs/providers.md blocks no test runs: {unrun}"

@@ -359,9 +359,11 @@ def openai_generate(
             Responses API). Chat usage is requested with ``stream_options``.
         on_delta: A sync callable given each :class:`~operative.providers.Delta`.
         strict_output: With an ``output_schema`` on the request, the schema goes out as
-            ``response_format`` (Chat) or ``text.format`` (Responses), ``json_schema``;
-            ``strict_output=True`` asks for OpenAI's strict mode (the schema must then
-            meet its rules).
+            ``response_format`` (Chat) or ``text.format`` (Responses), ``json_schema``
+            (the native format of the run's ``output_mode``; a server that refuses it
+            gets JSON mode and the schema in the prompt instead, unless the mode is
+            ``"native"``); ``strict_output=True`` asks for OpenAI's strict mode (the
+            schema must then meet its rules).
         api_key, base_url, timeout, max_retries: For the client the adapter makes
             (not allowed with ``client=``). ``max_retries`` defaults to 0 so the run's
             ``RetryOptions`` alone decide on retries.
