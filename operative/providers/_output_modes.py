@@ -21,7 +21,7 @@ import msgspec
 
 from .._errors import InvalidArgument, ProviderError, ProviderRequestError
 from .._model import GenerateRequest, GenerateResponse
-from .._output import OutputMode
+from .._output import OutputMode, check_output_mode
 from .._types import ToolSpec
 from ._common import output_schema_hint
 from ._errors import names_field
@@ -184,8 +184,12 @@ class OutputFormats:
         """The format to send ``request`` in (``None``: it asks for no output)."""
         if request.output_schema is None:
             return None
-        order = self._orders[request.output_mode]
-        return order[self._start.get((request.output_mode, model), 0)]
+        mode = request.output_mode
+        order = self._orders.get(mode)
+        if order is None:  # a request built by hand (runs check the option)
+            check_output_mode(mode)
+            raise AssertionError(mode)  # pragma: no cover - check_output_mode raised
+        return order[self._start.get((mode, model), 0)]
 
     def refused(self, error: ProviderError) -> bool:
         """Whether ``error`` is a server refusing the format's fields."""

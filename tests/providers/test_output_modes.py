@@ -14,7 +14,14 @@ import pytest
 pytest.importorskip("openai")
 pytest.importorskip("anthropic")
 
-from operative import InvalidArgument, RetryOptions, create_agent, tool
+from operative import (
+    Conversation,
+    GenerateRequest,
+    InvalidArgument,
+    RetryOptions,
+    create_agent,
+    tool,
+)
 from operative.providers import (
     Delta,
     ProviderRequestError,
@@ -588,3 +595,21 @@ async def test_ollama_native_sends_the_schema_as_format(wire_server: WireServer)
     sent = wire_server.last.json
     assert sent["format"] == msgspec.json.schema(Capital)
     assert [m["role"] for m in sent["messages"]] == ["user"]
+
+
+async def test_a_hand_built_request_with_an_unknown_mode_is_refused(
+    wire_server: WireServer,
+) -> None:
+    """A request built by hand (no run checked it) with an unknown mode is refused
+    before anything is sent."""
+    conversation = Conversation()
+    conversation.append_user_message(QUESTION)
+    request = GenerateRequest(
+        conversation=conversation.current,
+        output_schema=msgspec.json.schema(Capital),
+        output_mode="json",  # type: ignore[arg-type]
+    )
+    async with _openai(wire_server) as generate:
+        with pytest.raises(InvalidArgument, match="'native', 'tool' or 'prompted'"):
+            await generate(request)
+    assert wire_server.received == []
