@@ -14,7 +14,7 @@ model, to start there.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -190,6 +190,26 @@ class OutputFormats:
             check_output_mode(mode)
             raise AssertionError(mode)  # pragma: no cover - check_output_mode raised
         return order[self._start.get((mode, model), 0)]
+
+    async def send(
+        self,
+        request: GenerateRequest,
+        model: str,
+        send: Callable[[GenerateRequest, str | None], Awaitable[GenerateResponse]],
+    ) -> GenerateResponse:
+        """``send(request, format)`` in the format :meth:`first` picks, then in each
+        next one while the server refuses the format; a ``final_result`` call of the
+        tool format becomes the answer's text."""
+        output = self.first(request, model)
+        while True:
+            try:
+                answer = await send(request, output)
+            except ProviderError as error:
+                output = self.after(error, request, model, output)
+                if output is None:
+                    raise
+                continue
+            return final_answer(answer, request) if output == TOOL_FORMAT else answer
 
     def refused(self, error: ProviderError) -> bool:
         """Whether ``error`` is a server refusing the format's fields."""

@@ -22,7 +22,7 @@ from ..._errors import InvalidArgument, ProviderAuthenticationError, ProviderErr
 from ..._model import GenerateRequest, GenerateResponse
 from .._common import ClientAdapter, DeltaCallback, merge_settings, split_known
 from .._errors import connection_error, status_error, timeout_error
-from .._output_modes import TOOL_FORMAT, OutputFormats, final_answer
+from .._output_modes import OutputFormats
 from ._cache import CacheSetting, PromptCache, apply_breakpoints, prompt_cache
 from ._convert import apply_output_format, build_messages, build_tools, response_from_message
 from ._stream import StreamAssembler
@@ -132,16 +132,7 @@ class AnthropicGenerate(ClientAdapter["anthropic.AsyncAnthropic"]):
         system prompt at once.
         """
         model = str(request.settings.get("model") or self.model)
-        output = self._formats.first(request, model)
-        while True:
-            try:
-                answer = await self._send(request, output)
-            except ProviderError as error:
-                output = self._formats.after(error, request, model, output)
-                if output is None:
-                    raise
-                continue
-            return final_answer(answer, request) if output == TOOL_FORMAT else answer
+        return await self._formats.send(request, model, self._send)
 
     async def _send(self, request: GenerateRequest, output: str | None) -> GenerateResponse:
         params, stream = self._params(request, output)

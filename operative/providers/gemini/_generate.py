@@ -29,7 +29,6 @@ from .._output_modes import (
     OUTPUT_TOOL_NAME,
     TOOL_FORMAT,
     OutputFormats,
-    final_answer,
     output_hint,
     output_tool,
 )
@@ -403,16 +402,7 @@ class GeminiGenerate(HttpxAdapter):
         once.
         """
         model = str(request.settings.get("model") or self.model)
-        output = self._formats.first(request, model)
-        while True:
-            try:
-                answer = await self._send(request, output)
-            except ProviderError as error:
-                output = self._formats.after(error, request, model, output)
-                if output is None:
-                    raise
-                continue
-            return final_answer(answer, request) if output == TOOL_FORMAT else answer
+        return await self._formats.send(request, model, self._send)
 
     async def _send(self, request: GenerateRequest, output: str | None) -> GenerateResponse:
         model, body, stream = self.body(request, output)

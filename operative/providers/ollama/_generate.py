@@ -27,7 +27,6 @@ from .._httpx import HttpxAdapter
 from .._output_modes import (
     TOOL_FORMAT,
     OutputFormats,
-    final_answer,
     output_hint,
     output_tool,
     tool_instruction,
@@ -278,16 +277,7 @@ class OllamaGenerate(HttpxAdapter):
         asks for; a server that refuses the format is sent the next one at once.
         """
         model = str(request.settings.get("model") or self.model)
-        output = self._formats.first(request, model)
-        while True:
-            try:
-                answer = await self._send(request, output)
-            except ProviderError as error:
-                output = self._formats.after(error, request, model, output)
-                if output is None:
-                    raise
-                continue
-            return final_answer(answer, request) if output == TOOL_FORMAT else answer
+        return await self._formats.send(request, model, self._send)
 
     async def _send(self, request: GenerateRequest, output: str | None) -> GenerateResponse:
         body, stream = self.body(request, output)

@@ -29,7 +29,6 @@ from ..._errors import InvalidArgument, ProviderAuthenticationError, ProviderErr
 from ..._model import GenerateRequest, GenerateResponse
 from .._common import ClientAdapter, DeltaCallback, estimate_usage, merge_settings, split_known
 from .._errors import connection_error, status_error, timeout_error
-from .._output_modes import TOOL_FORMAT, final_answer
 from . import _responses
 from ._convert import (
     apply_output_format,
@@ -144,16 +143,7 @@ class OpenAIGenerate(ClientAdapter["openai.AsyncOpenAI"]):
         :class:`~operative.providers._output_modes.OutputFormats`).
         """
         model = str(request.settings.get("model") or self.model)
-        output = self._formats.first(request, model)
-        while True:
-            try:
-                answer = await self._send(request, output)
-            except ProviderError as error:
-                output = self._formats.after(error, request, model, output)
-                if output is None:
-                    raise
-                continue
-            return final_answer(answer, request) if output == TOOL_FORMAT else answer
+        return await self._formats.send(request, model, self._send)
 
     async def _send(self, request: GenerateRequest, output: str | None) -> GenerateResponse:
         responses = self.api == "responses"
