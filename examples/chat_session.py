@@ -4,14 +4,19 @@ Runs offline: the model is a scripted stand-in (labelled as such) that remembers
 it was told earlier in the session, which it can only do because the session's
 transcript was stored and loaded again. Swap ``generate=`` for a real provider.
 
-    python examples/chat_session.py chat.db "My name is Ada."
-    python examples/chat_session.py chat.db "What is my name?"
+    python examples/chat_session.py "My name is Ada."
+    python examples/chat_session.py "What is my name?"
 
-Without arguments it plays both invocations against a file in a temporary directory.
+The session is kept in ``chat_session.db`` in the ``operative`` command's data
+directory (``$OPERATIVE_DATA_DIR``, else ``$XDG_DATA_HOME/operative``, else
+``~/.local/share/operative``), not in the working directory; name another file first
+(``python examples/chat_session.py my-chat.db "Hello"``) to keep it there. Without
+arguments it plays both invocations against a file in a temporary directory.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -34,6 +39,14 @@ async def remembering_model(request: GenerateRequest) -> GenerateResponse:
     return GenerateResponse(content=f"[scripted model] {answer}")
 
 
+def data_directory() -> Path:
+    """Where the ``operative`` command keeps its data (see its ``--data-dir``)."""
+    if os.environ.get("OPERATIVE_DATA_DIR"):
+        return Path(os.environ["OPERATIVE_DATA_DIR"])
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "operative"
+
+
 async def main(path: str, message: str) -> None:
     agent = create_agent(
         generate=remembering_model, name="chat", instructions="You are a helpful assistant."
@@ -49,8 +62,13 @@ async def main(path: str, message: str) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1:
-        trio.run(main, sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "Hello!")
+    if len(sys.argv) > 2:  # a database file, then the message
+        trio.run(main, sys.argv[1], sys.argv[2])
+    elif len(sys.argv) == 2:  # the message; the session lives in the data directory
+        database = data_directory() / "chat_session.db"
+        database.parent.mkdir(parents=True, exist_ok=True)
+        trio.run(main, str(database), sys.argv[1])
+        print(f"(the session is kept in {database})")
     else:
         with tempfile.TemporaryDirectory() as directory:
             database = str(Path(directory) / "chat.db")
