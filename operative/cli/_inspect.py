@@ -9,6 +9,8 @@ import time
 from collections.abc import Sequence
 from datetime import datetime
 
+import trio
+
 from ..sessions import parse_duration
 from ..store import RunDetail, RunSummary
 from ._errors import EXIT_OK, UsageError
@@ -47,9 +49,9 @@ def _when(epoch: float) -> str:
     return datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _missing(args: argparse.Namespace) -> bool:
+async def _missing(args: argparse.Namespace) -> bool:
     """Nothing stored yet; UsageError when ``--data-dir`` cannot be a data directory."""
-    return not check_data_dir(args.data_dir)
+    return not await trio.to_thread.run_sync(check_data_dir, args.data_dir)
 
 
 def _no_data(args: argparse.Namespace, what: str, ident: str) -> UsageError:
@@ -94,7 +96,7 @@ async def runs_list(args: argparse.Namespace, out: Output) -> int:
     since = parse_since(args.since) if args.since else None
     if args.limit < 1:
         raise UsageError(f"--limit must be at least 1, got {args.limit}")
-    if _missing(args):
+    if await _missing(args):
         items: tuple[RunSummary, ...] = ()
         cursor = None
     else:
@@ -127,7 +129,7 @@ async def runs_list(args: argparse.Namespace, out: Output) -> int:
 
 async def runs_show(args: argparse.Namespace, out: Output) -> int:
     detail: RunDetail | None = None
-    if not _missing(args):
+    if not await _missing(args):
         async with open_state(args.data_dir, create=False) as state:
             detail = await state.runs.run(args.run_id)
     if detail is None:
@@ -164,7 +166,7 @@ async def runs_show(args: argparse.Namespace, out: Output) -> int:
 
 async def sessions_list(args: argparse.Namespace, out: Output) -> int:
     summaries = []
-    if not _missing(args):
+    if not await _missing(args):
         async with open_state(args.data_dir, create=False) as state:
             summaries = await state.sessions.list(agent_name=args.agent)
     if args.json:
@@ -184,7 +186,7 @@ async def sessions_list(args: argparse.Namespace, out: Output) -> int:
 
 async def sessions_show(args: argparse.Namespace, out: Output) -> int:
     session = None
-    if not _missing(args):
+    if not await _missing(args):
         async with open_state(args.data_dir, create=False) as state:
             session = await state.sessions.load(args.session_id)
     if session is None:
@@ -209,7 +211,7 @@ async def sessions_show(args: argparse.Namespace, out: Output) -> int:
 
 async def sessions_delete(args: argparse.Namespace, out: Output) -> int:
     deleted = False
-    if not _missing(args):
+    if not await _missing(args):
         async with open_state(args.data_dir, create=False) as state:
             deleted = await state.sessions.delete(args.session_id)
     if not deleted:

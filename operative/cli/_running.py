@@ -212,7 +212,7 @@ async def run_recover(
     args: argparse.Namespace, out: Output, env: Mapping[str, str], stdin: IO[str]
 ) -> int:
     """Finish the demo's and chat's durable runs whose process stopped."""
-    if not check_data_dir(args.data_dir):
+    if not await trio.to_thread.run_sync(check_data_dir, args.data_dir):
         if args.json:
             out.json({"resumed": [], "still_running": []})
         else:

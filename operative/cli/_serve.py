@@ -34,19 +34,27 @@ SECRET_ENV = "OPERATIVE_APPROVAL_SECRET"
 OFFLINE = ModelChoice(provider="offline", model="offline", why="--offline")
 
 
+def named_secret(env: Mapping[str, str]) -> bytes | None:
+    """``$OPERATIVE_APPROVAL_SECRET`` when it is set; UsageError when it is too short."""
+    named = env.get(SECRET_ENV)
+    if not named:
+        return None
+    if len(named.encode()) < 32:
+        raise UsageError(
+            f"{SECRET_ENV} must be at least 32 bytes; generate one with "
+            "`python -c 'import secrets; print(secrets.token_hex(32))'`"
+        )
+    return named.encode()
+
+
 def approval_secret(data_dir: Path, env: Mapping[str, str]) -> bytes:
     """``$OPERATIVE_APPROVAL_SECRET``, else the data directory's, generated on first use.
 
     Every process that resumes the host's approvals must sign with the same secret.
     """
-    named = env.get(SECRET_ENV)
-    if named:
-        if len(named.encode()) < 32:
-            raise UsageError(
-                f"{SECRET_ENV} must be at least 32 bytes; generate one with "
-                "`python -c 'import secrets; print(secrets.token_hex(32))'`"
-            )
-        return named.encode()
+    named = named_secret(env)
+    if named is not None:
+        return named
     path = data_dir / SECRET_FILE
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -194,7 +202,8 @@ async def run_serve(args: argparse.Namespace, out: Output, env: Mapping[str, str
     choice = choose_model(args.model, offline=args.offline, env=env)
     data_dir: Path = args.data_dir
     async with open_generate(choice, env) as generate:
-        check_data_dir(data_dir, writing=True)
+        named_secret(env)
+        await trio.to_thread.run_sync(functools.partial(check_data_dir, data_dir, writing=True))
         sockets = _listen(args.host, args.port)
         try:
             await trio.to_thread.run_sync(make_data_dir, data_dir)
