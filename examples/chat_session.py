@@ -71,6 +71,6 @@ if __name__ == "__main__":
         print(f"(the session is kept in {database})")
     else:
         with tempfile.TemporaryDirectory() as directory:
-            database = str(Path(directory) / "chat.db")
-            trio.run(main, database, "My name is Ada.")
-            trio.run(main, database, "What is my name?")
+            scratch = str(Path(directory) / "chat.db")
+            trio.run(main, scratch, "My name is Ada.")
+            trio.run(main, scratch, "What is my name?")
