@@ -15,7 +15,7 @@ from ..sessions import parse_duration
 from ..store import RunDetail, RunSummary
 from ._errors import EXIT_OK, UsageError
 from ._invocation import command_line
-from ._output import Output, describe_cost, shorten
+from ._output import Output, describe_cost, shorten, tokens
 from ._state import DATABASE, check_data_dir, open_state
 
 __all__ = ["parse_since", "runs_list", "runs_show", "sessions_delete", "sessions_list"]
@@ -86,7 +86,7 @@ def _run_row(run: RunSummary) -> tuple[str, ...]:
         run.status,
         run.finish_reason or "-",
         str(run.steps),
-        str(run.usage.total),
+        tokens(run.usage),
         _cost(run).split(" (", 1)[0],
         _when(run.created_at),
     )
@@ -143,14 +143,14 @@ async def runs_show(args: argparse.Namespace, out: Output) -> int:
     out.line(f"  session   {run.session_id or '-'}")
     out.line(f"  status    {run.status} ({run.finish_reason or 'not finished'})")
     out.line(f"  created   {_when(run.created_at)}; updated {_when(run.updated_at)}")
-    out.line(f"  usage     {run.usage.total} tokens, cost {_cost(run)}")
+    out.line(f"  usage     {tokens(run.usage)} tokens, cost {_cost(run)}")
     if run.status == "running":
         nobody = f"nobody (run `{command_line(args, 'recover')}`)"
         out.line(f"  lease     {run.lease_owner or nobody}")
     if run.outcome is not None and run.outcome.error:
         out.line(f"  error     {run.outcome.error}", "red")
     for step in detail.steps:
-        out.line(f"step {step.step} ({step.state}), {step.usage.total} tokens", "bold")
+        out.line(f"step {step.step} ({step.state}), {tokens(step.usage)} tokens", "bold")
         if step.content:
             out.line(f"  says: {shorten(step.content, 200)}")
         for result in step.results:

@@ -21,12 +21,19 @@ from ..budgets import cost_of
 from ._agents import OFFLINE_MODEL
 from ._live import LiveStatus
 
-__all__ = ["Observed", "Output", "Progress", "describe_cost", "format_cost", "shorten"]
+__all__ = ["Observed", "Output", "Progress", "describe_cost", "format_cost", "shorten", "tokens"]
 
 
 def shorten(text: str, limit: int = 100) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def tokens(usage: Usage, count: int | None = None) -> str:
+    """``count`` (default: the total) of ``usage``; ``~N`` when the server reported none
+    and they are estimated: never a silent zero, never an estimate passed off as a count."""
+    number = usage.total if count is None else count
+    return f"~{number}" if usage.estimated else str(number)
 
 
 def format_cost(cost: float) -> str:
@@ -261,12 +268,14 @@ class Progress:
         priced = describe_cost(
             cost, usage=usage, unpriced_models=[event.model] if event.model and cost is None else ()
         )
-        what = f"{usage.prompt} in, {usage.completion} out"
+        what = f"{tokens(usage, usage.prompt)} in, {tokens(usage, usage.completion)} out"
+        if usage.estimated:  # the server reported none: say so, never a silent zero
+            what += " (estimated)"
         self._line(f"  model {event.model or '?'}: {what} tokens, cost {priced}", "dim")
 
     def totals(self) -> str:
         cost = describe_cost(self.cost, usage=self.usage, unpriced_models=self.unpriced)
-        return f"{self.usage.total} tokens, cost {cost}"
+        return f"{tokens(self.usage)} tokens, cost {cost}"
 
 
 class Observed:

@@ -17,7 +17,7 @@ from ._agents import CHAT_AGENT, DEMO_AGENT, chat_agent, demo_agent
 from ._errors import EXIT_FAILED, EXIT_OK, UsageError
 from ._invocation import command_line
 from ._models import ModelChoice, choose_model, open_generate
-from ._output import Observed, Output, Progress, describe_cost, shorten
+from ._output import Observed, Output, Progress, describe_cost, shorten, tokens
 from ._state import State, check_data_dir, open_state
 
 __all__ = ["LineReader", "run_chat", "run_demo", "run_recover"]
@@ -106,7 +106,7 @@ async def run_demo(args: argparse.Namespace, out: Output, env: Mapping[str, str]
     if result.content:
         out.line(f"answer: {result.content}", "bold green")
     out.line(
-        f"{len(result.steps)} steps, {result.usage.total} tokens, cost {cost}; "
+        f"{len(result.steps)} steps, {tokens(result.usage)} tokens, cost {cost}; "
         f"durable run {run_id} in session {args.session!r}",
         "dim",
     )
@@ -192,7 +192,7 @@ async def run_chat(
                 if result.content and not progress.answered:
                     out.line(f"assistant: {result.content}", "bold green")
                 cost = await _cost(state, session.session.runs[-1].run_id, progress)
-                out.line(f"  this turn: {result.usage.total} tokens, cost {cost}", "dim")
+                out.line(f"  this turn: {tokens(result.usage)} tokens, cost {cost}", "dim")
                 if _failed(result):
                     _explain(out, result)
                     failed = True

@@ -30,6 +30,8 @@ class Answer:
     completion_tokens: int = 5
     hold: int | None = None
     released: trio.Event = attrs.field(factory=trio.Event)
+    usage: bool = True
+    """Send the usage chunk (llama.cpp's server sends none)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -105,7 +107,8 @@ class FakeOpenAI:
             "completion_tokens": reply.completion_tokens,
             "total_tokens": reply.prompt_tokens + reply.completion_tokens,
         }
-        await event({**base, "choices": [], "usage": usage})
+        if reply.usage:
+            await event({**base, "choices": [], "usage": usage})
         await event("[DONE]")
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 

@@ -79,3 +79,23 @@ async def test_a_failed_run_and_a_priced_run_agree_with_runs_show(tmp_path: Path
     listing = operative("runs", "list", "--data-dir", str(tmp_path)).stdout
     assert "(cost n/a: no tokens were reported)" in listing
     assert "$0.0000" not in failed + priced + listing
+
+
+async def test_estimated_usage_is_shown_as_an_estimate(tmp_path: Path) -> None:
+    """A server that reports no usage gets estimated tokens, shown as ~N (estimated) by
+    demo and runs show alike, never as a count of zero."""
+    async with open_fake_openai() as server:
+        server.replies.append(Answer(pieces=("It is sunny in Lisbon today.",), usage=False))
+        env = clean_env(OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=server.url)
+        done = await trio.to_thread.run_sync(
+            lambda: operative(
+                "demo", "--model", "openai:gpt-test", "--data-dir", str(tmp_path), env=env
+            )
+        )
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith("  model gpt-test: "))
+    assert re.match(r"  model gpt-test: ~\d+ in, ~\d+ out \(estimated\) tokens, cost ", line)
+    assert re.search(r"1 steps, ~\d+ tokens, cost ", done.stdout)
+    run_id = RUN_ID.search(done.stdout).group(1)  # type: ignore[union-attr]
+    shown = operative("runs", "show", run_id, "--data-dir", str(tmp_path)).stdout
+    assert re.search(r"usage     ~\d+ tokens", shown)
