@@ -304,6 +304,36 @@ class _Everything:
 _EVERYTHING = _Everything()
 
 
+def check_listener(type: str, listener: Listener) -> None:
+    if type != "*" and type not in EVENT_TYPES:
+        from ._errors import InvalidArgument
+
+        raise InvalidArgument(
+            f"unknown event type {type!r}; known types: {', '.join(sorted(EVENT_TYPES))}"
+            " (or '*' for every event)"
+        )
+    checked: object = listener  # callers without type checking pass anything
+    if not callable(checked):
+        from ._errors import InvalidArgument
+
+        raise InvalidArgument(f"listener must be callable, got {listener!r}")
+
+
+class _Once:
+    """A listener registration that removes itself before its first call."""
+
+    __slots__ = ("hub", "listener", "type")
+
+    def __init__(self, hub: EventHub, type: str, listener: Listener) -> None:
+        self.hub = hub
+        self.type = type
+        self.listener = listener
+
+    def __call__(self, event: Any) -> None:
+        self.hub._remove(self.type, self)
+        self.listener(event)
+
+
 class EventHub:
     """Fan-out of one run's events: sync listeners first, then streams.
 
@@ -342,30 +372,48 @@ class EventHub:
         self.wanted = _EVERYTHING if everything else frozenset(wanted)
 
     def add_listener(self, type: str, listener: Listener) -> Callable[[], None]:
-        if type != "*" and type not in EVENT_TYPES:
-            from ._errors import InvalidArgument
-
-            raise InvalidArgument(
-                f"unknown event type {type!r}; known types: {', '.join(sorted(EVENT_TYPES))}"
-                " (or '*' for every event)"
-            )
-        checked: object = listener  # callers without type checking pass anything
-        if not callable(checked):
-            from ._errors import InvalidArgument
-
-            raise InvalidArgument(f"listener must be callable, got {listener!r}")
+        check_listener(type, listener)
         self._listeners.setdefault(type, []).append(listener)
         self._recompute()
 
         def remove() -> None:
-            listeners = self._listeners.get(type)
-            if listeners is not None and listener in listeners:
-                listeners.remove(listener)
-                if not listeners:
-                    del self._listeners[type]
-                self._recompute()
+            self._remove(type, listener)
 
         return remove
+
+    def once(self, type: str, listener: Listener) -> Callable[[], None]:
+        """``listener`` for the first event of ``type`` only; returns a remover."""
+        check_listener(type, listener)
+        wrapper = _Once(self, type, listener)
+        self._listeners.setdefault(type, []).append(wrapper)
+        self._recompute()
+
+        def remove() -> None:
+            self._remove(type, wrapper)
+
+        return remove
+
+    def remove_listener(self, type: str, listener: Listener) -> None:
+        """Remove one registration of ``listener`` for ``type`` (an ``add_listener`` or a
+        ``once`` one); a listener not registered is ignored."""
+        check_listener(type, listener)
+        listeners = self._listeners.get(type)
+        if listeners is None:
+            return
+        for registered in listeners:
+            if registered == listener or (
+                registered.__class__ is _Once and registered.listener == listener
+            ):
+                self._remove(type, registered)
+                return
+
+    def _remove(self, type: str, listener: Listener) -> None:
+        listeners = self._listeners.get(type)
+        if listeners is not None and listener in listeners:
+            listeners.remove(listener)
+            if not listeners:
+                del self._listeners[type]
+            self._recompute()
 
     def stream(
         self, types: Iterable[str], *, capacity: int = 256, overflow: Overflow = "block"

@@ -23,7 +23,7 @@ from ._errors import (
     InvalidArgument,
     OutputValidationError,
 )
-from ._event_hub import EventStream, Listener, Overflow
+from ._event_hub import EventStream, Listener, Overflow, check_listener
 from ._events import EVENT_TYPES, RunAborted, RunError
 from ._lazy_liveness import LazyLiveness
 from ._results import RunResult
@@ -72,11 +72,13 @@ def check_durable(agent: RunnableAgent) -> RunnableAgent:
 class _PendingListener:
     """A listener added before the agent loaded; attached to the real run later."""
 
-    __slots__ = ("listener", "removed", "remover", "type")
+    __slots__ = ("listener", "once", "removed", "remover", "type")
 
-    def __init__(self, type: str, listener: Listener) -> None:
+    def __init__(self, type: str, listener: Listener, *, once: bool = False) -> None:
         self.type = type
         self.listener = listener
+        self.once = once
+        """Attached with ``once``: called for the first event of ``type`` only."""
         self.remover: Callable[[], None] | None = None
         self.removed = False
 
@@ -187,19 +189,36 @@ class LazyRun:
 
     def add_listener(self, type: str, listener: Listener) -> Callable[[], None]:
         """Call ``listener(event)`` for every event of ``type``; returns the remover."""
+        return self._listen(type, listener, once=False)
+
+    def once(self, type: str, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(event)`` for the first event of ``type`` only; returns the
+        remover. Held until the agent loaded, like :meth:`add_listener`."""
+        return self._listen(type, listener, once=True)
+
+    def remove_listener(self, type: str, listener: Listener) -> None:
+        """Remove one registration of ``listener`` for ``type`` (by :meth:`add_listener`
+        or :meth:`once`), before or after the agent loaded; unknown ones are ignored."""
+        check_listener(type, listener)
         real = self._real
         if real is not None:
-            remover: Callable[[], None] = real.add_listener(type, listener)
-            return remover
-        if type != "*" and type not in EVENT_TYPES:
-            raise InvalidArgument(
-                f"unknown event type {type!r}; known types: {', '.join(sorted(EVENT_TYPES))}"
-                " (or '*' for every event)"
+            real.remove_listener(type, listener)
+            return
+        for pending in self._listeners:
+            if not pending.removed and pending.type == type and pending.listener == listener:
+                pending.remove()
+                self._listeners.remove(pending)
+                return
+
+    def _listen(self, type: str, listener: Listener, *, once: bool) -> Callable[[], None]:
+        real = self._real
+        if real is not None:
+            remover: Callable[[], None] = (
+                real.once(type, listener) if once else real.add_listener(type, listener)
             )
-        checked: object = listener
-        if not callable(checked):
-            raise InvalidArgument(f"listener must be callable, got {listener!r}")
-        pending = _PendingListener(type, listener)
+            return remover
+        check_listener(type, listener)
+        pending = _PendingListener(type, listener, once=once)
         if not self._done.is_set():
             self._listeners.append(pending)
         return pending.remove
@@ -411,7 +430,8 @@ class LazyRun:
         listeners, self._listeners = self._listeners, []
         for pending in listeners:
             if not pending.removed:
-                pending.remover = real.add_listener(pending.type, pending.listener)
+                attach = real.once if pending.once else real.add_listener
+                pending.remover = attach(pending.type, pending.listener)
         streams, self._streams = self._streams, []
         for stream in streams:
             stream._bind(real)

@@ -114,6 +114,19 @@ class ActiveRun(StepLoop):
         """
         return self._hub.add_listener(type, listener)
 
+    def once(self, type: str, listener: Listener) -> Any:
+        """Call ``listener(event)`` for the first event of ``type`` only, then drop it.
+
+        Returns a remover, like :meth:`add_listener`; :meth:`remove_listener` also
+        removes it before it fired.
+        """
+        return self._hub.once(type, listener)
+
+    def remove_listener(self, type: str, listener: Listener) -> None:
+        """Remove ``listener`` for ``type`` (one registration, by :meth:`add_listener` or
+        :meth:`once`); a listener that is not registered is ignored."""
+        self._hub.remove_listener(type, listener)
+
     def events(self, *types: str, capacity: int = 256, overflow: Overflow = "block") -> EventStream:
         """Iterate the run's events (all, or only ``types``) until the terminal one."""
         return self._hub.stream(types, capacity=capacity, overflow=overflow)
