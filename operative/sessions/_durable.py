@@ -17,7 +17,7 @@ import attrs
 import trio
 
 from .._agent import AgentRunContext, RunnableAgent
-from .._errors import CleanupError, InvalidArgument, MissingRunOptionsError
+from .._errors import CleanupError, InvalidArgument, MissingRunOptionsError, RunNotFoundError
 from .._lazy import resolve_agent
 from .._results import RunResult
 from .._run import open_run
@@ -193,6 +193,13 @@ async def _start(
     )
 
     async def resume(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        handle._turns.add(lease.run_id)
+        try:
+            await _resume(task_status)
+        finally:
+            handle._turns.discard(lease.run_id)
+
+    async def _resume(task_status: trio.TaskStatus[None]) -> None:
         result: RunResult | None = None
         failure: BaseException | None = None
         try:
@@ -246,3 +253,54 @@ async def _reconcile(
         transcript(replay),
         RunOutcome(finish_reason=finish, error=error),
     )
+
+
+async def cancel_detached(handle: SessionHandle, run_ids: tuple[str, ...], reason: str) -> None:
+    """Settle turns the session records as open that no run of ``handle`` holds.
+
+    A task of the session's nursery, started by :meth:`SessionHandle.cancel`: shielded
+    and bounded by ``cleanup_timeout``, so leaving the ``open_session`` block right
+    after ``cancel()`` still settles the turns. A failure to reach the engine or the
+    store is logged and leaves the turn open (``recover()`` or another ``cancel()``
+    settles it later); it never ends the ``open_session`` block.
+    """
+    with trio.CancelScope(shield=True), trio.move_on_after(handle._cleanup_timeout) as scope:
+        await _cancel_detached(handle, run_ids, reason)
+    if scope.cancelled_caught:
+        logger.warning(
+            "session %r: cancelling turns %s took longer than cleanup_timeout=%ss; what "
+            "was not settled stays open",
+            handle.id,
+            ", ".join(run_ids),
+            handle._cleanup_timeout,
+        )
+
+
+async def _cancel_detached(handle: SessionHandle, run_ids: tuple[str, ...], reason: str) -> None:
+    aborted = RunOutcome(finish_reason="aborted")
+    durability = handle._durability
+    for run_id in run_ids:
+        if run_id in handle._turns:  # resumed meanwhile: that run owns its outcome
+            continue
+        try:
+            if durability is None:
+                # No journal to read: the session's history stays as it is.
+                await handle._store_outcome(run_id, None, None, aborted)
+                continue
+            try:
+                record = await durability.engine.cancel(run_id, reason)
+            except RunNotFoundError:
+                # Its run record was never committed: nothing ran, nothing can resume it.
+                await handle._store_outcome(run_id, None, None, aborted)
+                continue
+            if record.status == "running":
+                continue  # a live worker holds it: it stops at its next step, and stores
+            await _reconcile(handle, durability, record)
+        except Exception:
+            logger.warning(
+                "session %r: cancelling turn %s failed; it stays open (recover() or "
+                "cancel() settles it later)",
+                handle.id,
+                run_id,
+                exc_info=True,
+            )

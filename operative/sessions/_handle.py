@@ -112,6 +112,8 @@ class SessionHandle:
         self._runs: set[RunHandle] = set()
         self._scopes: set[trio.CancelScope] = set()
         self._signals = SignalBoard(self._tracker)
+        self._turns: set[str] = set()
+        """Ids of the runs this handle runs now (reserving, running or settling)."""
         self._cancels = 0
         """How many times cancel() was called: a turn started before a cancel aborts."""
         self._cancel_reason = ""
@@ -232,6 +234,19 @@ class SessionHandle:
             )
 
         cancels = self._cancels
+        self._turns.add(run_id)
+        try:
+            return await self._run_reserved(run_id, reserve, agent, cancels)
+        finally:
+            self._turns.discard(run_id)
+
+    async def _run_reserved(
+        self,
+        run_id: str,
+        reserve: Callable[[AgentSession], AgentSession],
+        agent: RunnableAgent | None,
+        cancels: int,
+    ) -> RunResult:
         try:
             self._session = await self._store.update(self.id, reserve)
         except BaseException:
@@ -505,9 +520,17 @@ class SessionHandle:
     def cancel(self, reason: str = "the session was cancelled") -> None:
         """Stop what the handle is doing now: in-flight runs abort, sleeps and monitors end.
 
-        Synchronous; a run stopped this way still stores its (aborted) outcome before
-        its ``run`` call returns. Later calls to ``run``/``sleep``/``monitor`` work as
-        usual.
+        Synchronous: the request is made at once. A run of this handle owns its terminal
+        write (it stores its aborted outcome before its ``run`` call, or a recovered
+        run's ``result()``, returns). A turn the session records as open that no run of
+        this handle holds (its process stopped) is settled by a task of the
+        ``open_session`` block: on a durable session the engine is asked to cancel it,
+        and once the engine reports it finished its actual outcome and journaled
+        transcript are stored (a live worker still holding it stops at its next step and
+        stores the outcome itself); without a durable engine it is recorded as aborted
+        and the session's history is kept. Only the turns open when ``cancel`` was
+        called are touched, and an outcome already stored is never replaced. Later calls
+        to ``run``/``sleep``/``monitor`` work as usual.
         """
         self._cancels += 1
         self._cancel_reason = reason
@@ -515,6 +538,17 @@ class SessionHandle:
             run.abort(reason)
         for scope in tuple(self._scopes):
             scope.cancel()
+        detached = tuple(
+            ref.run_id
+            for ref in self._session.runs
+            if ref.outcome is None and ref.run_id not in self._turns
+        )
+        if detached:
+            from ._durable import cancel_detached
+
+            self._nursery.start_soon(
+                cancel_detached, self, detached, reason, name=f"operative session cancel {self.id}"
+            )
 
     def _cancellable(self) -> _Registered:
         return _Registered(self._scopes)
