@@ -5,6 +5,7 @@ from .._errors import SessionNotFoundError as SessionNotFoundError
 from .._errors import SessionPersistenceError as SessionPersistenceError
 from ._duration import Duration as Duration
 from ._duration import parse_duration as parse_duration
+from ._events import SessionRecoverFailed as SessionRecoverFailed
 from ._handle import MonitorResult as MonitorResult
 from ._handle import SessionHandle as SessionHandle
 from ._handle import wait_for_signal as wait_for_signal
@@ -35,6 +36,7 @@ __all__ = [
     "SessionHandle",
     "SessionNotFoundError",
     "SessionPersistenceError",
+    "SessionRecoverFailed",
     "SessionStore",
     "SessionSummary",
     "SessionUpdater",

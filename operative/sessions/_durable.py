@@ -26,6 +26,7 @@ from ..conversation import Conversation, ConversationHistory
 from ..durable import CheckpointStore, Durable, DurableEngine, replay_journal, transcript
 from ..durable._driver import Resumed, default_worker_id
 from ..durable._records import Lease, RunRecord
+from ._events import RecoverStage, SessionRecoverFailed
 from ._records import RunOutcome
 
 if TYPE_CHECKING:
@@ -135,46 +136,82 @@ async def recover(handle: SessionHandle) -> RecoveredRun | None:
         raise InvalidArgument(
             "recover() needs a durable session: open_session(..., engine=..., checkpoint_store=...)"
         )
-    open_refs = [ref for ref in handle.session.runs if ref.outcome is None]
-    if not open_refs:
-        return None
-    run_id = open_refs[-1].run_id
+    open_ids = [
+        ref.run_id
+        for ref in reversed(handle.session.runs)
+        if ref.outcome is None and ref.run_id not in handle._turns
+    ]
     engine = durability.engine
-    try:
-        record = await engine.get(run_id)
-        if record is None:
-            # Its run record was never committed: nothing can resume it.
-            await handle._store_outcome(run_id, None, None, RunOutcome(finish_reason="aborted"))
-            return None
-        if record.status != "running":
-            await _reconcile(handle, durability, record)
-            return None
-        if handle._agent is None and handle._run_options is None:
-            raise MissingRunOptionsError(
-                f"session {handle.id!r} has a durable run {run_id} to resume but nothing to "
-                "run it with: pass agent= or run_options= to open_session()"
-            )
-        # A lazy agent loads before the run is claimed: a load that fails leaves it as
-        # it is (logged below), never claimed by a worker that cannot run it.
-        agent = await resolve_agent(handle._agent) if handle._agent is not None else None
-        leases = await engine.claim(
-            worker_id=durability.worker_id,
-            lease_seconds=durability.lease_seconds,
-            limit=1,
-            run_ids=[run_id],
+    running: list[str] = []
+    for run_id in open_ids:  # newest first
+        try:
+            record = await engine.get(run_id)
+        except Exception as exc:
+            _failed(handle, run_id, "lookup", exc)
+            continue
+        try:
+            if record is None:
+                # Its run record was never committed: nothing can resume it.
+                await handle._store_outcome(run_id, None, None, RunOutcome(finish_reason="aborted"))
+            elif record.status != "running":
+                await _reconcile(handle, durability, record)
+            else:
+                running.append(run_id)
+        except Exception as exc:
+            _failed(handle, run_id, "reconcile", exc)
+    if not running:
+        return None
+    if handle._agent is None and handle._run_options is None:
+        raise MissingRunOptionsError(
+            f"session {handle.id!r} has a durable run {running[0]} to resume but nothing to "
+            "run it with: pass agent= or run_options= to open_session()"
         )
-        if not leases:
-            return None  # a live worker holds it
-        lease = leases[0]
-        replay = replay_journal(run_id, await durability.checkpoint_store.read(run_id))
-    except MissingRunOptionsError:
-        raise
-    except Exception:
-        logger.warning("session %r: recovering run %s failed", handle.id, run_id, exc_info=True)
+    # A lazy agent loads before the run is claimed: a load that fails leaves the turns
+    # as they are, never claimed by a worker that cannot run them.
+    try:
+        agent = await resolve_agent(handle._agent) if handle._agent is not None else None
+    except Exception as exc:
+        _failed(handle, running[0], "load", exc)
         return None
-    if replay.finished is not None:  # pragma: no cover - finish commits status and entry
-        return None
-    return await _start(handle, durability, agent, lease, replay)
+    for run_id in running:
+        try:
+            leases = await engine.claim(
+                worker_id=durability.worker_id,
+                lease_seconds=durability.lease_seconds,
+                limit=1,
+                run_ids=[run_id],
+            )
+            if not leases:
+                continue  # a live worker holds it
+            lease = leases[0]
+            replay = replay_journal(run_id, await durability.checkpoint_store.read(run_id))
+        except Exception as exc:
+            _failed(handle, run_id, "claim", exc)
+            continue
+        if replay.finished is not None:  # pragma: no cover - finish commits status and entry
+            continue
+        try:
+            return await _start(handle, durability, agent, lease, replay)
+        except Exception as exc:
+            _failed(handle, run_id, "resume", exc)
+            return None
+    return None
+
+
+def _failed(handle: SessionHandle, run_id: str, stage: RecoverStage, error: Exception) -> None:
+    logger.warning(
+        "session %r: recovering run %s failed (%s)", handle.id, run_id, stage, exc_info=error
+    )
+    handle._emit_recover(
+        SessionRecoverFailed(
+            run_id=run_id,
+            time=trio.current_time(),
+            session_id=handle.id,
+            stage=stage,
+            error_type=type(error).__name__,
+            message=str(error),
+        )
+    )
 
 
 async def _start(

@@ -58,6 +58,7 @@ from ._store import SessionStore
 
 if TYPE_CHECKING:
     from ._durable import RecoveredRun, SessionDurability
+    from ._events import SessionRecoverFailed
 
 __all__ = ["MonitorResult", "SessionHandle", "wait_for_signal"]
 
@@ -108,6 +109,7 @@ class SessionHandle:
         self._cleanup_timeout = cleanup_timeout
         self._tracker = LivenessTracker(session.id, kind="session")
         self._hub = EventHub()
+        self._recover_listeners: list[list[Listener]] = []
         self._loaded: SessionLoaded | None = None
         self._runs: set[RunHandle] = set()
         self._scopes: set[trio.CancelScope] = set()
@@ -137,19 +139,45 @@ class SessionHandle:
     # -- events ----------------------------------------------------------------------
 
     def add_listener(self, type: str, listener: Listener) -> Callable[[], None]:
-        """Call ``listener(event)`` for ``session.loaded`` / ``session.saved`` (or ``"*"``).
+        """Call ``listener(event)`` for ``session.loaded``, ``session.saved`` or
+        ``session.recover`` (a :class:`SessionRecoverFailed`), or ``"*"`` for all three.
 
         A listener for ``session.loaded`` added after the block opened is called at once
         with the load that opened this handle. Returns a remover.
         """
-        if type not in ("session.loaded", "session.saved", "*"):
+        if type not in ("session.loaded", "session.saved", "session.recover", "*"):
             raise InvalidArgument(
-                f"a session handle emits 'session.loaded' and 'session.saved', not {type!r}; "
-                "listen to a run's events on the run"
+                "a session handle emits 'session.loaded', 'session.saved' and "
+                f"'session.recover', not {type!r}; listen to a run's events on the run"
             )
+        if type == "session.recover":
+            return self._add_recover_listener(listener)
         remove = self._hub.add_listener(type, listener)
-        if type in ("session.loaded", "*") and self._loaded is not None:
+        if type == "*":
+            remove_recover = self._add_recover_listener(listener)
+
+            def remove_both() -> None:
+                remove()
+                remove_recover()
+
+            if self._loaded is not None:
+                listener(self._loaded)
+            return remove_both
+        if type == "session.loaded" and self._loaded is not None:
             listener(self._loaded)
+        return remove
+
+    def _add_recover_listener(self, listener: Listener) -> Callable[[], None]:
+        # session.recover is the handle's own event (not a run event the hub knows).
+        if not callable(listener):
+            raise InvalidArgument(f"listener must be callable, got {listener!r}")
+        entry = [listener]
+        self._recover_listeners.append(entry)
+
+        def remove() -> None:
+            if entry in self._recover_listeners:
+                self._recover_listeners.remove(entry)
+
         return remove
 
     def _announce_load(self, is_new: bool) -> None:
@@ -163,6 +191,13 @@ class SessionHandle:
             is_new=is_new,
             message_count=len(session.conversation_history.messages),
         )
+
+    def _emit_recover(self, event: SessionRecoverFailed) -> None:
+        for (listener,) in tuple(self._recover_listeners):
+            try:
+                listener(event)
+            except Exception:
+                logger.exception("session %r: a session.recover listener raised", self.id)
 
     def _announce_save(self, run_id: str, outcome: str | None = None) -> None:
         if not self._hub.wants("session.saved"):
@@ -346,14 +381,21 @@ class SessionHandle:
         )
 
     async def recover(self) -> RecoveredRun | None:
-        """Reconnect to this session's last unsettled durable turn, if there is one.
+        """Reconnect to this session's unsettled durable turns.
 
-        A turn another worker already finished gets its outcome and transcript stored
-        (and ``None`` is returned). A turn the engine still runs and nobody holds is
+        Every turn the session records as open (and no run of this handle holds) is
+        looked at, newest first. A turn another worker already finished gets its
+        outcome and transcript stored; one whose run record was never committed is
+        stored as aborted. The newest turn the engine still runs and nobody holds is
         claimed and resumed as a task of the ``open_session`` block: the returned
-        :class:`RecoveredRun`'s ``result()`` waits for it and for its stored outcome.
-        Returns ``None`` when there is nothing to resume, a live worker holds the run,
-        or resuming failed (logged).
+        :class:`RecoveredRun`'s ``result()`` waits for it and for its stored outcome
+        (another such turn waits for the next ``recover()``). Returns ``None`` when no
+        run is available (nothing open, or a live worker holds it) or resuming failed.
+
+        Each failure (reading the engine, loading a lazy agent, claiming, resuming, or
+        storing a finished turn's outcome) is emitted as a ``session.recover`` event
+        (:class:`SessionRecoverFailed`, see :meth:`add_listener`), logged, and leaves
+        that turn open; the other turns are still considered.
 
         Raises:
             InvalidArgument: the session has no ``engine=`` / ``checkpoint_store=``.

@@ -1,0 +1,153 @@
+"""``SessionHandle.recover()`` looks at every open turn, returns ``None`` when nothing can
+be resumed, and reports each failure as a ``session.recover`` event."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
+
+from operative.sessions import (
+    RunOutcome,
+    SessionRecoverFailed,
+    SessionStore,
+    create_session_store,
+    open_session,
+)
+from operative.storage import MemoryStore, Operation
+
+from .conftest import DurableDb
+from .test_durable_runs import make_agent, until
+
+
+async def _cut_turn(sessions: SessionStore, engine: Any, store: Any) -> str:
+    """A turn of session ``s`` whose process shut down mid-call; returns its run id."""
+    executions: Counter[str] = Counter()
+    with trio.CancelScope() as scope:
+        async with (
+            open_session(
+                "s",
+                store=sessions,
+                agent_name="worker",
+                agent=make_agent([["idem"], []], executions, trio.Event()),
+                engine=engine,
+                checkpoint_store=store,
+            ) as handle,
+            trio.open_nursery() as nursery,
+        ):
+            nursery.start_soon(handle.run, "hello")
+            await until(lambda: executions)
+            scope.cancel()
+    stored = await sessions.load("s")
+    assert stored is not None
+    return stored.runs[-1].run_id
+
+
+class FailingWrites(MemoryStore):
+    """A memory store whose writes fail once ``failing`` is set."""
+
+    failing = False
+
+    async def conditional_batch(self, operations: Sequence[Operation]) -> tuple[int | None, ...]:
+        if self.failing:
+            raise OSError("the session store is down")
+        return await super().conditional_batch(operations)
+
+
+class Unopenable:
+    """An agent whose runs fail to open (the resumed run never starts)."""
+
+    name = "worker"
+    has_output = False
+
+    async def run(self, input: Any, *, context: Any = None) -> Any:
+        raise NotImplementedError
+
+    @asynccontextmanager
+    async def open_run(
+        self, input: Any, *, context: Any = None, durable: Any = None
+    ) -> AsyncIterator[Any]:
+        if context is not None or durable is not None:
+            raise RuntimeError("the model provider is unreachable")
+        yield None
+
+
+async def test_recover_settles_every_open_turn_not_only_the_last(sqlite_db: DurableDb) -> None:
+    sessions = create_session_store(MemoryStore())
+    async with sqlite_db.engine() as engine, sqlite_db.store() as store:
+        older = await _cut_turn(sessions, engine, store)
+        newer = await _cut_turn(sessions, engine, store)
+        await engine.cancel(older, "given up")  # nobody holds it: aborted at once
+        async with open_session(
+            "s",
+            store=sessions,
+            agent_name="worker",
+            agent=make_agent([["idem"], []], Counter()),
+            engine=engine,
+            checkpoint_store=store,
+        ) as handle:
+            recovered = await handle.recover()
+            assert recovered is not None
+            assert recovered.run_id == newer
+            await recovered.result()
+        stored = await sessions.load("s")
+    assert stored is not None
+    assert stored.run(older) is not None
+    assert stored.runs[0].outcome == RunOutcome(finish_reason="aborted")
+    assert stored.runs[1].outcome is not None
+    assert stored.runs[1].outcome.finish_reason == "stop-condition"
+
+
+async def test_a_reconciliation_persistence_failure_is_a_session_recover_event(
+    sqlite_db: DurableDb,
+) -> None:
+    kv = FailingWrites()
+    sessions = create_session_store(kv)
+    events: list[Any] = []
+    async with sqlite_db.engine() as engine, sqlite_db.store() as store:
+        run_id = await _cut_turn(sessions, engine, store)
+        await engine.cancel(run_id)
+        async with open_session(
+            "s", store=sessions, agent_name="worker", engine=engine, checkpoint_store=store
+        ) as handle:
+            handle.add_listener("session.recover", events.append)
+            kv.failing = True
+            assert await handle.recover() is None
+            kv.failing = False
+        stored = await sessions.load("s")
+    assert stored is not None
+    assert stored.runs[0].outcome is None  # left open for a later recover()
+    assert len(events) == 1
+    event = events[0]
+    assert isinstance(event, SessionRecoverFailed)
+    assert (event.type, event.run_id, event.session_id, event.stage) == (
+        "session.recover",
+        run_id,
+        "s",
+        "reconcile",
+    )
+    assert event.error_type == "OSError"
+
+
+async def test_recover_returns_none_and_reports_a_resume_that_fails(sqlite_db: DurableDb) -> None:
+    sessions = create_session_store(MemoryStore())
+    events: list[Any] = []
+    async with sqlite_db.engine() as engine, sqlite_db.store() as store:
+        run_id = await _cut_turn(sessions, engine, store)
+        async with open_session(
+            "s",
+            store=sessions,
+            agent_name="worker",
+            agent=Unopenable(),
+            engine=engine,
+            checkpoint_store=store,
+        ) as handle:
+            handle.add_listener("*", events.append)
+            assert await handle.recover() is None
+    failures = [event for event in events if event.type == "session.recover"]
+    assert [(event.run_id, event.stage, event.error_type) for event in failures] == [
+        (run_id, "resume", "RuntimeError")
+    ]
