@@ -38,6 +38,10 @@ class AgentRunContext:
     """Who the run acts for; forwarded unchanged to the run (and its hooks)."""
     run_id: str | None = None
     """This run's identity (required for an agent with ``steering=``)."""
+    abort_on: Any = None
+    """The caller's abort signal for this run (the specification's ``signal``): a
+    ``trio.Event``, an awaitable or an async function of no arguments; once it is set
+    or returns, the run ends with ``finish_reason == "aborted"``. See ``abort_on=``."""
 
 
 @runtime_checkable
@@ -129,12 +133,19 @@ class Agent:
         )
 
     def open_run(
-        self, input: AgentInput, *, context: AgentRunContext | None = None, durable: Any = None
+        self,
+        input: AgentInput,
+        *,
+        context: AgentRunContext | None = None,
+        durable: Any = None,
+        abort_on: Any = None,
     ) -> AbstractAsyncContextManager[ActiveRun]:
         """Start a run of this agent; use as ``async with agent.open_run(...) as run:``.
 
         ``durable=`` (an :class:`operative.durable.Durable`) routes this run through a
-        durable engine, overriding any the agent was defined with.
+        durable engine, overriding any the agent was defined with. ``abort_on=`` (a
+        ``trio.Event``, an awaitable or an async function) aborts the run once it is set
+        or returns; it overrides ``context.abort_on``.
         """
         conversation = self._conversation(input)
         options = dict(self.options)
@@ -150,6 +161,10 @@ class Agent:
                 options["principal"] = context.principal
             if context.run_id is not None:
                 options["run_id"] = context.run_id
+            if context.abort_on is not None:
+                options["abort_on"] = context.abort_on
+        if abort_on is not None:
+            options["abort_on"] = abort_on
         return open_run(
             generate=self.generate,
             conversation=conversation,
@@ -159,9 +174,11 @@ class Agent:
             **options,
         )
 
-    async def run(self, input: AgentInput, *, context: AgentRunContext | None = None) -> RunResult:
-        """Run to the end and return the result."""
-        async with self.open_run(input, context=context) as run:
+    async def run(
+        self, input: AgentInput, *, context: AgentRunContext | None = None, abort_on: Any = None
+    ) -> RunResult:
+        """Run to the end and return the result (``abort_on=``: see :meth:`open_run`)."""
+        async with self.open_run(input, context=context, abort_on=abort_on) as run:
             return await run.result()
 
     async def load(self) -> Agent:
@@ -257,6 +274,11 @@ def create_agent(
         raise InvalidArgument(f"name= takes a non-empty str, got {name!r}")
     if "run_id" in options:
         raise InvalidArgument("run_id= is per run: pass it to open_run, not to an agent")
+    if "abort_on" in options:
+        raise InvalidArgument(
+            "abort_on= is per run: pass it to agent.open_run(..., abort_on=...) or "
+            "agent.run(..., abort_on=...), not to an agent"
+        )
     if getattr(options.get("durable"), "run_id", None) is not None:
         raise InvalidArgument(
             "an agent's durable= must not name a run_id (every run needs its own): pass "

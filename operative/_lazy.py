@@ -22,7 +22,7 @@ from __future__ import annotations
 import inspect
 import logging
 import types
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Generic, TypeVar
 
@@ -39,6 +39,7 @@ from ._lazy_run import LazyEventStream as LazyEventStream
 from ._lazy_run import LazyRun as LazyRun
 from ._lazy_run import check_durable
 from ._model import GenerateFunction, GenerateRequest, GenerateResponse
+from ._options import abort_waiter
 from ._results import RunResult
 from .conversation import ConversationHistory
 
@@ -270,6 +271,7 @@ class LazyAgent:
         *,
         context: AgentRunContext | None = None,
         durable: Any = None,
+        abort_on: Any = None,
     ) -> AbstractAsyncContextManager[LazyRun]:
         """Start a run; use as ``async with agent.open_run(...) as run:``.
 
@@ -282,12 +284,21 @@ class LazyAgent:
         :func:`~operative.durable.recover` resumes loads its definition before the
         handle is returned: a load that fails raises from the ``async with`` and leaves
         the run as it was (claimable again once its lease expires).
+
+        ``abort_on=`` (or ``context.abort_on``; the keyword wins) aborts the run once it
+        is set or returns: before the agent loaded, the agent is never run; after, the
+        loaded agent's run watches it.
         """
         snapshot = _snapshot_input(input)
         if context is not None and not isinstance(context, AgentRunContext):
             raise InvalidArgument(
                 f"context= takes an AgentRunContext, got {type(context).__name__}"
             )
+        if abort_on is not None:
+            context = attrs.evolve(context or AgentRunContext(), abort_on=abort_on)
+        wait: Callable[[], Awaitable[object]] | None = None
+        if context is not None and context.abort_on is not None:
+            wait = abort_waiter(context.abort_on)
         run_id = context.run_id if context is not None else None
         recovering = False
         if durable is not None:
@@ -299,12 +310,21 @@ class LazyAgent:
                         "differ: give one of them"
                     )
                 run_id = durable_id
+        fired: trio.Event | None = None
+        if context is not None:
+            if wait is not None:
+                # Watched once, here; the loaded agent's run watches this event instead.
+                fired = trio.Event()
+                context = attrs.evolve(context, abort_on=fired)
+            else:
+                context = attrs.evolve(context)
         return self._open(
             snapshot,
-            attrs.evolve(context) if context is not None else None,
+            context,
             durable=durable,
             run_id=run_id,
             recovering=recovering,
+            abort_on=None if wait is None or fired is None else (wait, fired),
         )
 
     @asynccontextmanager
@@ -316,6 +336,7 @@ class LazyAgent:
         durable: Any,
         run_id: str | None,
         recovering: bool,
+        abort_on: tuple[Callable[[], Awaitable[object]], trio.Event] | None = None,
     ) -> AsyncIterator[LazyRun]:
         if recovering:
             # A recovered run's record is running and leased to this worker: load first,
@@ -333,6 +354,11 @@ class LazyAgent:
         body_error: BaseException | None = None
         async with trio.open_nursery() as nursery:
             nursery.start_soon(run._drive, name=f"operative lazy run {run.run_id}")
+            if abort_on is not None:
+                # It returns by itself once the run has ended.
+                nursery.start_soon(
+                    _abort_when, run, *abort_on, name=f"operative abort_on {run.run_id}"
+                )
             try:
                 yield run
             except BaseException as exc:
@@ -341,10 +367,36 @@ class LazyAgent:
         if body_error is not None:
             raise body_error
 
-    async def run(self, input: AgentInput, *, context: AgentRunContext | None = None) -> RunResult:
-        """Run to the end and return the result."""
-        async with self.open_run(input, context=context) as run:
+    async def run(
+        self, input: AgentInput, *, context: AgentRunContext | None = None, abort_on: Any = None
+    ) -> RunResult:
+        """Run to the end and return the result (``abort_on=``: see :meth:`open_run`)."""
+        async with self.open_run(input, context=context, abort_on=abort_on) as run:
             return await run.result()
+
+
+async def _abort_when(
+    run: LazyRun, wait: Callable[[], Awaitable[object]], fired: trio.Event
+) -> None:
+    """Set ``fired`` once ``wait()`` returns, and abort a run whose agent has not loaded
+    yet (the loaded agent's run watches ``fired`` itself); return when the run ends."""
+    async with trio.open_nursery() as watch:
+
+        async def until_ended() -> None:
+            await run._done.wait()
+            watch.cancel_scope.cancel()
+
+        watch.start_soon(until_ended)
+        try:
+            await wait()
+        except Exception as exc:
+            reason = f"the run's abort_on= signal failed ({type(exc).__name__}: {exc})"
+        else:
+            reason = "the run's abort_on= signal fired"
+        fired.set()
+        if not run.resolved:
+            run.abort(reason)
+        watch.cancel_scope.cancel()
 
 
 async def resolve_agent(agent: RunnableAgent) -> RunnableAgent:

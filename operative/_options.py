@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import msgspec
+import trio
 
 from ._errors import InvalidArgument
 from ._instrument_hook import RunInstrumentation
@@ -60,6 +62,7 @@ class RunOptions(TypedDict, total=False):
     on_elicitation: Callable[..., Awaitable[Any]] | None
     agent_name: str
     trace_context: Any
+    abort_on: Any
     cleanup_timeout: float
     retry: RetryOptions | None
     budget: Budget | CostBudgetMonitor | None
@@ -112,6 +115,8 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     on_elicitation: Callable[..., Awaitable[Any]] | None = None
     agent_name: str = "(agent)"
     trace_context: Any = None
+    abort_on: Callable[[], Awaitable[object]] | None = None
+    """Returns when the caller wants the run aborted (``abort_on=``, normalised)."""
     cleanup_timeout: float = 10.0
     retry: RetryOptions | None = None
     budget: Budget | CostBudgetMonitor | None = None
@@ -416,4 +421,30 @@ def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
     for name in ("principal", "agent_name", "trace_context"):
         if name in options:
             fields[name] = options[name]
+    abort_on = get("abort_on")
+    if abort_on is not None:
+        fields["abort_on"] = abort_waiter(abort_on)
     return fields
+
+
+def abort_waiter(abort_on: Any) -> Callable[[], Awaitable[object]]:
+    """``abort_on=`` as an async function that returns when the run should abort."""
+    if isinstance(abort_on, trio.Event):
+        return abort_on.wait
+    if inspect.isawaitable(abort_on):
+        awaitable = abort_on
+
+        async def wait() -> object:
+            return await awaitable
+
+        return wait
+    if callable(abort_on) and (
+        inspect.iscoroutinefunction(abort_on)
+        or inspect.iscoroutinefunction(getattr(abort_on, "__call__", None))  # noqa: B004
+    ):
+        waiter: Callable[[], Awaitable[object]] = abort_on
+        return waiter
+    raise InvalidArgument(
+        "abort_on= takes a trio.Event, an awaitable or an async function of no arguments "
+        f"that returns when the run should abort, got {abort_on!r}"
+    )

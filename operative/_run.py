@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -590,6 +590,24 @@ async def open_run(
             yield run
 
 
+async def _abort_when(run: ActiveRun, wait: Callable[[], Awaitable[object]]) -> None:
+    """Abort ``run`` once ``wait()`` returns (``abort_on=``); return when the run ends."""
+    async with trio.open_nursery() as watch:
+
+        async def until_ended() -> None:
+            await run._done.wait()
+            watch.cancel_scope.cancel()
+
+        watch.start_soon(until_ended)
+        try:
+            await wait()
+        except Exception as exc:
+            run.abort(f"the run's abort_on= signal failed ({type(exc).__name__}: {exc})")
+        else:
+            run.abort("the run's abort_on= signal fired")
+        watch.cancel_scope.cancel()
+
+
 @asynccontextmanager
 async def _open_configured_run(config: RunConfig, live: Conversation) -> AsyncIterator[ActiveRun]:
     tracer = None
@@ -607,6 +625,11 @@ async def _open_configured_run(config: RunConfig, live: Conversation) -> AsyncIt
             watchdog = create_stall_watchdog(run._liveness, config.stall_policy, on_abort=run.abort)
             # It returns by itself once the run's liveness is terminal.
             nursery.start_soon(watchdog.run, name=f"operative stall watchdog {run.run_id}")
+        if config.abort_on is not None:
+            # It returns by itself once the run has ended.
+            nursery.start_soon(
+                _abort_when, run, config.abort_on, name=f"operative abort_on {run.run_id}"
+            )
         if run._durable is not None:
             # It returns by itself once the run has finished.
             nursery.start_soon(
