@@ -86,7 +86,7 @@ class RecoveredRun:
     ``result()`` returns once the run ended *and* its outcome is stored on the session.
     """
 
-    __slots__ = ("_done", "_error", "_handle", "_result", "run_id")
+    __slots__ = ("_cleanup", "_done", "_error", "_handle", "_result", "run_id")
 
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
@@ -94,6 +94,7 @@ class RecoveredRun:
         self._done = trio.Event()
         self._result: RunResult | None = None
         self._error: BaseException | None = None
+        self._cleanup: CleanupError | None = None
 
     def __repr__(self) -> str:
         return f"<RecoveredRun {self.run_id}{' done' if self._done.is_set() else ''}>"
@@ -114,6 +115,23 @@ class RecoveredRun:
             raise self._error
         assert self._result is not None
         return self._result
+
+    async def closed(self) -> None:
+        """Wait for the run's terminal session commit: its outcome and transcript stored.
+
+        The cleanup acknowledgement, apart from :meth:`result`: it succeeds once the
+        session holds the outcome, whatever the run ended with. Bound the wait with
+        ``trio.fail_after`` if need be.
+
+        Raises:
+            CleanupError: the outcome was not stored (the write failed or took longer
+                than ``cleanup_timeout``, or the run was left to another worker by a
+                shutdown); the turn stays open, and ``recover()`` settles it later. The
+                cause, when there is one, is ``__cause__``.
+        """
+        await self._done.wait()
+        if self._cleanup is not None:
+            raise self._cleanup
 
 
 def _open_resumed(handle: SessionHandle, agent: RunnableAgent | None, routing: Resumed) -> Any:
@@ -222,6 +240,7 @@ async def _start(
     replay: Any,
 ) -> RecoveredRun:
     recovered = RecoveredRun(lease.run_id)
+    handle._recovered.append(recovered)
     routing = Resumed(
         durable=durability.routing(lease.run_id, handle.id), lease=lease, replay=replay
     )
@@ -250,19 +269,31 @@ async def _start(
                     handle._runs.discard(run)
         except BaseException as exc:
             failure = exc
+        problem: BaseException | None = None
         try:
             with trio.CancelScope(shield=True):
                 if result is not None or not (
                     is_shutdown(failure) or isinstance(failure, CleanupError)
                 ):
-                    await handle._settle(lease.run_id, base, result, failure)
+                    problem = await handle._settle(lease.run_id, base, result, failure)
+                else:
+                    problem = failure  # left to another worker: nothing was stored
         except BaseException as exc:
-            recovered._error = exc
+            recovered._error = problem = exc
         else:
             recovered._result = result
             if result is None:
                 recovered._error = failure
         finally:
+            if problem is not None:
+                recovered._cleanup = CleanupError(
+                    f"run {lease.run_id} of session {handle.id!r} ended but its outcome "
+                    f"was not stored on the session ({type(problem).__name__}: {problem}); "
+                    "the turn stays open: call recover() again to settle it",
+                    run_id=lease.run_id,
+                    result=result,
+                )
+                recovered._cleanup.__cause__ = problem
             recovered._done.set()
         if failure is not None:
             raise failure

@@ -115,6 +115,8 @@ class SessionHandle:
         self._scopes: set[trio.CancelScope] = set()
         self._signals = SignalBoard(self._tracker)
         self._turns: set[str] = set()
+        self._recovered: list[RecoveredRun] = []
+        """The runs recover() resumed (for closed())."""
         """Ids of the runs this handle runs now (reserving, running or settling)."""
         self._cancels = 0
         """How many times cancel() was called: a turn started before a cancel aborts."""
@@ -406,14 +408,32 @@ class SessionHandle:
 
         return await recover(self)
 
+    async def closed(self) -> None:
+        """Wait for the terminal session commit of every run :meth:`recover` resumed.
+
+        The cleanup acknowledgement for recovered runs (a turn of :meth:`run` already
+        stores its outcome before ``run`` returns): returns once each one's outcome and
+        transcript are stored on the session. Bound the wait with ``trio.fail_after``.
+
+        Raises:
+            CleanupError: a recovered run's outcome could not be stored (its turn stays
+                open; ``recover()`` settles it later). The first such failure is raised.
+        """
+        for recovered in tuple(self._recovered):
+            await recovered.closed()
+
     async def _settle(
         self,
         run_id: str,
         base: ConversationHistory,
         result: RunResult | None,
         failure: BaseException | None,
-    ) -> None:
-        """Store the run's transcript and outcome in one write (called shielded)."""
+    ) -> BaseException | None:
+        """Store the run's transcript and outcome in one write (called shielded).
+
+        Returns what stopped the write when the run's own ``failure`` propagates
+        instead (None once stored); raises :class:`SessionPersistenceError` otherwise.
+        """
         if result is not None:
             outcome = outcome_of(result)
             transcript = result.conversation.current
@@ -435,7 +455,7 @@ class SessionHandle:
                 f"storing the outcome took longer than cleanup_timeout={self._cleanup_timeout}s"
             )
         if problem is None:
-            return
+            return None
         message = (
             f"run {run_id} of session {self.id!r} ended ({outcome.finish_reason}) but its "
             f"transcript and outcome could not be stored: {type(problem).__name__}: {problem}. "
@@ -445,7 +465,7 @@ class SessionHandle:
             # The run's own failure (or the caller's cancellation) is what propagates.
             logger.error("%s", message)
             failure.add_note(message)
-            return
+            return problem
         raise SessionPersistenceError(
             message, session_id=self.id, run_id=run_id, result=result
         ) from problem
