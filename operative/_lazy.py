@@ -226,12 +226,21 @@ def create_lazy_generate(loader: Callable[[], Any]) -> LazyGenerate:
 class LazyAgent:
     """A :class:`~operative.RunnableAgent` whose definition is loaded on first run."""
 
-    __slots__ = ("_flight", "_has_output", "_name")
+    __slots__ = ("_clock", "_flight", "_has_output", "_name")
 
-    def __init__(self, loader: Loader, *, has_output: bool, name: str | None) -> None:
+    def __init__(
+        self,
+        loader: Loader,
+        *,
+        has_output: bool,
+        name: str | None,
+        runtime: Callable[[], float] | None = None,
+    ) -> None:
         self._flight: _SingleFlight[RunnableAgent] = _SingleFlight(loader, _as_agent)
         self._has_output = has_output
         self._name = name
+        self._clock: Callable[[], float] = runtime if runtime is not None else trio.current_time
+        """What a run's snapshots read the time from until its agent loaded."""
 
     def __repr__(self) -> str:
         state = "loaded" if self._flight.value is not None else "not loaded"
@@ -350,6 +359,7 @@ class LazyAgent:
             durable=durable,
             run_id=run_id,
             recovering=recovering,
+            clock=self._clock,
         )
         body_error: BaseException | None = None
         async with trio.open_nursery() as nursery:
@@ -448,21 +458,34 @@ def _durable_routing(durable: object) -> tuple[str | None, bool]:
 
 
 def create_lazy_agent(
-    loader: Callable[[], Any], *, has_output: bool = False, name: str | None = None
+    loader: Callable[[], Any],
+    *,
+    has_output: bool = False,
+    name: str | None = None,
+    runtime: Callable[[], float] | None = None,
 ) -> LazyAgent:
     """An agent whose definition ``loader()`` produces on first run.
 
     ``loader`` takes no arguments and returns (sync) or resolves to (async) a
     :class:`~operative.RunnableAgent`, or a module whose ``default`` is one. The first
     successful load is cached and shared by concurrent runs. ``has_output`` is the
-    provisional answer to ``agent.has_output`` until the definition is loaded.
+    provisional answer to ``agent.has_output`` until the definition is loaded; after
+    that ``agent.has_output`` reads the loaded agent's (a live attribute).
+
+    ``runtime`` is the clock (a callable returning seconds) a run's snapshots read
+    ``started_at`` and ``observed_at`` from while its definition loads (the
+    specification's ``runtime``); the loaded agent's run has its own. Default: trio's.
     """
     _check_loader(loader)
+    if runtime is not None and not callable(runtime):
+        raise InvalidArgument(
+            f"runtime= takes a clock, a callable returning seconds, got {runtime!r}"
+        )
     if not isinstance(has_output, bool):
         raise InvalidArgument(f"has_output= takes a bool, got {has_output!r}")
     if name is not None and (not isinstance(name, str) or not name):
         raise InvalidArgument(f"name= takes a non-empty str, got {name!r}")
-    return LazyAgent(loader, has_output=has_output, name=name)
+    return LazyAgent(loader, has_output=has_output, name=name, runtime=runtime)
 
 
 def _snapshot_input(input: object) -> AgentInput:

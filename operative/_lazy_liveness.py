@@ -42,8 +42,14 @@ class LazyLiveness(LivenessTracker):
 
     __slots__ = ("_final", "_forwards", "_read", "_source")
 
-    def __init__(self, id: str, read: Callable[[], LivenessSnapshot]) -> None:
-        super().__init__(id)
+    def __init__(
+        self,
+        id: str,
+        read: Callable[[], LivenessSnapshot],
+        *,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        super().__init__(id, clock=clock)
         self._read = read
         self._source: Any = None
         """The real run handle, once it exists."""

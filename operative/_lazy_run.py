@@ -101,6 +101,7 @@ class LazyRun:
 
     __slots__ = (
         "_abort_reason",
+        "_clock",
         "_context",
         "_done",
         "_durable",
@@ -130,8 +131,11 @@ class LazyRun:
         durable: Any = None,
         run_id: str | None = None,
         recovering: bool = False,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self._flight = flight
+        self._clock: Callable[[], float] = clock if clock is not None else trio.current_time
+        """The clock of the snapshots before the agent loaded (``runtime=``)."""
         self._input = input
         self._context = context
         self._durable = durable
@@ -151,8 +155,8 @@ class LazyRun:
         self._synthetic: RunAborted | RunError | None = None
         self._listeners: list[_PendingListener] = []
         self._streams: list[LazyEventStream] = []
-        self._opened_at = trio.current_time()
-        self._liveness = LazyLiveness(self._provisional_id, self.snapshot)
+        self._opened_at = self._clock()
+        self._liveness = LazyLiveness(self._provisional_id, self.snapshot, clock=self._clock)
 
     def __repr__(self) -> str:
         return f"<LazyRun {self.run_id} {self.snapshot().status}>"
@@ -259,7 +263,7 @@ class LazyRun:
                 status="starting",
                 revision=0,
                 started_at=self._opened_at,
-                observed_at=trio.current_time(),
+                observed_at=self._clock(),
                 durability=durability,
             )
         finish = FinishReason.ERROR if result is None else result.finish_reason
@@ -268,7 +272,7 @@ class LazyRun:
             status="failed" if finish is FinishReason.ERROR else "aborted",
             revision=1,
             started_at=self._opened_at,
-            observed_at=trio.current_time(),
+            observed_at=self._clock(),
             finish_reason=finish,
             durability=durability,
         )
