@@ -262,6 +262,7 @@ async def _start(
             async with _open_resumed(handle, agent, routing) as run:
                 recovered._handle = run
                 handle._runs.add(run)
+                handle._attach_run(lease.run_id, run)
                 task_status.started()
                 try:
                     result = await run.result()
@@ -275,8 +276,12 @@ async def _start(
                 if result is not None or not (
                     is_shutdown(failure) or isinstance(failure, CleanupError)
                 ):
-                    problem = await handle._settle(lease.run_id, base, result, failure)
+                    try:
+                        problem = await handle._settle(lease.run_id, base, result, failure)
+                    finally:
+                        handle._run_hubs.pop(lease.run_id, None)
                 else:
+                    handle._run_hubs.pop(lease.run_id, None)
                     problem = failure  # left to another worker: nothing was stored
         except BaseException as exc:
             recovered._error = problem = exc

@@ -110,6 +110,8 @@ class SessionHandle:
         self._tracker = LivenessTracker(session.id, kind="session")
         self._hub = EventHub()
         self._recover_listeners: list[list[Listener]] = []
+        self._run_hubs: dict[str, EventHub] = {}
+        """The event hubs of this handle's runs in progress, by run id."""
         self._loaded: SessionLoaded | None = None
         self._runs: set[RunHandle] = set()
         self._scopes: set[trio.CancelScope] = set()
@@ -202,20 +204,56 @@ class SessionHandle:
                 logger.exception("session %r: a session.recover listener raised", self.id)
 
     def _announce_save(self, run_id: str, outcome: str | None = None) -> None:
-        if not self._hub.wants("session.saved"):
+        run_hub = self._run_hubs.get(run_id)
+        if outcome is not None:
+            self._run_hubs.pop(run_id, None)
+        hubs = [hub for hub in (self._hub, run_hub) if hub is not None]
+        if not any(hub.wants("session.saved") for hub in hubs):
             return
+        event = self._saved(run_id, outcome)
+        for hub in hubs:
+            if hub.wants("session.saved"):
+                hub.emit_nowait(event)
+
+    def _saved(self, run_id: str, outcome: str | None) -> SessionSaved:
         session = self._session
-        self._hub.emit_nowait(
-            SessionSaved(
-                run_id=run_id,
-                time=trio.current_time(),
-                session_id=session.id,
-                agent_name=session.agent_name,
-                revision=session.revision,
-                message_count=len(session.conversation_history.messages),
-                outcome=outcome,
-            )
+        return SessionSaved(
+            run_id=run_id,
+            time=trio.current_time(),
+            session_id=session.id,
+            agent_name=session.agent_name,
+            revision=session.revision,
+            message_count=len(session.conversation_history.messages),
+            outcome=outcome,
         )
+
+    def _attach_run(self, run_id: str, run: object) -> None:
+        """Put the session's events for ``run_id`` on the run's own events too.
+
+        Called as the run opens, before its loop starts: the run's listeners and event
+        streams get ``session.loaded`` (the session the run starts from) and the
+        ``session.saved`` of its reservation; its terminal ``session.saved`` (the outcome
+        stored, after the run's terminal event) reaches the run's listeners.
+        """
+        hub = getattr(run, "_hub", None)
+        if not isinstance(hub, EventHub):
+            return  # a run handle of another kind: the handle's listeners still get them
+        self._run_hubs[run_id] = hub
+        session = self._session
+        if hub.wants("session.loaded"):
+            hub.emit_nowait(
+                SessionLoaded(
+                    run_id=run_id,
+                    time=trio.current_time(),
+                    session_id=session.id,
+                    agent_name=session.agent_name,
+                    revision=session.revision,
+                    is_new=False,
+                    message_count=len(session.conversation_history.messages),
+                )
+            )
+        if hub.wants("session.saved"):
+            hub.emit_nowait(self._saved(run_id, None))
 
     # -- runs ------------------------------------------------------------------------
 
@@ -305,6 +343,7 @@ class SessionHandle:
             try:
                 async with self._open_run(agent, base, run_id) as handle:
                     self._runs.add(handle)
+                    self._attach_run(run_id, handle)
                     if self._cancels != cancels:
                         # cancel() came while the turn was being reserved.
                         handle.abort(self._cancel_reason)
@@ -328,10 +367,13 @@ class SessionHandle:
             if result is None and handle is not None:
                 with trio.move_on_after(self._cleanup_timeout), contextlib.suppress(CleanupError):
                     result = await handle.result()
-            if not shutdown:
-                await self._settle(run_id, base, result, failure)
-            # else: the durable run was released for another worker; its RunRef stays
-            # open until that worker (or recover()) stores the outcome.
+            try:
+                if not shutdown:
+                    await self._settle(run_id, base, result, failure)
+                # else: the durable run was released for another worker; its RunRef
+                # stays open until that worker (or recover()) stores the outcome.
+            finally:
+                self._run_hubs.pop(run_id, None)
         self._tracker.pulse("progress")
         if failure is not None:
             raise failure
