@@ -29,7 +29,8 @@ watchdog is paused, so waiting never counts as stalling. A wait with a ``deadlin
 excuses silence only until that deadline.
 
 :func:`serve_heartbeat` and :class:`Heartbeat` pulse on a timer while host-side work
-goes on (a long tool, a wait on another system).
+goes on (a long tool, a wait on another system). :func:`open_diagnostic_run` gives work
+that is not an agent run (a tool-only job) a run handle's liveness.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ __all__ = [
     "TERMINAL_STATUSES",
     "WAIT_REASONS",
     "DeclaredWait",
+    "DiagnosticRun",
     "Heartbeat",
     "LivenessSnapshot",
     "LivenessStatus",
@@ -75,6 +77,7 @@ __all__ = [
     "StallWatchdog",
     "WaitReason",
     "create_stall_watchdog",
+    "open_diagnostic_run",
     "serve_heartbeat",
     "terminal_status",
 ]
@@ -512,5 +515,6 @@ class LivenessTracker:
                 subscription._deliver(snapshot)
 
 
+from ._diagnostic import DiagnosticRun, open_diagnostic_run  # noqa: E402
 from ._heartbeat import Heartbeat, serve_heartbeat  # noqa: E402
 from ._watchdog import StallPolicy, StallWatchdog, create_stall_watchdog  # noqa: E402
