@@ -49,6 +49,8 @@ from ..liveness import (
     SnapshotObserver,
     SnapshotStream,
     SnapshotSubscription,
+    StallPolicy,
+    create_stall_watchdog,
 )
 from ._duration import Duration, parse_duration
 from ._merge import apply_run
@@ -560,6 +562,7 @@ class SessionHandle:
         input: SessionInput,
         until: Callable[[RunResult], bool] | None = None,
         max_ticks: int | None = None,
+        stall_policy: StallPolicy | None = None,
     ) -> MonitorResult:
         """Run ``input`` as a turn now and then every ``every``, until ``until(result)``.
 
@@ -568,10 +571,25 @@ class SessionHandle:
         ``host-reachability`` pulse on the session's liveness. Stops when ``until``
         returns true, after ``max_ticks`` runs, or when :meth:`cancel` is called; the
         caller's own cancellation propagates as usual. Process-local, like :meth:`sleep`.
+
+        While the loop runs (only then), a stall watchdog on trio's clock, the clock
+        the ticks use, watches the session's liveness: with the default
+        ``stall_policy`` (``StallPolicy(stall_after=2 * every, unreachable_after=4 *
+        every)``) a loop that has not ticked for two intervals reads ``stalled``, for
+        four ``unreachable``. A human wait a run of the session parks
+        (:func:`wait_for_signal`) pauses it; :meth:`signal` resumes it with fresh
+        clocks. A policy with ``abort_when_stalled`` calls :meth:`cancel` when the loop
+        stalls. The watchdog ends when the loop returns or raises.
         """
         interval = parse_duration(every)
         if interval <= 0:
             raise InvalidArgument(f"every= must be a positive duration, got {every!r}")
+        if stall_policy is None:
+            stall_policy = StallPolicy(stall_after=2 * interval, unreachable_after=4 * interval)
+        elif not isinstance(stall_policy, StallPolicy):
+            raise InvalidArgument(
+                f"stall_policy= takes a StallPolicy, got {type(stall_policy).__name__}"
+            )
         _checked_input(input)
         if until is not None and not callable(until):
             raise InvalidArgument(f"until= takes a callable (result -> bool), got {until!r}")
@@ -579,6 +597,26 @@ class SessionHandle:
             isinstance(max_ticks, bool) or not isinstance(max_ticks, int) or max_ticks < 1
         ):
             raise InvalidArgument(f"max_ticks= takes an int >= 1, got {max_ticks!r}")
+        watchdog = create_stall_watchdog(self._tracker, stall_policy, on_abort=self.cancel)
+        watching = trio.CancelScope()
+
+        async def watch() -> None:
+            with watching:
+                await watchdog.run()
+
+        self._nursery.start_soon(watch, name=f"operative session monitor watchdog {self.id}")
+        try:
+            return await self._monitor(interval, input, until, max_ticks)
+        finally:
+            watching.cancel()  # disposed with the loop: an unpolled session never stalls
+
+    async def _monitor(
+        self,
+        interval: float,
+        input: SessionInput,
+        until: Callable[[RunResult], bool] | None,
+        max_ticks: int | None,
+    ) -> MonitorResult:
         ticks = 0
         last: RunResult | None = None
         with self._cancellable() as scope:
@@ -603,6 +641,7 @@ class SessionHandle:
         input: SessionInput,
         until: Callable[[RunResult], bool] | None = None,
         max_ticks: int | None = None,
+        stall_policy: StallPolicy | None = None,
         on_done: Callable[[MonitorResult], object] | None = None,
     ) -> None:
         """Run :meth:`monitor` as a task of the ``open_session`` block's nursery.
@@ -615,7 +654,13 @@ class SessionHandle:
         _checked_input(input)
 
         async def background() -> None:
-            outcome = await self.monitor(every=every, input=input, until=until, max_ticks=max_ticks)
+            outcome = await self.monitor(
+                every=every,
+                input=input,
+                until=until,
+                max_ticks=max_ticks,
+                stall_policy=stall_policy,
+            )
             if on_done is not None:
                 on_done(outcome)
 
