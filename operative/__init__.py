@@ -49,12 +49,12 @@ from ._events import RunEvent as RunEvent
 from ._model import GenerateFunction as GenerateFunction
 from ._model import GenerateRequest as GenerateRequest
 from ._model import GenerateResponse as GenerateResponse
+from ._open_run import open_run as open_run
 from ._options import RunOptions as RunOptions
 from ._results import RunResult as RunResult
 from ._results import SchemaValidation as SchemaValidation
 from ._results import StepResult as StepResult
 from ._run import ActiveRun as ActiveRun
-from ._run import open_run as open_run
 from ._types import ApprovalDecision as ApprovalDecision
 from ._types import Authority as Authority
 from ._types import FinishReason as FinishReason

@@ -1,8 +1,8 @@
-"""``open_run`` and ``ActiveRun``: the task tree of one run and its step loop.
+"""``ActiveRun``: one run's handle and its loop task (``open_run`` starts it).
 
 ::
 
-    open_run(...)            run nursery: leaving it means every child has ended
+    open_run(...)            run nursery (``_open_run``): every child has ended on leaving
     └── loop task            the run scope (a CancelScope): abort, deadline, budgets
         └── step k           generate → assistant message → tools → results → stop?
             └── tool nursery one child task per call (none for a single call)
@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import msgspec
 import trio
 
 from ._errors import CleanupError, HookError, InvalidArgument, OutputValidationError
@@ -37,14 +35,11 @@ from ._events import (
     SteeringSuperseded,
     StepAborted,
 )
-from ._model import GenerateFunction
-from ._options import RunConfig, configure_run
 from ._results import RunResult, StepResult
-from ._run_state import CancelReason, is_shutdown, only_cancelled
+from ._run_state import CancelReason, is_shutdown
 from ._step import StepLoop
 from ._types import FinishReason
 from .conversation import (
-    Conversation,
     cancelled_result,
     repair_dangling_tool_calls,
     tool_result_message,
@@ -55,7 +50,6 @@ from .liveness import (
     SnapshotObserver,
     SnapshotStream,
     SnapshotSubscription,
-    create_stall_watchdog,
     terminal_status,
 )
 
@@ -63,7 +57,7 @@ if TYPE_CHECKING:
     from .budgets import BudgetStatus
     from .steering import SteeringOutcome
 
-__all__ = ["ActiveRun", "open_run"]
+__all__ = ["ActiveRun"]
 
 logger = logging.getLogger("operative.run")
 
@@ -547,113 +541,3 @@ class ActiveRun(StepLoop):
         hub.emit_nowait(terminal)
         self._done.set()
         hub.close()
-
-
-@asynccontextmanager
-async def open_run(
-    *,
-    generate: GenerateFunction,
-    conversation: Any,
-    toolbox: Any = None,
-    tools: Any = None,
-    stop_when: Any = None,
-    maximum_steps: int = 25,
-    **options: Any,
-) -> AsyncIterator[ActiveRun]:
-    """Run the loop in a nursery the caller can see; yields the :class:`ActiveRun`.
-
-    Leaving the block waits for the run to end, like a nursery (call ``run.abort()``
-    first to stop it early). An exception raised in the block aborts the run and
-    propagates once the run has ended. See :func:`configure_run` for every option.
-
-    A ``generate`` with an ``open_for_run()`` method (what ``create_agent(model=...)``
-    makes) is opened for this run: ``async with generate.open_for_run() as opened``
-    encloses the run's nursery, and ``opened`` answers every call of the run.
-    """
-    config, live = configure_run(
-        generate=generate,
-        conversation=conversation,
-        toolbox=toolbox,
-        tools=tools,
-        stop_when=stop_when,
-        maximum_steps=maximum_steps,
-        **options,
-    )
-    open_for_run = getattr(config.generate, "open_for_run", None)
-    if open_for_run is None:
-        async with _open_configured_run(config, live) as run:
-            yield run
-        return
-    async with open_for_run() as opened:
-        config = msgspec.structs.replace(config, generate=opened)
-        async with _open_configured_run(config, live) as run:
-            yield run
-
-
-async def _abort_when(run: ActiveRun, wait: Callable[[], Awaitable[object]]) -> None:
-    """Abort ``run`` once ``wait()`` returns (``abort_on=``); return when the run ends."""
-    async with trio.open_nursery() as watch:
-
-        async def until_ended() -> None:
-            await run._done.wait()
-            watch.cancel_scope.cancel()
-
-        watch.start_soon(until_ended)
-        try:
-            await wait()
-        except Exception as exc:
-            run.abort(f"the run's abort_on= signal failed ({type(exc).__name__}: {exc})")
-        else:
-            run.abort("the run's abort_on= signal fired")
-        watch.cancel_scope.cancel()
-
-
-@asynccontextmanager
-async def _open_configured_run(config: RunConfig, live: Conversation) -> AsyncIterator[ActiveRun]:
-    tracer = None
-    if config.instrumentation is not None:
-        tracer = config.instrumentation.trace_run(config)
-        config = msgspec.structs.replace(config, generate=tracer.wrap_generate(config.generate))
-    run = ActiveRun(config, live)
-    if tracer is not None:
-        run._tracer = tracer
-        tracer.attach(run)
-    body_error: BaseException | None = None
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(run._drive, name=f"operative run {run.run_id}")
-        if config.stall_policy is not None:
-            watchdog = create_stall_watchdog(run._liveness, config.stall_policy, on_abort=run.abort)
-            # It returns by itself once the run's liveness is terminal.
-            nursery.start_soon(watchdog.run, name=f"operative stall watchdog {run.run_id}")
-        if config.abort_on is not None:
-            # It returns by itself once the run has ended.
-            nursery.start_soon(
-                _abort_when, run, config.abort_on, name=f"operative abort_on {run.run_id}"
-            )
-        if run._durable is not None:
-            # It returns by itself once the run has finished.
-            nursery.start_soon(
-                run._durable.keep_lease,
-                lambda why: run._cancel(CancelReason(_ABORTED, why)),
-                name=f"operative lease renewer {run.run_id}",
-            )
-        try:
-            yield run
-        except BaseException as exc:
-            if is_shutdown(exc):
-                # Ctrl-C (or SystemExit) in the block stops the process, not the run:
-                # nothing terminal is recorded, and a durable run is left to recover().
-                # A cancellation of the caller reaches the run's task by itself.
-                if not only_cancelled(exc):
-                    run._cancel(
-                        CancelReason(
-                            _ABORTED,
-                            f"interrupted ({type(exc).__name__}): a shutdown, not an abort",
-                            shutdown=True,
-                        )
-                    )
-            else:
-                run.abort(f"the block running the run raised {type(exc).__name__}: {exc}")
-            body_error = exc
-    if body_error is not None:
-        raise body_error

@@ -27,8 +27,8 @@ import attrs
 from .._agent import Agent, AgentInput, AgentRunContext, RunnableAgent
 from .._errors import InvalidArgument
 from .._events import SubagentCompleted, SubagentEvent
+from .._open_run import open_run
 from .._results import RunResult
-from .._run import open_run
 from .._types import FinishReason
 from ..tools import Tool, ToolContext
 from ._errors import SubagentError

@@ -19,8 +19,8 @@ import trio
 from .._agent import AgentRunContext, RunnableAgent
 from .._errors import CleanupError, InvalidArgument, MissingRunOptionsError, RunNotFoundError
 from .._lazy import resolve_agent
+from .._open_run import open_run
 from .._results import RunResult
-from .._run import open_run
 from .._run_state import is_shutdown
 from ..conversation import Conversation, ConversationHistory
 from ..durable import CheckpointStore, Durable, DurableEngine, replay_journal, transcript

@@ -38,8 +38,8 @@ from .._event_hub import EventHub, Listener
 from .._events import SessionLoaded, SessionSaved
 from .._instrument_hook import reset_conversation_id, set_conversation_id
 from .._lazy import resolve_agent
+from .._open_run import open_run
 from .._results import RunResult
-from .._run import open_run
 from .._run_state import is_shutdown
 from .._types import FinishReason
 from ..conversation import ContentPart, Conversation, ConversationHistory, Message

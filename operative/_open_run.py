@@ -1,0 +1,144 @@
+"""``open_run``: the task tree of one run, in a nursery the caller can see.
+
+::
+
+    open_run(...)            run nursery: leaving it means every child has ended
+    ├── loop task            ActiveRun._drive: the run scope, the step loop, clean-up
+    ├── stall watchdog       (stall_policy=) returns once the run's liveness is terminal
+    ├── lease renewer        (durable=) returns once the run has finished
+    └── abort_on watcher     (abort_on=) returns once the run has finished
+
+A model opened per run (``create_agent(model=...)``) encloses the nursery, so its client
+lives exactly as long as the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import msgspec
+import trio
+
+from ._model import GenerateFunction
+from ._options import RunConfig, configure_run
+from ._run import ActiveRun
+from ._run_state import CancelReason, is_shutdown, only_cancelled
+from ._types import FinishReason
+from .conversation import Conversation
+from .liveness import create_stall_watchdog
+
+__all__ = ["open_run"]
+
+_ABORTED = FinishReason.ABORTED
+
+
+@asynccontextmanager
+async def open_run(
+    *,
+    generate: GenerateFunction,
+    conversation: Any,
+    toolbox: Any = None,
+    tools: Any = None,
+    stop_when: Any = None,
+    maximum_steps: int = 25,
+    **options: Any,
+) -> AsyncIterator[ActiveRun]:
+    """Run the loop in a nursery the caller can see; yields the :class:`ActiveRun`.
+
+    Leaving the block waits for the run to end, like a nursery (call ``run.abort()``
+    first to stop it early). An exception raised in the block aborts the run and
+    propagates once the run has ended. See :func:`configure_run` for every option.
+
+    A ``generate`` with an ``open_for_run()`` method (what ``create_agent(model=...)``
+    makes) is opened for this run: ``async with generate.open_for_run() as opened``
+    encloses the run's nursery, and ``opened`` answers every call of the run.
+    """
+    config, live = configure_run(
+        generate=generate,
+        conversation=conversation,
+        toolbox=toolbox,
+        tools=tools,
+        stop_when=stop_when,
+        maximum_steps=maximum_steps,
+        **options,
+    )
+    open_for_run = getattr(config.generate, "open_for_run", None)
+    if open_for_run is None:
+        async with _open_configured_run(config, live) as run:
+            yield run
+        return
+    async with open_for_run() as opened:
+        config = msgspec.structs.replace(config, generate=opened)
+        async with _open_configured_run(config, live) as run:
+            yield run
+
+
+async def _abort_when(run: ActiveRun, wait: Callable[[], Awaitable[object]]) -> None:
+    """Abort ``run`` once ``wait()`` returns (``abort_on=``); return when the run ends."""
+    async with trio.open_nursery() as watch:
+
+        async def until_ended() -> None:
+            await run._done.wait()
+            watch.cancel_scope.cancel()
+
+        watch.start_soon(until_ended)
+        try:
+            await wait()
+        except Exception as exc:
+            run.abort(f"the run's abort_on= signal failed ({type(exc).__name__}: {exc})")
+        else:
+            run.abort("the run's abort_on= signal fired")
+        watch.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def _open_configured_run(config: RunConfig, live: Conversation) -> AsyncIterator[ActiveRun]:
+    tracer = None
+    if config.instrumentation is not None:
+        tracer = config.instrumentation.trace_run(config)
+        config = msgspec.structs.replace(config, generate=tracer.wrap_generate(config.generate))
+    run = ActiveRun(config, live)
+    if tracer is not None:
+        run._tracer = tracer
+        tracer.attach(run)
+    body_error: BaseException | None = None
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run._drive, name=f"operative run {run.run_id}")
+        if config.stall_policy is not None:
+            watchdog = create_stall_watchdog(run._liveness, config.stall_policy, on_abort=run.abort)
+            # It returns by itself once the run's liveness is terminal.
+            nursery.start_soon(watchdog.run, name=f"operative stall watchdog {run.run_id}")
+        if config.abort_on is not None:
+            # It returns by itself once the run has ended.
+            nursery.start_soon(
+                _abort_when, run, config.abort_on, name=f"operative abort_on {run.run_id}"
+            )
+        if run._durable is not None:
+            # It returns by itself once the run has finished.
+            nursery.start_soon(
+                run._durable.keep_lease,
+                lambda why: run._cancel(CancelReason(_ABORTED, why)),
+                name=f"operative lease renewer {run.run_id}",
+            )
+        try:
+            yield run
+        except BaseException as exc:
+            if is_shutdown(exc):
+                # Ctrl-C (or SystemExit) in the block stops the process, not the run:
+                # nothing terminal is recorded, and a durable run is left to recover().
+                # A cancellation of the caller reaches the run's task by itself.
+                if not only_cancelled(exc):
+                    run._cancel(
+                        CancelReason(
+                            _ABORTED,
+                            f"interrupted ({type(exc).__name__}): a shutdown, not an abort",
+                            shutdown=True,
+                        )
+                    )
+            else:
+                run.abort(f"the block running the run raised {type(exc).__name__}: {exc}")
+            body_error = exc
+    if body_error is not None:
+        raise body_error
