@@ -49,7 +49,9 @@ async def open_run(
 
     Leaving the block waits for the run to end, like a nursery (call ``run.abort()``
     first to stop it early). An exception raised in the block aborts the run and
-    propagates once the run has ended. See :func:`configure_run` for every option.
+    propagates once the run has ended; ``KeyboardInterrupt`` or ``SystemExit`` shuts it
+    down instead (nothing terminal is recorded: a durable run is left to ``recover()``)
+    and propagates as itself. See :func:`configure_run` for every option.
 
     A ``generate`` with an ``open_for_run()`` method (what ``create_agent(model=...)``
     makes) is opened for this run: ``async with generate.open_for_run() as opened``
