@@ -6,9 +6,8 @@ from .._errors import SessionPersistenceError as SessionPersistenceError
 from ._duration import Duration as Duration
 from ._duration import parse_duration as parse_duration
 from ._events import SessionRecoverFailed as SessionRecoverFailed
-from ._handle import MonitorResult as MonitorResult
 from ._handle import SessionHandle as SessionHandle
-from ._handle import wait_for_signal as wait_for_signal
+from ._monitor import MonitorResult as MonitorResult
 from ._open import open_session as open_session
 from ._records import SESSION_SCHEMA_VERSION as SESSION_SCHEMA_VERSION
 from ._records import AgentSession as AgentSession
@@ -18,6 +17,7 @@ from ._records import SessionSummary as SessionSummary
 from ._records import create_agent_session as create_agent_session
 from ._resume import ResumedSession as ResumedSession
 from ._resume import resume_session as resume_session
+from ._signals import wait_for_signal as wait_for_signal
 from ._store import SessionStore as SessionStore
 from ._store import SessionUpdater as SessionUpdater
 from ._store import create_session_store as create_session_store

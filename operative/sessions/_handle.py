@@ -20,10 +20,8 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
-from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-import attrs
 import msgspec
 import trio
 
@@ -32,7 +30,6 @@ from .._errors import (
     CleanupError,
     InvalidArgument,
     MissingRunOptionsError,
-    SessionPersistenceError,
 )
 from .._event_hub import EventHub, Listener
 from .._events import SessionLoaded, SessionSaved
@@ -41,7 +38,6 @@ from .._lazy import resolve_agent
 from .._open_run import open_run
 from .._results import RunResult
 from .._run_state import is_shutdown
-from .._types import FinishReason
 from ..conversation import ContentPart, Conversation, ConversationHistory, Message
 from ..liveness import (
     LivenessSnapshot,
@@ -50,38 +46,29 @@ from ..liveness import (
     SnapshotStream,
     SnapshotSubscription,
     StallPolicy,
-    create_stall_watchdog,
 )
 from ._duration import Duration, parse_duration
-from ._merge import apply_run
-from ._records import AgentSession, RunOutcome, RunRef, outcome_of
-from ._signals import SignalBoard
+from ._monitor import (
+    CancellableScope,
+    MonitorResult,
+    check_monitor,
+    run_monitor,
+    start_monitor,
+)
+from ._records import AgentSession, RunOutcome, RunRef, checked_input
+from ._settle import settle_run, settle_unstarted, store_outcome
+from ._signals import SignalBoard, current_handle
 from ._store import SessionStore
 
 if TYPE_CHECKING:
     from ._durable import RecoveredRun, SessionDurability
     from ._events import SessionRecoverFailed
 
-__all__ = ["MonitorResult", "SessionHandle", "wait_for_signal"]
+__all__ = ["SessionHandle"]
 
 logger = logging.getLogger("operative.sessions")
 
 SessionInput = str | Sequence[ContentPart]
-
-_current_handle: ContextVar[SessionHandle | None] = ContextVar(
-    "operative_session_handle", default=None
-)
-
-
-@attrs.frozen(kw_only=True)
-class MonitorResult:
-    """How a :meth:`SessionHandle.monitor` loop ended."""
-
-    ticks: int
-    """How many runs the monitor started."""
-    result: RunResult | None
-    """The last tick's result (``None`` when cancelled before the first one ended)."""
-    stopped_by: Literal["until", "max-ticks", "cancelled"]
 
 
 class SessionHandle:
@@ -187,9 +174,12 @@ class SessionHandle:
         return remove
 
     def _announce_load(self, is_new: bool) -> None:
+        self._loaded = self._loaded_event("", is_new)
+
+    def _loaded_event(self, run_id: str, is_new: bool) -> SessionLoaded:
         session = self._session
-        self._loaded = SessionLoaded(
-            run_id="",
+        return SessionLoaded(
+            run_id=run_id,
             time=trio.current_time(),
             session_id=session.id,
             agent_name=session.agent_name,
@@ -241,19 +231,8 @@ class SessionHandle:
         if not isinstance(hub, EventHub):
             return  # a run handle of another kind: the handle's listeners still get them
         self._run_hubs[run_id] = hub
-        session = self._session
         if hub.wants("session.loaded"):
-            hub.emit_nowait(
-                SessionLoaded(
-                    run_id=run_id,
-                    time=trio.current_time(),
-                    session_id=session.id,
-                    agent_name=session.agent_name,
-                    revision=session.revision,
-                    is_new=False,
-                    message_count=len(session.conversation_history.messages),
-                )
-            )
+            hub.emit_nowait(self._loaded_event(run_id, is_new=False))
         if hub.wants("session.saved"):
             hub.emit_nowait(self._saved(run_id, None))
 
@@ -280,7 +259,7 @@ class SessionHandle:
                 "open_session()"
             )
         scratch = Conversation()
-        user = scratch.append_user_message(_checked_input(input))
+        user = scratch.append_user_message(checked_input(input))
         # The definition the turn runs (a lazy agent loads it now: a load that fails
         # raises here, before anything is stored); its instructions open a new session.
         agent = await resolve_agent(self._agent) if self._agent is not None else None
@@ -335,7 +314,7 @@ class SessionHandle:
         self._announce_save(run_id)
         base = self._session.conversation_history
         self._tracker.pulse("progress")
-        token = _current_handle.set(self)
+        token = current_handle.set(self)
         # Traced runs of this session carry its id as gen_ai.conversation.id.
         conversation = set_conversation_id(self.id)
         result: RunResult | None = None
@@ -356,7 +335,7 @@ class SessionHandle:
         except BaseException as exc:  # re-raised below, once the outcome is stored
             failure = exc
         finally:
-            _current_handle.reset(token)
+            current_handle.reset(token)
             reset_conversation_id(conversation)
         # Ctrl-C, a cancelled caller, or a terminal commit that did not finish: the
         # durable run stays claimable, and whoever recovers it stores the outcome.
@@ -384,30 +363,7 @@ class SessionHandle:
 
     async def _settle_unstarted(self, run_id: str) -> None:
         """Record ``run_id`` as aborted if its reservation was stored (bounded)."""
-
-        def abort_if_reserved(current: AgentSession) -> AgentSession:
-            if not any(ref.run_id == run_id and ref.outcome is None for ref in current.runs):
-                return current
-            history = current.conversation_history
-            return apply_run(
-                current,
-                run_id=run_id,
-                transcript=history,
-                base=history,
-                outcome=RunOutcome(finish_reason=str(FinishReason.ABORTED)),
-                ended_at=self._store.clock(),
-            )
-
-        with trio.move_on_after(self._cleanup_timeout):
-            try:
-                self._session = await self._store.update(self.id, abort_if_reserved)
-            except Exception:
-                logger.exception(
-                    "session %r: could not record turn %s as aborted after its reservation "
-                    "was interrupted",
-                    self.id,
-                    run_id,
-                )
+        await settle_unstarted(self, run_id)
 
     def _open_run(self, agent: RunnableAgent | None, base: ConversationHistory, run_id: str) -> Any:
         durable = None
@@ -478,41 +434,7 @@ class SessionHandle:
         Returns what stopped the write when the run's own ``failure`` propagates
         instead (None once stored); raises :class:`SessionPersistenceError` otherwise.
         """
-        if result is not None:
-            outcome = outcome_of(result)
-            transcript = result.conversation.current
-        elif isinstance(failure, trio.Cancelled):
-            outcome = RunOutcome(finish_reason=str(FinishReason.ABORTED))
-            transcript = base
-        else:
-            name = type(failure).__name__ if failure is not None else "Error"
-            outcome = RunOutcome(finish_reason=str(FinishReason.ERROR), error=f"error/{name}")
-            transcript = base
-        problem: BaseException | None = None
-        with trio.move_on_after(self._cleanup_timeout) as scope:
-            try:
-                await self._store_outcome(run_id, base, transcript, outcome)
-            except Exception as exc:
-                problem = exc
-        if scope.cancelled_caught:
-            problem = TimeoutError(
-                f"storing the outcome took longer than cleanup_timeout={self._cleanup_timeout}s"
-            )
-        if problem is None:
-            return None
-        message = (
-            f"run {run_id} of session {self.id!r} ended ({outcome.finish_reason}) but its "
-            f"transcript and outcome could not be stored: {type(problem).__name__}: {problem}. "
-            "The session records the run without an outcome; retry the turn or reconcile."
-        )
-        if failure is not None:
-            # The run's own failure (or the caller's cancellation) is what propagates.
-            logger.error("%s", message)
-            failure.add_note(message)
-            return problem
-        raise SessionPersistenceError(
-            message, session_id=self.id, run_id=run_id, result=result
-        ) from problem
+        return await settle_run(self, run_id, base, result, failure)
 
     async def _store_outcome(
         self,
@@ -526,21 +448,7 @@ class SessionHandle:
         With no ``transcript`` (a run that never ran) the session's messages and
         metadata stay as they are.
         """
-        ended_at = self._store.clock()
-
-        def settle(current: AgentSession) -> AgentSession:
-            history = current.conversation_history
-            return apply_run(
-                current,
-                run_id=run_id,
-                transcript=history if transcript is None else transcript,
-                base=history if transcript is None or base is None else base,
-                outcome=outcome,
-                ended_at=ended_at,
-            )
-
-        self._session = await self._store.update(self.id, settle)
-        self._announce_save(run_id, outcome.finish_reason)
+        await store_outcome(self, run_id, base, transcript, outcome)
 
     # -- timing ----------------------------------------------------------------------
 
@@ -581,58 +489,9 @@ class SessionHandle:
         clocks. A policy with ``abort_when_stalled`` calls :meth:`cancel` when the loop
         stalls. The watchdog ends when the loop returns or raises.
         """
-        interval = parse_duration(every)
-        if interval <= 0:
-            raise InvalidArgument(f"every= must be a positive duration, got {every!r}")
-        if stall_policy is None:
-            stall_policy = StallPolicy(stall_after=2 * interval, unreachable_after=4 * interval)
-        elif not isinstance(stall_policy, StallPolicy):
-            raise InvalidArgument(
-                f"stall_policy= takes a StallPolicy, got {type(stall_policy).__name__}"
-            )
-        _checked_input(input)
-        if until is not None and not callable(until):
-            raise InvalidArgument(f"until= takes a callable (result -> bool), got {until!r}")
-        if max_ticks is not None and (
-            isinstance(max_ticks, bool) or not isinstance(max_ticks, int) or max_ticks < 1
-        ):
-            raise InvalidArgument(f"max_ticks= takes an int >= 1, got {max_ticks!r}")
-        watchdog = create_stall_watchdog(self._tracker, stall_policy, on_abort=self.cancel)
-        watching = trio.CancelScope()
-
-        async def watch() -> None:
-            with watching:
-                await watchdog.run()
-
-        self._nursery.start_soon(watch, name=f"operative session monitor watchdog {self.id}")
-        try:
-            return await self._monitor(interval, input, until, max_ticks)
-        finally:
-            watching.cancel()  # disposed with the loop: an unpolled session never stalls
-
-    async def _monitor(
-        self,
-        interval: float,
-        input: SessionInput,
-        until: Callable[[RunResult], bool] | None,
-        max_ticks: int | None,
-    ) -> MonitorResult:
-        ticks = 0
-        last: RunResult | None = None
-        with self._cancellable() as scope:
-            while True:
-                next_tick = trio.current_time() + interval
-                ticks += 1
-                self._tracker.pulse("host-reachability")
-                last = await self.run(input)
-                if scope.cancel_called:
-                    break
-                if until is not None and until(last):
-                    return MonitorResult(ticks=ticks, result=last, stopped_by="until")
-                if max_ticks is not None and ticks >= max_ticks:
-                    return MonitorResult(ticks=ticks, result=last, stopped_by="max-ticks")
-                await trio.sleep_until(next_tick)
-        return MonitorResult(ticks=ticks, result=last, stopped_by="cancelled")
+        interval, policy = check_monitor(every, until, max_ticks, stall_policy)
+        checked_input(input)
+        return await run_monitor(self, interval, policy, input, until, max_ticks)
 
     def start_monitor(
         self,
@@ -650,21 +509,19 @@ class SessionHandle:
         :class:`MonitorResult`. An error in it (e.g. a persistence failure) propagates
         out of the ``open_session`` block.
         """
-        parse_duration(every)
-        _checked_input(input)
-
-        async def background() -> None:
-            outcome = await self.monitor(
-                every=every,
-                input=input,
-                until=until,
-                max_ticks=max_ticks,
-                stall_policy=stall_policy,
-            )
-            if on_done is not None:
-                on_done(outcome)
-
-        self._nursery.start_soon(background, name=f"operative session monitor {self.id}")
+        interval, policy = check_monitor(every, until, max_ticks, stall_policy)
+        checked_input(input)
+        self._nursery.start_soon(
+            start_monitor,
+            self,
+            interval,
+            policy,
+            input,
+            until,
+            max_ticks,
+            on_done,
+            name=f"operative session monitor {self.id}",
+        )
 
     def cancel(self, reason: str = "the session was cancelled") -> None:
         """Stop what the handle is doing now: in-flight runs abort, sleeps and monitors end.
@@ -699,8 +556,8 @@ class SessionHandle:
                 cancel_detached, self, detached, reason, name=f"operative session cancel {self.id}"
             )
 
-    def _cancellable(self) -> _Registered:
-        return _Registered(self._scopes)
+    def _cancellable(self) -> CancellableScope:
+        return CancellableScope(self._scopes)
 
     # -- human waits -----------------------------------------------------------------
 
@@ -734,47 +591,3 @@ class SessionHandle:
     def snapshots(self, *, capacity: int = 16) -> SnapshotStream:
         """Iterate the session's snapshots as they change (until you stop)."""
         return self._tracker.snapshots(capacity=capacity)
-
-
-class _Registered:
-    """A cancel scope that :meth:`SessionHandle.cancel` can reach while it is entered."""
-
-    __slots__ = ("_scope", "_scopes")
-
-    def __init__(self, scopes: set[trio.CancelScope]) -> None:
-        self._scopes = scopes
-        self._scope = trio.CancelScope()
-
-    def __enter__(self) -> trio.CancelScope:
-        self._scopes.add(self._scope)
-        return self._scope.__enter__()
-
-    def __exit__(self, *exc: Any) -> bool:
-        self._scopes.discard(self._scope)
-        return bool(self._scope.__exit__(*exc))
-
-
-def _checked_input(input: object) -> str | Sequence[ContentPart]:
-    if isinstance(input, str):
-        return input
-    if isinstance(input, Sequence) and not isinstance(input, bytes | ConversationHistory):
-        return input
-    raise InvalidArgument(
-        f"a session turn's input is a str or a list of content parts, got {type(input).__name__}"
-    )
-
-
-async def wait_for_signal(name: str, *, prompt: str | None = None) -> Any:
-    """From a tool of a session's run: park until the host signals ``name``.
-
-    See :meth:`SessionHandle.wait_for_signal`.
-
-    Raises:
-        InvalidArgument: not awaited inside a run started by a session handle.
-    """
-    handle = _current_handle.get()
-    if handle is None:
-        raise InvalidArgument(
-            "wait_for_signal() is awaited from a tool of a run started by SessionHandle.run"
-        )
-    return await handle.wait_for_signal(name, prompt=prompt)

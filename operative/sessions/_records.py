@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -19,7 +19,7 @@ from .._codec import check_schema_version
 from .._errors import InvalidArgument
 from .._results import RunResult
 from .._types import FinishReason
-from ..conversation import ConversationHistory
+from ..conversation import ContentPart, ConversationHistory
 
 __all__ = [
     "SESSION_SCHEMA_VERSION",
@@ -27,6 +27,7 @@ __all__ = [
     "RunOutcome",
     "RunRef",
     "SessionSummary",
+    "checked_input",
     "create_agent_session",
     "outcome_of",
 ]
@@ -177,3 +178,14 @@ def outcome_of(result: RunResult) -> RunOutcome:
     if validation is not None and not validation.success:
         return RunOutcome(finish_reason=finish, error="output/INVALID_OUTPUT")
     return RunOutcome(finish_reason=finish)
+
+
+def checked_input(input: object) -> str | Sequence[ContentPart]:
+    """A session turn's input (the user's message): a str or a list of content parts."""
+    if isinstance(input, str):
+        return input
+    if isinstance(input, Sequence) and not isinstance(input, bytes | ConversationHistory):
+        return input
+    raise InvalidArgument(
+        f"a session turn's input is a str or a list of content parts, got {type(input).__name__}"
+    )

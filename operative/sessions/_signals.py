@@ -9,7 +9,8 @@ it. A cancelled wait therefore raises ``Cancelled`` and never received the signa
 
 from __future__ import annotations
 
-from typing import Any
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
 
 import outcome
 import trio
@@ -17,7 +18,15 @@ import trio
 from .._errors import InvalidArgument
 from ..liveness import LivenessTracker
 
-__all__ = ["SignalBoard"]
+if TYPE_CHECKING:
+    from ._handle import SessionHandle
+
+__all__ = ["SignalBoard", "current_handle", "wait_for_signal"]
+
+current_handle: ContextVar[SessionHandle | None] = ContextVar(
+    "operative_session_handle", default=None
+)
+"""The session handle whose run the current task belongs to (set by ``handle.run``)."""
 
 
 class _Waiter:
@@ -74,3 +83,19 @@ class SignalBoard:
         for waiter in waiting:
             trio.lowlevel.reschedule(waiter.task, outcome.Value(payload))
         return bool(waiting)
+
+
+async def wait_for_signal(name: str, *, prompt: str | None = None) -> Any:
+    """From a tool of a session's run: park until the host signals ``name``.
+
+    See :meth:`SessionHandle.wait_for_signal`.
+
+    Raises:
+        InvalidArgument: not awaited inside a run started by a session handle.
+    """
+    handle = current_handle.get()
+    if handle is None:
+        raise InvalidArgument(
+            "wait_for_signal() is awaited from a tool of a run started by SessionHandle.run"
+        )
+    return await handle.wait_for_signal(name, prompt=prompt)
