@@ -3,46 +3,21 @@ cancel the turn the session records as open, and its actual outcome is stored.""
 
 from __future__ import annotations
 
-from collections import Counter
-from typing import Any
-
 import msgspec
-import trio
 
 from operative.conversation import Conversation, ConversationHistory
 from operative.sessions import (
     AgentSession,
     RunOutcome,
     RunRef,
-    SessionStore,
     create_agent_session,
     create_session_store,
     open_session,
 )
 from operative.storage import MemoryStore
 
+from ._sessions import cut_turn
 from .conftest import DurableDb
-from .test_durable_runs import make_agent, until
-
-
-async def _cut_turn(sessions: SessionStore, engine: Any, store: Any) -> None:
-    """A turn of session ``s`` whose process shut down mid-call (its RunRef stays open)."""
-    executions: Counter[str] = Counter()
-    with trio.CancelScope() as scope:
-        async with (
-            open_session(
-                "s",
-                store=sessions,
-                agent_name="worker",
-                agent=make_agent([["idem"], []], executions, trio.Event()),
-                engine=engine,
-                checkpoint_store=store,
-            ) as handle,
-            trio.open_nursery() as nursery,
-        ):
-            nursery.start_soon(handle.run, "hello")
-            await until(lambda: executions)
-            scope.cancel()
 
 
 async def test_cancel_without_an_attached_run_cancels_it_in_the_engine_and_stores_it(
@@ -50,7 +25,7 @@ async def test_cancel_without_an_attached_run_cancels_it_in_the_engine_and_store
 ) -> None:
     sessions = create_session_store(MemoryStore())
     async with sqlite_db.engine() as engine, sqlite_db.store() as store:
-        await _cut_turn(sessions, engine, store)
+        await cut_turn(sessions, engine, store)
         stored = await sessions.load("s")
         assert stored is not None
         run_id = stored.runs[0].run_id
@@ -80,7 +55,7 @@ async def test_cancel_keeps_another_writers_classification_and_newer_turns(
     cancel() was called is not touched."""
     sessions = create_session_store(MemoryStore())
     async with sqlite_db.engine() as engine, sqlite_db.store() as store:
-        await _cut_turn(sessions, engine, store)
+        await cut_turn(sessions, engine, store)
         async with open_session(
             "s", store=sessions, agent_name="worker", engine=engine, checkpoint_store=store
         ) as handle:

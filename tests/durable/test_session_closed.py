@@ -4,36 +4,50 @@ acknowledgement waits for the terminal session commit and fails when that commit
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
 import pytest
 import trio
 
 from operative import CleanupError, SessionPersistenceError
-from operative.sessions import create_session_store, open_session
+from operative.sessions import SessionHandle, SessionStore, create_session_store, open_session
+from operative.sessions._durable import RecoveredRun
 from operative.storage import MemoryStore
 
+from ._sessions import cut_turn
 from .conftest import DurableDb
 from .test_durable_runs import make_agent, until
-from .test_session_recover import FailingWrites, _cut_turn
+from .test_session_recover import FailingWrites
+
+
+@asynccontextmanager
+async def _recovering(
+    sessions: SessionStore, engine: Any, store: Any, gate: trio.Event
+) -> AsyncIterator[tuple[SessionHandle, RecoveredRun]]:
+    """A session whose cut turn ``recover()`` resumed; its tool parks until ``gate``."""
+    executions: Counter[str] = Counter()
+    async with open_session(
+        "s",
+        store=sessions,
+        agent_name="worker",
+        agent=make_agent([["idem"], []], executions, gate),
+        engine=engine,
+        checkpoint_store=store,
+    ) as handle:
+        recovered = await handle.recover()
+        assert recovered is not None
+        await until(lambda: executions)
+        yield handle, recovered
 
 
 async def test_closed_waits_for_the_recovered_turns_stored_outcome(sqlite_db: DurableDb) -> None:
     sessions = create_session_store(MemoryStore())
     gate = trio.Event()
-    executions: Counter[str] = Counter()
     async with sqlite_db.engine() as engine, sqlite_db.store() as store:
-        run_id = await _cut_turn(sessions, engine, store)
-        async with open_session(
-            "s",
-            store=sessions,
-            agent_name="worker",
-            agent=make_agent([["idem"], []], executions, gate),
-            engine=engine,
-            checkpoint_store=store,
-        ) as handle:
-            recovered = await handle.recover()
-            assert recovered is not None
-            await until(lambda: executions)
+        run_id = await cut_turn(sessions, engine, store)
+        async with _recovering(sessions, engine, store, gate) as (handle, recovered):
             with trio.move_on_after(0.05) as waited:
                 await handle.closed()  # the run is parked: no commit yet
             assert waited.cancelled_caught
@@ -51,20 +65,9 @@ async def test_a_failed_session_commit_is_a_failed_acknowledgement(sqlite_db: Du
     kv = FailingWrites()
     sessions = create_session_store(kv)
     gate = trio.Event()
-    executions: Counter[str] = Counter()
     async with sqlite_db.engine() as engine, sqlite_db.store() as store:
-        run_id = await _cut_turn(sessions, engine, store)
-        async with open_session(
-            "s",
-            store=sessions,
-            agent_name="worker",
-            agent=make_agent([["idem"], []], executions, gate),
-            engine=engine,
-            checkpoint_store=store,
-        ) as handle:
-            recovered = await handle.recover()
-            assert recovered is not None
-            await until(lambda: executions)
+        run_id = await cut_turn(sessions, engine, store)
+        async with _recovering(sessions, engine, store, gate) as (handle, recovered):
             kv.failing = True
             gate.set()
             with pytest.raises(CleanupError) as closed:

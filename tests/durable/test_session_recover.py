@@ -8,42 +8,17 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-import trio
-
 from operative.sessions import (
     RunOutcome,
     SessionRecoverFailed,
-    SessionStore,
     create_session_store,
     open_session,
 )
 from operative.storage import MemoryStore, Operation
 
+from ._sessions import cut_turn
 from .conftest import DurableDb
-from .test_durable_runs import make_agent, until
-
-
-async def _cut_turn(sessions: SessionStore, engine: Any, store: Any) -> str:
-    """A turn of session ``s`` whose process shut down mid-call; returns its run id."""
-    executions: Counter[str] = Counter()
-    with trio.CancelScope() as scope:
-        async with (
-            open_session(
-                "s",
-                store=sessions,
-                agent_name="worker",
-                agent=make_agent([["idem"], []], executions, trio.Event()),
-                engine=engine,
-                checkpoint_store=store,
-            ) as handle,
-            trio.open_nursery() as nursery,
-        ):
-            nursery.start_soon(handle.run, "hello")
-            await until(lambda: executions)
-            scope.cancel()
-    stored = await sessions.load("s")
-    assert stored is not None
-    return stored.runs[-1].run_id
+from .test_durable_runs import make_agent
 
 
 class FailingWrites(MemoryStore):
@@ -78,8 +53,8 @@ class Unopenable:
 async def test_recover_settles_every_open_turn_not_only_the_last(sqlite_db: DurableDb) -> None:
     sessions = create_session_store(MemoryStore())
     async with sqlite_db.engine() as engine, sqlite_db.store() as store:
-        older = await _cut_turn(sessions, engine, store)
-        newer = await _cut_turn(sessions, engine, store)
+        older = await cut_turn(sessions, engine, store)
+        newer = await cut_turn(sessions, engine, store)
         await engine.cancel(older, "given up")  # nobody holds it: aborted at once
         async with open_session(
             "s",
@@ -108,7 +83,7 @@ async def test_a_reconciliation_persistence_failure_is_a_session_recover_event(
     sessions = create_session_store(kv)
     events: list[Any] = []
     async with sqlite_db.engine() as engine, sqlite_db.store() as store:
-        run_id = await _cut_turn(sessions, engine, store)
+        run_id = await cut_turn(sessions, engine, store)
         await engine.cancel(run_id)
         async with open_session(
             "s", store=sessions, agent_name="worker", engine=engine, checkpoint_store=store
@@ -136,7 +111,7 @@ async def test_recover_returns_none_and_reports_a_resume_that_fails(sqlite_db: D
     sessions = create_session_store(MemoryStore())
     events: list[Any] = []
     async with sqlite_db.engine() as engine, sqlite_db.store() as store:
-        run_id = await _cut_turn(sessions, engine, store)
+        run_id = await cut_turn(sessions, engine, store)
         async with open_session(
             "s",
             store=sessions,
