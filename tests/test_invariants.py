@@ -44,7 +44,7 @@ def _live_tasks() -> list[trio.lowlevel.Task]:
     def walk(task: trio.lowlevel.Task) -> None:
         for nursery in task.child_nurseries:
             for child in nursery.child_tasks:
-                if child is not me and not child.name.startswith("<"):
+                if child is not me and not child.name.startswith(("<", "test ")):
                     found.append(child)
                 walk(child)
 
@@ -63,8 +63,26 @@ def run_example(
     use_history: bool,
     slow_hooks: bool,
     cleanup: str = "none",
+    slow_stream: bool = False,
 ) -> None:
     async def main() -> None:
+        async with trio.open_nursery() as consumers:
+            await example(consumers)
+
+    async def consume(
+        stream: Any, streamed: list[Any], buffered: list[int], drained: trio.Event
+    ) -> None:
+        """A consumer slower than the run: a block stream makes the run wait for it."""
+        async for event in stream:
+            buffered.append(stream.statistics()["buffered"])
+            streamed.append(event)
+            await trio.sleep(0.3)
+        drained.set()
+
+    async def example(consumers: trio.Nursery) -> None:
+        streamed: list[Any] = []
+        buffered: list[int] = []
+        drained = trio.Event()
         executions: dict[str, int] = {}
         model = scripted_model(script)
         events: list[Any] = []
@@ -111,6 +129,17 @@ def run_example(
                 ) as run:
                     captured.append(run)
                     run.add_listener("*", events.append)
+                    if slow_stream:
+                        stream = run.events(capacity=2)
+                        await stream.__aenter__()  # subscribed now: no yield, nothing missed
+                        consumers.start_soon(
+                            consume,
+                            stream,
+                            streamed,
+                            buffered,
+                            drained,
+                            name="test stream consumer",
+                        )
                     if interruption.kind == "abort":
                         await trio.sleep(interruption.at)
                         run.abort("property abort")
@@ -151,6 +180,12 @@ def run_example(
             # Ctrl-C in the block is a shutdown, recorded as such (never as an abort).
             assert result.abort_reason is not None
             assert result.abort_reason.startswith("interrupted (KeyboardInterrupt)")
+        if slow_stream:
+            # A bounded stream behind a slow consumer holds at most its capacity (plus
+            # the terminal event, which never waits), and loses nothing.
+            await drained.wait()  # the stream ends with the run; the consumer drains it
+            assert [e.type for e in streamed] == [e.type for e in events]
+            assert max(buffered, default=0) <= 3
         # Every call that started a tool body was counted, and hanging or cut calls
         # carry a cancelled result: no result is ever lost.
         for step in result.steps:
@@ -169,6 +204,7 @@ def run_example(
     use_history=st.booleans(),
     slow_hooks=st.booleans(),
     cleanup=st.sampled_from(["none", "slow", "hang"]),
+    slow_stream=st.booleans(),
 )
 def test_loop_invariants_hold_for_any_script(
     script: list[Step],
@@ -178,9 +214,11 @@ def test_loop_invariants_hold_for_any_script(
     use_history: bool,
     slow_hooks: bool,
     cleanup: str,
+    slow_stream: bool,
 ) -> None:
-    """Every invariant holds whatever the model says, the tools do, where an abort, a
-    cancellation or Ctrl-C lands (clean-up included) and however long clean-up takes."""
+    """Every invariant holds whatever the model says, the tools do (sync tools in threads
+    included), where an abort, a cancellation or Ctrl-C lands (clean-up included), however
+    long clean-up takes, and behind a slow consumer of a bounded event stream."""
     run_example(
         script,
         interruption,
@@ -189,6 +227,7 @@ def test_loop_invariants_hold_for_any_script(
         use_history=use_history,
         slow_hooks=slow_hooks,
         cleanup=cleanup,
+        slow_stream=slow_stream,
     )
 
 

@@ -59,7 +59,8 @@ __all__ = [
     "usages",
 ]
 
-ToolBehaviour = Literal["ok", "fail", "slow", "hang", "bad-json", "bad-args", "unknown"]
+ToolBehaviour = Literal["ok", "fail", "slow", "hang", "bad-json", "bad-args", "unknown", "sync"]
+"""``sync``: a call of a sync tool, run in a worker thread (abandoned if it overruns)."""
 
 
 @attrs.frozen
@@ -96,7 +97,9 @@ def usages() -> st.SearchStrategy[Usage]:
 
 _calls = st.builds(
     ScriptedCall,
-    behaviour=st.sampled_from(["ok", "fail", "slow", "hang", "bad-json", "bad-args", "unknown"]),
+    behaviour=st.sampled_from(
+        ["ok", "fail", "slow", "hang", "bad-json", "bad-args", "unknown", "sync"]
+    ),
     seconds=st.sampled_from([0.0, 0.5, 3.0, 30.0]),
 )
 
@@ -166,6 +169,8 @@ def _tool_call(call: ScriptedCall, call_id: str) -> ToolCall:
         return ToolCall(id=call_id, name="fail", arguments={})
     if behaviour == "hang":
         return ToolCall(id=call_id, name="hang", arguments={})
+    if behaviour == "sync":
+        return ToolCall(id=call_id, name="compute", arguments={"n": 3})
     seconds = call.seconds if behaviour == "slow" else 0.0
     return ToolCall(id=call_id, name="work", arguments={"seconds": seconds})
 
@@ -193,7 +198,13 @@ def scripted_tools(executions: dict[str, int]) -> Mapping[str, Tool]:
         await trio.sleep_forever()
         raise AssertionError("unreachable")
 
-    return {"work": work, "fail": fail, "hang": hang}
+    @tool(timeout=5)
+    def compute(n: int, ctx: ToolContext) -> int:
+        """Compute, in a worker thread (a sync tool)."""
+        executions[ctx.call_id] = executions.get(ctx.call_id, 0) + 1
+        return n * n
+
+    return {"work": work, "fail": fail, "hang": hang, "compute": compute}
 
 
 # -- JSON, messages and histories ------------------------------------------------------
