@@ -5,7 +5,7 @@ Prints:
   next to ``import msgspec`` alone;
 - encode and decode-with-validation times (µs per call, best of 5 rounds of many calls)
   of a 50-message history with mixed roles, multi-modal parts, tool calls (mapping and
-  raw-string arguments) and tool results of every outcome: through ``operative._codec``,
+  raw-string arguments) and tool results of every outcome: through ``operative._core._codec``,
   through bare msgspec, and through the shared cattrs converter for comparison;
 - how long ``Conversation.current`` takes when nothing changed and after an append.
 
@@ -22,9 +22,9 @@ from typing import Any
 
 import msgspec
 
-from operative._codec import decode, encode
-from operative._convert import get_converter
-from operative._types import ToolCall, ToolResult
+from operative._core._codec import decode, encode
+from operative._core._convert import get_converter
+from operative._core._types import ToolCall, ToolResult
 from operative.conversation import Conversation, ConversationHistory, ImagePart, TextPart
 
 OUTCOMES = ("success", "error", "denied", "action-required", "cancelled")
@@ -111,8 +111,12 @@ def main(quick: bool = False) -> None:
     print(f"import operative.conversation {import_ms('operative.conversation', repeat):8.1f} ms")
     print(f"50-message history: {len(data)} bytes of JSON")
     rows = [
-        ("encode (operative._codec)", lambda: encode(history), 20_000),
-        ("decode+validate (operative._codec)", lambda: decode(data, ConversationHistory), 5_000),
+        ("encode (operative._core._codec)", lambda: encode(history), 20_000),
+        (
+            "decode+validate (operative._core._codec)",
+            lambda: decode(data, ConversationHistory),
+            5_000,
+        ),
         ("encode (bare msgspec)", lambda: raw_encoder.encode(history), 20_000),
         ("decode+validate (bare msgspec)", lambda: raw_decoder.decode(data), 5_000),
         (

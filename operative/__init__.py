@@ -13,58 +13,58 @@ from ._agent import AgentRunContext as AgentRunContext
 from ._agent import RunHandle as RunHandle
 from ._agent import RunnableAgent as RunnableAgent
 from ._agent import create_agent as create_agent
-from ._codec import decode as decode
-from ._codec import encode as encode
-from ._errors import AgentContractError as AgentContractError
-from ._errors import AllProvidersFailed as AllProvidersFailed
-from ._errors import ApprovalError as ApprovalError
-from ._errors import AsyncDefinitionLoadError as AsyncDefinitionLoadError
-from ._errors import BudgetExceededError as BudgetExceededError
-from ._errors import CleanupError as CleanupError
-from ._errors import ConflictError as ConflictError
-from ._errors import ConversationError as ConversationError
-from ._errors import CorruptRecordError as CorruptRecordError
-from ._errors import DatabaseFileError as DatabaseFileError
-from ._errors import DataValidationError as DataValidationError
-from ._errors import ElicitationError as ElicitationError
-from ._errors import GuardrailTripped as GuardrailTripped
-from ._errors import HookError as HookError
-from ._errors import InvalidArgument as InvalidArgument
-from ._errors import InvalidResponseError as InvalidResponseError
-from ._errors import LeaseLostError as LeaseLostError
-from ._errors import MissingRunOptionsError as MissingRunOptionsError
-from ._errors import NoRouteError as NoRouteError
-from ._errors import OperativeError as OperativeError
-from ._errors import OutputValidationError as OutputValidationError
-from ._errors import ProviderError as ProviderError
-from ._errors import RunNotFoundError as RunNotFoundError
-from ._errors import SchemaVersionError as SchemaVersionError
-from ._errors import SelectionRevalidationError as SelectionRevalidationError
-from ._errors import SessionNotFoundError as SessionNotFoundError
-from ._errors import SessionPersistenceError as SessionPersistenceError
-from ._errors import ToolDefinitionError as ToolDefinitionError
-from ._event_hub import EventStream as EventStream
-from ._events import Event as Event
-from ._events import RunEvent as RunEvent
-from ._model import GenerateFunction as GenerateFunction
-from ._model import GenerateRequest as GenerateRequest
-from ._model import GenerateResponse as GenerateResponse
-from ._open_run import open_run as open_run
-from ._options import RunOptions as RunOptions
-from ._results import RunResult as RunResult
-from ._results import SchemaValidation as SchemaValidation
-from ._results import StepResult as StepResult
-from ._run import ActiveRun as ActiveRun
-from ._types import ApprovalDecision as ApprovalDecision
-from ._types import Authority as Authority
-from ._types import FinishReason as FinishReason
-from ._types import PendingApproval as PendingApproval
-from ._types import RequestContext as RequestContext
-from ._types import ToolCall as ToolCall
-from ._types import ToolOutcome as ToolOutcome
-from ._types import ToolResult as ToolResult
-from ._types import ToolSpec as ToolSpec
-from ._types import Usage as Usage
+from ._core._codec import decode as decode
+from ._core._codec import encode as encode
+from ._core._errors import AgentContractError as AgentContractError
+from ._core._errors import AllProvidersFailed as AllProvidersFailed
+from ._core._errors import ApprovalError as ApprovalError
+from ._core._errors import AsyncDefinitionLoadError as AsyncDefinitionLoadError
+from ._core._errors import BudgetExceededError as BudgetExceededError
+from ._core._errors import CleanupError as CleanupError
+from ._core._errors import ConflictError as ConflictError
+from ._core._errors import ConversationError as ConversationError
+from ._core._errors import CorruptRecordError as CorruptRecordError
+from ._core._errors import DatabaseFileError as DatabaseFileError
+from ._core._errors import DataValidationError as DataValidationError
+from ._core._errors import ElicitationError as ElicitationError
+from ._core._errors import GuardrailTripped as GuardrailTripped
+from ._core._errors import HookError as HookError
+from ._core._errors import InvalidArgument as InvalidArgument
+from ._core._errors import InvalidResponseError as InvalidResponseError
+from ._core._errors import LeaseLostError as LeaseLostError
+from ._core._errors import MissingRunOptionsError as MissingRunOptionsError
+from ._core._errors import NoRouteError as NoRouteError
+from ._core._errors import OperativeError as OperativeError
+from ._core._errors import OutputValidationError as OutputValidationError
+from ._core._errors import ProviderError as ProviderError
+from ._core._errors import RunNotFoundError as RunNotFoundError
+from ._core._errors import SchemaVersionError as SchemaVersionError
+from ._core._errors import SelectionRevalidationError as SelectionRevalidationError
+from ._core._errors import SessionNotFoundError as SessionNotFoundError
+from ._core._errors import SessionPersistenceError as SessionPersistenceError
+from ._core._errors import ToolDefinitionError as ToolDefinitionError
+from ._core._event_hub import EventStream as EventStream
+from ._core._events import Event as Event
+from ._core._events import RunEvent as RunEvent
+from ._core._model import GenerateFunction as GenerateFunction
+from ._core._model import GenerateRequest as GenerateRequest
+from ._core._model import GenerateResponse as GenerateResponse
+from ._core._open_run import open_run as open_run
+from ._core._options import RunOptions as RunOptions
+from ._core._results import RunResult as RunResult
+from ._core._results import SchemaValidation as SchemaValidation
+from ._core._results import StepResult as StepResult
+from ._core._run import ActiveRun as ActiveRun
+from ._core._types import ApprovalDecision as ApprovalDecision
+from ._core._types import Authority as Authority
+from ._core._types import FinishReason as FinishReason
+from ._core._types import PendingApproval as PendingApproval
+from ._core._types import RequestContext as RequestContext
+from ._core._types import ToolCall as ToolCall
+from ._core._types import ToolOutcome as ToolOutcome
+from ._core._types import ToolResult as ToolResult
+from ._core._types import ToolSpec as ToolSpec
+from ._core._types import Usage as Usage
 from .conversation import Conversation as Conversation
 from .conversation import ConversationHistory as ConversationHistory
 from .conversation import FilePart as FilePart
@@ -93,8 +93,8 @@ from .tools import ToolContext as ToolContext
 from .tools import tool as tool
 
 if typing.TYPE_CHECKING:
-    from ._lazy import create_lazy_agent as create_lazy_agent
-    from ._lazy import create_lazy_generate as create_lazy_generate
+    from ._lazy._agent import create_lazy_agent as create_lazy_agent
+    from ._lazy._agent import create_lazy_generate as create_lazy_generate
     from .budgets import Budget as Budget
     from .context import ContextManagement as ContextManagement
     from .multiagent import HandoffError as HandoffError
@@ -239,8 +239,8 @@ __all__ = [
 
 # Optional subsystems load on first use, so ``import operative`` stays light.
 _LAZY: dict[str, tuple[str, str]] = {
-    "create_lazy_agent": ("._lazy", "create_lazy_agent"),
-    "create_lazy_generate": ("._lazy", "create_lazy_generate"),
+    "create_lazy_agent": ("._lazy._agent", "create_lazy_agent"),
+    "create_lazy_generate": ("._lazy._agent", "create_lazy_generate"),
     "Budget": (".budgets", "Budget"),
     "ContextManagement": (".context", "ContextManagement"),
     "Steering": (".steering", "Steering"),

@@ -9,13 +9,13 @@ from typing import Any, Protocol, Unpack, runtime_checkable
 import attrs
 import trio
 
-from ._errors import InvalidArgument
-from ._event_hub import Listener, Overflow
-from ._model import GenerateFunction
-from ._open_run import open_run
-from ._options import DEFAULT_MAXIMUM_STEPS, RunOptions, configure_run, make_toolbox
-from ._results import RunResult
-from ._run import ActiveRun
+from ._core._errors import InvalidArgument
+from ._core._event_hub import Listener, Overflow
+from ._core._model import GenerateFunction
+from ._core._open_run import open_run
+from ._core._options import DEFAULT_MAXIMUM_STEPS, RunOptions, configure_run, make_toolbox
+from ._core._results import RunResult
+from ._core._run import ActiveRun
 from .conditions import StopCondition, no_tool_calls
 from .conversation import ContentPart, Conversation, ConversationHistory
 from .liveness import LivenessSnapshot, SnapshotObserver, SnapshotStream, SnapshotSubscription

@@ -26,8 +26,8 @@ from collections.abc import Iterator, Mapping
 
 import msgspec
 
-from ._errors import InvalidArgument
-from ._types import Usage
+from ._core._errors import InvalidArgument
+from ._core._types import Usage
 
 __all__ = ["DEFAULT_PRICES", "ModelPrice", "PriceTable", "cost_of"]
 

@@ -31,9 +31,9 @@ import attrs
 import msgspec
 import trio
 
-from ._errors import InvalidArgument
-from ._model import GenerateRequest
-from ._types import Usage
+from ._core._errors import InvalidArgument
+from ._core._model import GenerateRequest
+from ._core._types import Usage
 from .budgets import usage_tokens
 
 __all__ = [

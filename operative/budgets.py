@@ -32,9 +32,9 @@ import attrs
 import msgspec
 import trio
 
-from ._errors import BudgetExceededError, InvalidArgument
+from ._core._errors import BudgetExceededError, InvalidArgument
+from ._core._types import Usage
 from ._pricing import DEFAULT_PRICES, ModelPrice, PriceTable, cost_of
-from ._types import Usage
 
 __all__ = [
     "DEFAULT_PRICES",

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TypeAlias
 
-from ._errors import InvalidArgument
-from ._results import StepResult
+from ._core._errors import InvalidArgument
+from ._core._results import StepResult
 
 __all__ = [
     "StopCondition",

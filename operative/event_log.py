@@ -24,9 +24,9 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ._errors import InvalidArgument
-from ._event_json import event_json
-from ._events import EVENT_TYPES
+from ._core._errors import InvalidArgument
+from ._core._event_json import event_json
+from ._core._events import EVENT_TYPES
 
 __all__ = ["DEFAULT_LOGGER", "event_logger", "log_events"]
 

@@ -30,14 +30,14 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, overload
 
 import attrs
 
-from ._errors import InvalidArgument
-from ._model import GenerateRequest, GenerateResponse
-from ._results import StepResult
-from ._types import RequestContext, ToolCall, ToolResult, ToolSpec
+from ._core._errors import InvalidArgument
+from ._core._model import GenerateRequest, GenerateResponse
+from ._core._results import StepResult
+from ._core._types import RequestContext, ToolCall, ToolResult, ToolSpec
 from .conversation import ConversationHistory
 
 if TYPE_CHECKING:
-    from ._results import RunResult
+    from ._core._results import RunResult
 
 __all__ = ["HOOK_NAMES", "HookContext", "HookName", "HookRegistry", "call_hook"]
 

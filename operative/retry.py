@@ -19,8 +19,8 @@ import attrs
 import msgspec
 import trio
 
-from ._errors import InvalidArgument, ProviderError, ProviderRequestError
-from ._model import GenerateRequest
+from ._core._errors import InvalidArgument, ProviderError, ProviderRequestError
+from ._core._model import GenerateRequest
 
 __all__ = [
     "RetryMutator",

@@ -35,7 +35,7 @@ from typing import Any, Literal, TypeAlias
 import attrs
 import trio
 
-from ._errors import InvalidArgument
+from ._core._errors import InvalidArgument
 
 __all__ = [
     "MissedPolicy",
@@ -121,7 +121,7 @@ class Schedule:
         if self.errors not in ("raise", "log"):
             raise InvalidArgument(f"errors= takes 'raise' or 'log', got {self.errors!r}")
         if self.liveness is not None:
-            from ._heartbeat import tracker_of
+            from .liveness._heartbeat import tracker_of
 
             tracker_of(self.liveness)
 
@@ -221,7 +221,7 @@ async def serve_schedule(
     rng = random.Random(schedule.seed)
     tracker = None
     if schedule.liveness is not None:
-        from ._heartbeat import tracker_of
+        from .liveness._heartbeat import tracker_of
 
         tracker = tracker_of(schedule.liveness)
     every = schedule.every

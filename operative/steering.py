@@ -26,8 +26,8 @@ import attrs
 import msgspec
 import trio
 
-from ._errors import InvalidArgument, SelectionRevalidationError
-from ._events import SteeringApplied
+from ._core._errors import InvalidArgument, SelectionRevalidationError
+from ._core._events import SteeringApplied
 
 __all__ = [
     "Configure",

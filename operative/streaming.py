@@ -29,10 +29,10 @@ from typing import Any, Protocol
 import attrs
 import trio
 
-from ._errors import InvalidArgument
-from ._event_hub import EventStream, Overflow
-from ._event_json import event_json
-from ._events import EVENT_TYPES, Event
+from ._core._errors import InvalidArgument
+from ._core._event_hub import EventStream, Overflow
+from ._core._event_json import event_json
+from ._core._events import EVENT_TYPES, Event
 
 __all__ = [
     "SSE_CONTENT_TYPE",

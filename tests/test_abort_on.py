@@ -16,7 +16,7 @@ from operative import (
     create_agent,
     open_run,
 )
-from operative._lazy import create_lazy_agent
+from operative._lazy._agent import create_lazy_agent
 from operative.testing import ScriptedModel
 
 

@@ -32,7 +32,7 @@ from operative import (
     stop_when,
     tool,
 )
-from operative._codec import MAX_JSON_DEPTH, json_too_deep
+from operative._core._codec import MAX_JSON_DEPTH, json_too_deep
 from operative.conversation import new_message_id, tool_result_message
 from operative.durable import Durable, SqliteCheckpointStore, SqliteEngine
 from operative.providers import Delta

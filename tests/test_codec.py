@@ -12,14 +12,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from operative import _codec
-from operative._codec import (
+from operative._core import _codec
+from operative._core._codec import (
     check_schema_version,
     decode,
     encode,
     supported_schema_version,
 )
-from operative._convert import (
+from operative._core._convert import (
     describe_error,
     msgspec_supports,
     structure,
@@ -27,13 +27,13 @@ from operative._convert import (
     validate,
     validate_json,
 )
-from operative._errors import (
+from operative._core._errors import (
     CorruptRecordError,
     DataValidationError,
     InvalidArgument,
     SchemaVersionError,
 )
-from operative._types import ToolCall, ToolResult, Usage
+from operative._core._types import ToolCall, ToolResult, Usage
 
 
 class Note(msgspec.Struct, frozen=True, kw_only=True):

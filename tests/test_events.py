@@ -10,7 +10,7 @@ import trio
 
 import operative
 from operative import Conversation, GenerateResponse, ToolCall, open_run, stop_when, tool
-from operative._events import RunEvent
+from operative._core._events import RunEvent
 from operative.testing import ScriptedModel
 
 
@@ -201,7 +201,7 @@ async def test_streamed_deltas_become_generate_delta_events(autojump_clock: Any)
 
 async def test_no_delta_sink_without_listeners() -> None:
     """Without a generate.delta listener the loop installs no sink."""
-    from operative._deltas import current_delta_sink
+    from operative._core._deltas import current_delta_sink
 
     seen: list[object] = []
 

@@ -22,8 +22,8 @@ from operative import (
     TextPart,
     create_agent,
 )
-from operative._errors import AgentContractError, AsyncDefinitionLoadError
-from operative._lazy import create_lazy_agent, create_lazy_generate
+from operative._core._errors import AgentContractError, AsyncDefinitionLoadError
+from operative._lazy._agent import create_lazy_agent, create_lazy_generate
 from operative.testing import ScriptedModel, check_run_invariants
 
 

@@ -12,9 +12,9 @@ import trio
 import trio.testing
 
 from operative import Agent, FinishReason, InvalidArgument, RunResult, create_agent
-from operative._errors import AsyncDefinitionLoadError
-from operative._lazy import create_lazy_agent
-from operative._lazy_run import LazyRun
+from operative._core._errors import AsyncDefinitionLoadError
+from operative._lazy._agent import create_lazy_agent
+from operative._lazy._run import LazyRun
 from operative.liveness import LivenessSnapshot
 from operative.testing import HANG, ScriptedModel
 

@@ -9,7 +9,7 @@ import trio
 import trio.testing
 
 from operative import Agent, InvalidArgument, LivenessSnapshot, create_agent
-from operative._lazy import create_lazy_agent
+from operative._lazy._agent import create_lazy_agent
 from operative.testing import ScriptedModel
 
 

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from operative import create_agent
-from operative._output import validate_output
+from operative._core._output import validate_output
 from operative.testing import ScriptedModel
 
 

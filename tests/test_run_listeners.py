@@ -20,7 +20,7 @@ from operative import (
     stop_when,
     tool,
 )
-from operative._lazy import create_lazy_agent
+from operative._lazy._agent import create_lazy_agent
 from operative.testing import ScriptedModel
 
 

@@ -13,7 +13,7 @@ import trio
 import trio.testing
 
 from operative import InvalidArgument, OperativeError
-from operative._errors import SelectionRevalidationError
+from operative._core._errors import SelectionRevalidationError
 from operative.liveness import LivenessTracker, StallPolicy, create_stall_watchdog
 from operative.steering import (
     Configure,

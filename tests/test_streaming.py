@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from operative import Conversation, GenerateResponse, InvalidArgument, open_run, stop_when
-from operative._events import RunCompleted, RunEvent
+from operative._core._events import RunCompleted, RunEvent
 from operative.providers import Delta
 from operative.providers.test import StreamChunk, StreamReplayer
 from operative.streaming import (
@@ -213,8 +213,8 @@ async def test_server_sent_events_round_trip(autojump_clock: Any) -> None:
 
 def test_sse_encoding_details() -> None:
     """Unencodable values become their repr; comments and ids are well formed."""
-    from operative._events import ToolResultValidated
-    from operative._types import ToolResult
+    from operative._core._events import ToolResultValidated
+    from operative._core._types import ToolResult
 
     class Opaque:
         def __repr__(self) -> str:

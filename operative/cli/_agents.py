@@ -28,7 +28,7 @@ from .. import (
     Usage,
     create_agent,
 )
-from .._deltas import current_delta_sink
+from .._core._deltas import current_delta_sink
 from ..providers import Delta
 from ..tools import ApprovalPolicy, Tool, Toolbox, tool
 

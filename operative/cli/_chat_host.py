@@ -39,7 +39,7 @@ from .. import (
     resolve_tool_result,
     stop_when,
 )
-from .._errors import OperativeError
+from .._core._errors import OperativeError
 from ..streaming import SSE_CONTENT_TYPE, encode_sse
 from ._chat_page import FAVICON_ICO, FAVICON_SVG
 

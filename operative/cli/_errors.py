@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._errors import OperativeError
+from .._core._errors import OperativeError
 
 __all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "UsageError"]
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import attrs
 
-from .._errors import InvalidArgument, ProviderAuthenticationError
+from .._core._errors import InvalidArgument, ProviderAuthenticationError
 from ..providers._model_strings import (
     PROVIDERS,
     environment_base_url,

@@ -10,7 +10,7 @@ from typing import IO, Any
 import trio
 
 from .. import ApprovalDecision, PendingApproval, RunResult
-from .._errors import OperativeError
+from .._core._errors import OperativeError
 from ..durable import recover
 from ..sessions import SessionPersistenceError, open_session
 from ._agents import CHAT_AGENT, DEMO_AGENT, chat_agent, demo_agent

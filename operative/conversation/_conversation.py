@@ -6,8 +6,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, cast
 
-from .._errors import InvalidArgument
-from .._types import ToolCall, ToolResult
+from .._core._errors import InvalidArgument
+from .._core._types import ToolCall, ToolResult
 from ._history import HISTORY_SCHEMA_VERSION, ConversationHistory
 from ._message import (
     ContentPart,

@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from .._codec import check_schema_version
+from .._core._codec import check_schema_version
 from ._message import Message
 
 __all__ = ["HISTORY_SCHEMA_VERSION", "ConversationHistory"]

@@ -9,7 +9,7 @@ from typing import Any, Literal, TypeAlias
 
 import msgspec
 
-from .._types import ToolCall, ToolOutcome, ToolResult
+from .._core._types import ToolCall, ToolOutcome, ToolResult
 
 __all__ = [
     "ContentPart",

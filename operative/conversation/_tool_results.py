@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from .._errors import ConversationError, InvalidArgument
-from .._types import ToolCall, ToolResult
+from .._core._errors import ConversationError, InvalidArgument
+from .._core._types import ToolCall, ToolResult
 from ._history import ConversationHistory
 from ._message import (
     FilePart,

@@ -40,10 +40,10 @@ import msgspec
 import outcome
 import trio
 
-from .._errors import InvalidArgument, LeaseLostError, OperativeError
-from .._instrument_hook import current_conversation_id
-from .._model import GenerateResponse
-from .._types import FinishReason, ToolCall, ToolResult, Usage
+from .._core._errors import InvalidArgument, LeaseLostError, OperativeError
+from .._core._instrument_hook import current_conversation_id
+from .._core._model import GenerateResponse
+from .._core._types import FinishReason, ToolCall, ToolResult, Usage
 from ..conversation import Message
 from ._protocols import CheckpointStore, DurableEngine
 from ._records import Finished, Generated, Lease, RunOutcome, Started, StepDone, ToolSettled
@@ -51,9 +51,9 @@ from ._records import ToolStarted as ToolStartedRecord
 from ._replay import Replay
 
 if TYPE_CHECKING:
-    from .._options import RunConfig
-    from .._results import RunResult
-    from .._run import ActiveRun
+    from .._core._options import RunConfig
+    from .._core._results import RunResult
+    from .._core._run import ActiveRun
     from ..tools import ExecutionContext
 
 __all__ = ["Durable", "DurableDriver", "Resumed", "default_worker_id", "fingerprint", "make_driver"]

@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from .._errors import ConflictError, InvalidArgument, LeaseLostError, RunNotFoundError
+from .._core._errors import ConflictError, InvalidArgument, LeaseLostError, RunNotFoundError
 from ..storage._postgres import PostgresPooled
 from ._records import (
     Finished,

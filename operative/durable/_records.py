@@ -24,7 +24,7 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
-from .._types import ToolResult, Usage
+from .._core._types import ToolResult, Usage
 from ..conversation import Message
 
 __all__ = [

@@ -18,9 +18,9 @@ from typing import Any
 
 import trio
 
-from .._errors import InvalidArgument
-from .._lazy import resolve_agent
-from .._results import RunResult
+from .._core._errors import InvalidArgument
+from .._core._results import RunResult
+from .._lazy._agent import resolve_agent
 from ._driver import Durable, Resumed, default_worker_id
 from ._protocols import CheckpointStore, DurableEngine
 from ._records import Lease

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 
 import attrs
 
-from .._errors import CorruptRecordError
-from .._results import StepResult
-from .._types import ToolResult, Usage
+from .._core._errors import CorruptRecordError
+from .._core._results import StepResult
+from .._core._types import ToolResult, Usage
 from ..conversation import ConversationHistory, Message, cancelled_result, tool_result_message
 from ._records import Finished, Generated, JournalEntry, Started, StepDone, ToolSettled, ToolStarted
 

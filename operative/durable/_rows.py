@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from .._errors import CorruptRecordError, InvalidArgument
+from .._core._errors import CorruptRecordError, InvalidArgument
 from ._records import (
     Finished,
     Generated,

@@ -20,7 +20,7 @@ from typing import Any
 
 import trio
 
-from .._errors import ConflictError, InvalidArgument, LeaseLostError, RunNotFoundError
+from .._core._errors import ConflictError, InvalidArgument, LeaseLostError, RunNotFoundError
 from ..storage._sqlite import SqlitePooled
 from ._records import (
     Finished,

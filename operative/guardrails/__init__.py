@@ -13,7 +13,7 @@ run refusing to produce one; the typed error (``except GuardrailTripped``,
 ``result.error.guardrail``) tells it apart from a failure.
 """
 
-from .._errors import GuardrailTripped as GuardrailTripped
+from .._core._errors import GuardrailTripped as GuardrailTripped
 from ._define import Guardrails as Guardrails
 from ._define import InputGuardrail as InputGuardrail
 from ._define import OutputGuardrail as OutputGuardrail

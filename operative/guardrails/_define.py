@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import attrs
 
-from .._errors import InvalidArgument
+from .._core._errors import InvalidArgument
 
 __all__ = [
     "Guardrails",

@@ -25,15 +25,15 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import trio
 
-from .._errors import GuardrailTripped, HookError
-from .._events import GuardrailPassed, GuardrailRewrote, GuardrailTrip
-from .._types import FinishReason, ToolCall, ToolResult
+from .._core._errors import GuardrailTripped, HookError
+from .._core._events import GuardrailPassed, GuardrailRewrote, GuardrailTrip
+from .._core._types import FinishReason, ToolCall, ToolResult
 from ..conversation import TextPart, cancelled_result
 from ..hooks import call_hook
 from ._define import Guardrails, Verdict
 
 if TYPE_CHECKING:
-    from .._run_state import RunState
+    from .._core._run_state import RunState
     from ..tools import ExecutionContext
 
 __all__ = ["GuardrailRunner"]

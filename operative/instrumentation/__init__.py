@@ -25,7 +25,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "operative.instrumentation needs opentelemetry-api: pip install 'operative[otel]'"
     ) from exc
 
-from .._instrument_hook import conversation_id as conversation_id
+from .._core._instrument_hook import conversation_id as conversation_id
 from ._install import InstrumentHandle as InstrumentHandle
 from ._install import instrument as instrument
 from ._instrumentation import Instrumentation as Instrumentation

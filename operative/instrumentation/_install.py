@@ -6,7 +6,7 @@ from types import TracebackType
 
 from opentelemetry import metrics, trace
 
-from .._instrument_hook import install, uninstall
+from .._core._instrument_hook import install, uninstall
 from ._instrumentation import Instrumentation
 
 __all__ = ["InstrumentHandle", "instrument"]

@@ -19,11 +19,11 @@ from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from .._errors import InvalidArgument
-from .._instrument_hook import Execute
-from .._model import GenerateFunction, GenerateRequest, GenerateResponse
-from .._run_state import only_cancelled
-from .._types import ToolCall, ToolResult
+from .._core._errors import InvalidArgument
+from .._core._instrument_hook import Execute
+from .._core._model import GenerateFunction, GenerateRequest, GenerateResponse
+from .._core._run_state import only_cancelled
+from .._core._types import ToolCall, ToolResult
 from . import _semconv as sc
 
 if TYPE_CHECKING:

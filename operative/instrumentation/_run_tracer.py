@@ -25,14 +25,14 @@ from opentelemetry import propagate, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from .._compaction import Summarize
-from .._instrument_hook import Execute, current_conversation_id
-from .._model import GenerateFunction, GenerateRequest, GenerateResponse
-from .._types import ToolCall, ToolResult
+from .._core._instrument_hook import Execute, current_conversation_id
+from .._core._model import GenerateFunction, GenerateRequest, GenerateResponse
+from .._core._types import ToolCall, ToolResult
+from ..context._compaction import Summarize
 from . import _semconv as sc
 
 if TYPE_CHECKING:
-    from .._options import RunConfig
+    from .._core._options import RunConfig
     from ..tools import ExecutionContext
     from ._instrumentation import Instrumentation
 
@@ -55,7 +55,7 @@ def parent_context(trace_context: Any) -> Context | None:
         return trace.set_span_in_context(trace_context)
     if isinstance(trace_context, Mapping):
         return propagate.extract(trace_context)
-    from .._errors import InvalidArgument
+    from .._core._errors import InvalidArgument
 
     raise InvalidArgument(
         "trace_context= takes an OpenTelemetry Context, a Span, or a mapping of W3C trace "

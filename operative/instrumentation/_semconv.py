@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from .._model import GenerateRequest, GenerateResponse
-from .._types import ToolCall, ToolSpec, Usage
+from .._core._model import GenerateRequest, GenerateResponse
+from .._core._types import ToolCall, ToolSpec, Usage
 from ..conversation import FilePart, ImagePart, Message, TextPart
 
 __all__ = [

@@ -22,18 +22,18 @@ import attrs
 import msgspec
 
 from .._agent import Agent
-from .._errors import InvalidArgument
-from .._events import Handoff
-from .._model import GenerateFunction, GenerateRequest, GenerateResponse
+from .._core._errors import InvalidArgument
+from .._core._events import Handoff
+from .._core._model import GenerateFunction, GenerateRequest, GenerateResponse
 from ..conversation import ConversationHistory
 from ..tools import Tool, ToolContext
 from ._errors import HandoffError
 from ._subagent import tool_name_for
 
 if TYPE_CHECKING:
-    from .._options import RunConfig
-    from .._results import StepResult
-    from .._run_state import RunState
+    from .._core._options import RunConfig
+    from .._core._results import StepResult
+    from .._core._run_state import RunState
 
 __all__ = ["InputFilter", "handoff", "remove_tool_messages"]
 

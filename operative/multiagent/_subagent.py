@@ -25,16 +25,16 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .._agent import Agent, AgentInput, AgentRunContext, RunnableAgent
-from .._errors import InvalidArgument
-from .._events import SubagentCompleted, SubagentEvent
-from .._open_run import open_run
-from .._results import RunResult
-from .._types import FinishReason
+from .._core._errors import InvalidArgument
+from .._core._events import SubagentCompleted, SubagentEvent
+from .._core._open_run import open_run
+from .._core._results import RunResult
+from .._core._types import FinishReason
 from ..tools import Tool, ToolContext
 from ._errors import SubagentError
 
 if TYPE_CHECKING:
-    from .._run_state import RunState
+    from .._core._run_state import RunState
     from ..budgets import Budget, CostBudgetMonitor
 
 __all__ = ["run_subagent", "subagent_tool", "tool_name_for"]

@@ -27,9 +27,9 @@ import msgspec
 import trio
 
 from .._agent import Agent, RunnableAgent, create_agent
-from .._errors import InvalidArgument
-from .._model import GenerateFunction
-from .._types import FinishReason
+from .._core._errors import InvalidArgument
+from .._core._model import GenerateFunction
+from .._core._types import FinishReason
 from ..tools import Tool, ToolContext
 from ._errors import SubagentError, WorkerFailedError
 from ._subagent import answer_of, run_subagent

@@ -16,15 +16,15 @@ provider per request), and :func:`cached` (answer repeated requests from a store
 Test doubles live in ``operative.providers.test``.
 """
 
-from .._errors import AllProvidersFailed as AllProvidersFailed
-from .._errors import NoRouteError as NoRouteError
-from .._errors import ProviderAuthenticationError as ProviderAuthenticationError
-from .._errors import ProviderConnectionError as ProviderConnectionError
-from .._errors import ProviderError as ProviderError
-from .._errors import ProviderRateLimitError as ProviderRateLimitError
-from .._errors import ProviderRequestError as ProviderRequestError
-from .._errors import ProviderTimeoutError as ProviderTimeoutError
-from .._errors import ProviderUnavailableError as ProviderUnavailableError
+from .._core._errors import AllProvidersFailed as AllProvidersFailed
+from .._core._errors import NoRouteError as NoRouteError
+from .._core._errors import ProviderAuthenticationError as ProviderAuthenticationError
+from .._core._errors import ProviderConnectionError as ProviderConnectionError
+from .._core._errors import ProviderError as ProviderError
+from .._core._errors import ProviderRateLimitError as ProviderRateLimitError
+from .._core._errors import ProviderRequestError as ProviderRequestError
+from .._core._errors import ProviderTimeoutError as ProviderTimeoutError
+from .._core._errors import ProviderUnavailableError as ProviderUnavailableError
 from ._common import Delta as Delta
 from ._common import DeltaCallback as DeltaCallback
 from ._fallover import Fallover as Fallover

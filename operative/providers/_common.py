@@ -11,9 +11,9 @@ from typing import Any, Generic, Literal, Self, TypeVar
 import msgspec
 import trio
 
-from .._errors import InvalidArgument
-from .._model import GenerateRequest, GenerateResponse
-from .._types import ToolOutcome, Usage
+from .._core._errors import InvalidArgument
+from .._core._model import GenerateRequest, GenerateResponse
+from .._core._types import ToolOutcome, Usage
 from ..conversation import ImagePart
 
 __all__ = [
@@ -193,7 +193,7 @@ def estimate_usage(request: GenerateRequest, response: GenerateResponse) -> Gene
     sent, and the answer received, with the approximate token counter."""
     if response.usage is not None:
         return response
-    from .._tokens import ApproximateTokenCounter
+    from ..context._tokens import ApproximateTokenCounter
     from ..conversation import Message
 
     counter = ApproximateTokenCounter()

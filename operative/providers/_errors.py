@@ -14,7 +14,7 @@ import re
 import time
 from collections.abc import Collection, Mapping
 
-from .._errors import (
+from .._core._errors import (
     ProviderAuthenticationError,
     ProviderConnectionError,
     ProviderError,

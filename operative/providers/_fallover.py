@@ -20,8 +20,8 @@ import attrs
 import msgspec
 import trio
 
-from .._errors import AllProvidersFailed, InvalidArgument
-from .._model import GenerateFunction, GenerateRequest, GenerateResponse
+from .._core._errors import AllProvidersFailed, InvalidArgument
+from .._core._model import GenerateFunction, GenerateRequest, GenerateResponse
 from ..retry import RetryOptions, is_transient
 
 __all__ = ["Fallover", "FalloverEntry", "fallover", "provider_name"]

@@ -16,8 +16,8 @@ from typing import Any
 
 import attrs
 
-from .._errors import InvalidArgument, ProviderAuthenticationError
-from .._model import GenerateFunction, GenerateRequest, GenerateResponse
+from .._core._errors import InvalidArgument, ProviderAuthenticationError
+from .._core._model import GenerateFunction, GenerateRequest, GenerateResponse
 from ._common import ClientAdapter
 
 __all__ = [

@@ -19,10 +19,10 @@ from typing import Any
 
 import msgspec
 
-from .._errors import InvalidArgument, ProviderError, ProviderRequestError
-from .._model import GenerateRequest, GenerateResponse
-from .._output import OutputMode, check_output_mode
-from .._types import ToolSpec
+from .._core._errors import InvalidArgument, ProviderError, ProviderRequestError
+from .._core._model import GenerateRequest, GenerateResponse
+from .._core._output import OutputMode, check_output_mode
+from .._core._types import ToolSpec
 from ._common import output_schema_hint
 from ._errors import names_field
 

@@ -31,10 +31,10 @@ from typing import Any, Final, Literal
 import msgspec
 import trio
 
-from .._codec import decode
-from .._errors import CorruptRecordError, InvalidArgument, SchemaVersionError
-from .._model import GenerateFunction, GenerateRequest, GenerateResponse
-from .._types import Usage
+from .._core._codec import decode
+from .._core._errors import CorruptRecordError, InvalidArgument, SchemaVersionError
+from .._core._model import GenerateFunction, GenerateRequest, GenerateResponse
+from .._core._types import Usage
 from ..storage import ConditionalTextValueStore, Delete, Put
 from ._fallover import provider_name
 

@@ -15,8 +15,8 @@ from typing import Any, Literal
 import attrs
 import msgspec
 
-from .._errors import InvalidArgument, NoRouteError
-from .._model import GenerateFunction, GenerateRequest, GenerateResponse
+from .._core._errors import InvalidArgument, NoRouteError
+from .._core._model import GenerateFunction, GenerateRequest, GenerateResponse
 from ._fallover import provider_name
 
 __all__ = [

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._errors import InvalidArgument
-from .._instrument_hook import current_conversation_id
-from .._model import GenerateFunction, GenerateRequest, GenerateResponse
+from .._core._errors import InvalidArgument
+from .._core._instrument_hook import current_conversation_id
+from .._core._model import GenerateFunction, GenerateRequest, GenerateResponse
 from ..instrumentation import Instrumentation
 from ..instrumentation._instrumentation import in_traced_call, wall_anchor
 from ..instrumentation._semconv import provider_of, request_model_of

@@ -1,8 +1,8 @@
 """Sessions: conversations with an agent kept in a store across runs and processes."""
 
-from .._errors import MissingRunOptionsError as MissingRunOptionsError
-from .._errors import SessionNotFoundError as SessionNotFoundError
-from .._errors import SessionPersistenceError as SessionPersistenceError
+from .._core._errors import MissingRunOptionsError as MissingRunOptionsError
+from .._core._errors import SessionNotFoundError as SessionNotFoundError
+from .._core._errors import SessionPersistenceError as SessionPersistenceError
 from ._duration import Duration as Duration
 from ._duration import parse_duration as parse_duration
 from ._events import SessionRecoverFailed as SessionRecoverFailed

@@ -17,11 +17,11 @@ import attrs
 import trio
 
 from .._agent import AgentRunContext, RunnableAgent
-from .._errors import CleanupError, InvalidArgument, MissingRunOptionsError, RunNotFoundError
-from .._lazy import resolve_agent
-from .._open_run import open_run
-from .._results import RunResult
-from .._run_state import is_shutdown
+from .._core._errors import CleanupError, InvalidArgument, MissingRunOptionsError, RunNotFoundError
+from .._core._open_run import open_run
+from .._core._results import RunResult
+from .._core._run_state import is_shutdown
+from .._lazy._agent import resolve_agent
 from ..conversation import Conversation, ConversationHistory
 from ..durable import CheckpointStore, Durable, DurableEngine, replay_journal, transcript
 from ..durable._driver import Resumed, default_worker_id

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 import re
 
-from .._errors import InvalidArgument
+from .._core._errors import InvalidArgument
 
 __all__ = ["Duration", "parse_duration"]
 

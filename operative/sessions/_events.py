@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from .._events import Event
+from .._core._events import Event
 
 __all__ = ["RecoverStage", "SessionRecoverFailed"]
 

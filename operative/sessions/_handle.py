@@ -26,18 +26,18 @@ import msgspec
 import trio
 
 from .._agent import AgentRunContext, RunHandle, RunnableAgent
-from .._errors import (
+from .._core._errors import (
     CleanupError,
     InvalidArgument,
     MissingRunOptionsError,
 )
-from .._event_hub import EventHub, Listener
-from .._events import SessionLoaded, SessionSaved
-from .._instrument_hook import reset_conversation_id, set_conversation_id
-from .._lazy import resolve_agent
-from .._open_run import open_run
-from .._results import RunResult
-from .._run_state import is_shutdown
+from .._core._event_hub import EventHub, Listener
+from .._core._events import SessionLoaded, SessionSaved
+from .._core._instrument_hook import reset_conversation_id, set_conversation_id
+from .._core._open_run import open_run
+from .._core._results import RunResult
+from .._core._run_state import is_shutdown
+from .._lazy._agent import resolve_agent
 from ..conversation import ContentPart, Conversation, ConversationHistory, Message
 from ..liveness import (
     LivenessSnapshot,

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 import trio
 
-from .._errors import InvalidArgument
-from .._results import RunResult
+from .._core._errors import InvalidArgument
+from .._core._results import RunResult
 from ..liveness import StallPolicy, create_stall_watchdog
 from ._duration import Duration, parse_duration
 

@@ -9,8 +9,8 @@ from typing import Any
 import trio
 
 from .._agent import RunnableAgent
-from .._errors import InvalidArgument
-from .._run_state import only_cancelled
+from .._core._errors import InvalidArgument
+from .._core._run_state import only_cancelled
 from ._handle import SessionHandle
 from ._resume import resume_session
 from ._store import SessionStore

@@ -15,10 +15,10 @@ from typing import Any
 
 import msgspec
 
-from .._codec import check_schema_version
-from .._errors import InvalidArgument
-from .._results import RunResult
-from .._types import FinishReason
+from .._core._codec import check_schema_version
+from .._core._errors import InvalidArgument
+from .._core._results import RunResult
+from .._core._types import FinishReason
 from ..conversation import ContentPart, ConversationHistory
 
 __all__ = [

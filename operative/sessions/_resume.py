@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from .._errors import InvalidArgument
+from .._core._errors import InvalidArgument
 from ..conversation import Conversation
 from ._records import AgentSession, check_session_id, create_agent_session
 from ._store import SessionStore

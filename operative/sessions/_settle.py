@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from .._errors import SessionPersistenceError
-from .._results import RunResult
-from .._types import FinishReason
+from .._core._errors import SessionPersistenceError
+from .._core._results import RunResult
+from .._core._types import FinishReason
 from ..conversation import ConversationHistory
 from ._merge import apply_run
 from ._records import AgentSession, RunOutcome, outcome_of

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import outcome
 import trio
 
-from .._errors import InvalidArgument
+from .._core._errors import InvalidArgument
 from ..liveness import LivenessTracker
 
 if TYPE_CHECKING:

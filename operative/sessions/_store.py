@@ -24,8 +24,8 @@ import attrs
 import msgspec
 import trio
 
-from .._codec import decode, encode
-from .._errors import ConflictError, InvalidArgument, SessionNotFoundError
+from .._core._codec import decode, encode
+from .._core._errors import ConflictError, InvalidArgument, SessionNotFoundError
 from ..storage import ConditionalTextValueStore, Delete, Operation, Put, Versioned
 from ._merge import merge_sessions
 from ._records import AgentSession, SessionSummary, check_session_id

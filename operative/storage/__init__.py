@@ -5,7 +5,7 @@
 :class:`ConditionalTextValueStore`. Importing this package never imports psycopg.
 """
 
-from .._errors import ConflictError as ConflictError
+from .._core._errors import ConflictError as ConflictError
 from ._memory import MemoryStore as MemoryStore
 from ._postgres import PostgresStore as PostgresStore
 from ._protocol import ANY as ANY

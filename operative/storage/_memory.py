@@ -9,7 +9,7 @@ from typing import Self
 
 import trio
 
-from .._errors import ConflictError, InvalidArgument
+from .._core._errors import ConflictError, InvalidArgument
 from ._protocol import ANY, Delete, Operation, Put, Versioned
 
 __all__ = ["MemoryStore"]

@@ -16,7 +16,7 @@ from typing import Any, Self
 
 import trio
 
-from .._errors import InvalidArgument, OperativeError
+from .._core._errors import InvalidArgument, OperativeError
 
 __all__ = ["CLOSE_TIMEOUT", "PooledStore"]
 

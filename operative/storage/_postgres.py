@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import outcome
 import trio
 
-from .._errors import InvalidArgument
+from .._core._errors import InvalidArgument
 from ._pool import PooledStore
 from ._protocol import Delete, Operation, Versioned
 from ._sqlite import (

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import outcome
 import trio
 
-from .._errors import (
+from .._core._errors import (
     ConflictError,
     CorruptRecordError,
     DatabaseFileError,

@@ -16,9 +16,9 @@ from typing import Any
 
 import msgspec
 
-from .._errors import CorruptRecordError, InvalidArgument
+from .._core._errors import CorruptRecordError, InvalidArgument
+from .._core._types import ToolCall, Usage
 from .._pricing import PriceTable
-from .._types import ToolCall, Usage
 from ..conversation import Message
 from ..durable._driver import UNKNOWN_OUTCOME
 from ..durable._records import (

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._errors import InvalidArgument
+from .._core._errors import InvalidArgument
 from .._pricing import DEFAULT_PRICES, PriceTable
 from ..durable._postgres import _SCHEMA as DURABLE_SCHEMA
 from ..durable._postgres import _without_password

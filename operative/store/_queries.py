@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from .._errors import InvalidArgument
+from .._core._errors import InvalidArgument
+from .._core._types import ToolCall, Usage
 from .._pricing import PriceTable
-from .._types import ToolCall, Usage
 from ..conversation import Message
 from ..durable._records import RunRecord, RunStatus, ToolSettled, ToolStarted
 from ..durable._rows import STATUSES, check_run_id, decode_entry, decode_run, statuses

@@ -12,7 +12,7 @@ from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 import msgspec
 
-from .._types import ToolCall, ToolResult, Usage
+from .._core._types import ToolCall, ToolResult, Usage
 from ..conversation import ConversationHistory, Message
 from ..durable._records import RunOutcome, RunStatus
 

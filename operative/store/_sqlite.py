@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .._errors import InvalidArgument
+from .._core._errors import InvalidArgument
 from .._pricing import DEFAULT_PRICES, PriceTable
 from ..durable._sqlite import _SCHEMA as DURABLE_SCHEMA
 from ..storage._sqlite import SqlitePooled

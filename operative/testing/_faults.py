@@ -16,8 +16,8 @@ from typing import Any, Literal
 import attrs
 import trio
 
-from .._errors import InvalidArgument, OperativeError
-from .._model import GenerateFunction, GenerateRequest, GenerateResponse
+from .._core._errors import InvalidArgument, OperativeError
+from .._core._model import GenerateFunction, GenerateRequest, GenerateResponse
 from ..tools import Tool, ToolContext
 
 __all__ = ["Fault", "FaultHit", "FaultPlan", "InjectedError", "faulty_generate", "faulty_tool"]

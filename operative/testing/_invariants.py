@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
-from .._results import RunResult
-from .._types import FinishReason, Usage
+from .._core._results import RunResult
+from .._core._types import FinishReason, Usage
 
 __all__ = ["check_run_invariants"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .._results import RunResult
-from .._run import ActiveRun
+from .._core._results import RunResult
+from .._core._run import ActiveRun
 from ._invariants import check_run_invariants
 
 __all__ = ["RunRecorder"]

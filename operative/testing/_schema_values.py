@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from .._errors import InvalidArgument
+from .._core._errors import InvalidArgument
 
 __all__ = ["RandomSource", "SchemaValues", "Source", "json_types_of"]
 

@@ -8,8 +8,8 @@ from typing import Any, Final, TypeAlias
 
 import trio
 
-from .._errors import InvalidArgument, OperativeError
-from .._model import GenerateRequest, GenerateResponse
+from .._core._errors import InvalidArgument, OperativeError
+from .._core._model import GenerateRequest, GenerateResponse
 
 __all__ = ["HANG", "ScriptExhausted", "ScriptedModel"]
 

@@ -7,9 +7,9 @@ from collections.abc import Iterable
 import msgspec
 import trio
 
-from .._errors import InvalidArgument
-from .._model import GenerateRequest, GenerateResponse
-from .._types import ToolCall, ToolSpec, Usage
+from .._core._errors import InvalidArgument
+from .._core._model import GenerateRequest, GenerateResponse
+from .._core._types import ToolCall, ToolSpec, Usage
 from ._schema_values import RandomSource, SchemaValues
 
 __all__ = ["ToolCallingModel"]

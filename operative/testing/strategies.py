@@ -24,9 +24,9 @@ import msgspec
 import trio
 from hypothesis import strategies as st
 
-from .._errors import InvalidArgument
-from .._model import GenerateRequest, GenerateResponse
-from .._types import ToolCall, ToolOutcome, ToolResult, ToolSpec, Usage
+from .._core._errors import InvalidArgument
+from .._core._model import GenerateRequest, GenerateResponse
+from .._core._types import ToolCall, ToolOutcome, ToolResult, ToolSpec, Usage
 from ..conversation import (
     ContentPart,
     ConversationHistory,

@@ -22,8 +22,8 @@ import attrs
 import msgspec
 import trio
 
-from .._errors import ApprovalError, ConflictError, InvalidArgument
-from .._types import Authority, PendingApproval, RequestContext, ToolCall
+from .._core._errors import ApprovalError, ConflictError, InvalidArgument
+from .._core._types import Authority, PendingApproval, RequestContext, ToolCall
 from ..storage import ConditionalTextValueStore, Delete, Put
 from ._tool import Tool
 

@@ -8,8 +8,8 @@ from typing import Any, TypeVar
 import msgspec
 import trio
 
-from .._events import Event, ToolProgress
-from .._types import RequestContext
+from .._core._events import Event, ToolProgress
+from .._core._types import RequestContext
 from ._elicitation import OnElicitation, run_elicitation
 
 __all__ = ["ExecutionContext", "ToolContext"]

@@ -12,9 +12,9 @@ from typing import Any, TypeAlias, TypeVar, cast
 import msgspec
 import trio
 
-from .._convert import describe_error, get_converter
-from .._errors import ElicitationError
-from .._events import ElicitationRequested, ElicitationResolved
+from .._core._convert import describe_error, get_converter
+from .._core._errors import ElicitationError
+from .._core._events import ElicitationRequested, ElicitationResolved
 
 __all__ = [
     "ElicitationRequest",
@@ -57,7 +57,7 @@ Emit: TypeAlias = Callable[[Any], Awaitable[None]]
 @functools.lru_cache(maxsize=256)
 def elicitation_schema(type_: Any) -> dict[str, Any]:
     """The JSON Schema of ``type_`` (cached: a type's schema never changes)."""
-    from .._errors import ToolDefinitionError
+    from .._core._errors import ToolDefinitionError
     from ._schema import json_schema  # local: _schema imports the tool context
 
     try:

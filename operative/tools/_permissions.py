@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from .._errors import InvalidArgument
+from .._core._errors import InvalidArgument
 from ._tool import Tool
 
 __all__ = ["PermissionPolicy"]

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from .._errors import ToolDefinitionError
+from .._core._errors import ToolDefinitionError
 from ._context import ToolContext
 
 __all__ = ["NAME_PATTERN", "SignatureInput", "check_tool_name", "json_schema", "signature_input"]

@@ -14,9 +14,9 @@ import attrs
 import msgspec
 import trio
 
-from .._convert import describe_error, get_converter
-from .._errors import ToolDefinitionError
-from .._types import ToolSpec
+from .._core._convert import describe_error, get_converter
+from .._core._errors import ToolDefinitionError
+from .._core._types import ToolSpec
 from ._context import ToolContext
 from ._schema import check_tool_name, json_schema, signature_input
 

@@ -12,8 +12,8 @@ import attrs
 import msgspec
 import trio
 
-from .._errors import ApprovalError, InvalidArgument, ToolDefinitionError
-from .._types import PendingApproval, RequestContext, ToolCall, ToolResult, ToolSpec
+from .._core._errors import ApprovalError, InvalidArgument, ToolDefinitionError
+from .._core._types import PendingApproval, RequestContext, ToolCall, ToolResult, ToolSpec
 from ..storage import ConditionalTextValueStore, MemoryStore
 from ._approvals import ApprovalDecider, ApprovalPolicy, Approvals, wall_clock
 from ._context import EMPTY_CONTEXT, ExecutionContext, ToolContext

@@ -7,7 +7,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from operative._types import ToolCall, ToolOutcome, ToolResult
+from operative._core._types import ToolCall, ToolOutcome, ToolResult
 from operative.conversation import (
     ContentPart,
     ConversationHistory,

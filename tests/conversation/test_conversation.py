@@ -7,8 +7,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from operative._errors import InvalidArgument
-from operative._types import ToolCall, ToolResult
+from operative._core._errors import InvalidArgument
+from operative._core._types import ToolCall, ToolResult
 from operative.conversation import (
     Conversation,
     ConversationHistory,

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operative._codec import decode, encode
-from operative._errors import CorruptRecordError, SchemaVersionError
+from operative._core._codec import decode, encode
+from operative._core._errors import CorruptRecordError, SchemaVersionError
 from operative.conversation import (
     HISTORY_SCHEMA_VERSION,
     Conversation,

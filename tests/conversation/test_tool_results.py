@@ -7,8 +7,8 @@ from collections import Counter
 import pytest
 from hypothesis import given
 
-from operative._errors import ConversationError, InvalidArgument
-from operative._types import ToolCall, ToolResult
+from operative._core._errors import ConversationError, InvalidArgument
+from operative._core._types import ToolCall, ToolResult
 from operative.conversation import (
     Conversation,
     ConversationHistory,
@@ -69,7 +69,7 @@ def test_resolve_on_a_live_conversation_changes_it() -> None:
 
 def test_resolve_works_on_a_decoded_history() -> None:
     """Calls are found by id, so a history loaded from bytes resolves the same way."""
-    from operative._codec import decode, encode
+    from operative._core._codec import decode, encode
 
     history = decode(encode(_parked().current), ConversationHistory)
     resolved = resolve_tool_result(history, "c1", _result(SEARCH))

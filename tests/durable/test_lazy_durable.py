@@ -16,7 +16,7 @@ from operative import (
     create_agent,
     create_lazy_agent,
 )
-from operative._lazy import LazyAgent
+from operative._lazy._agent import LazyAgent
 from operative.durable import Durable, recover, serve_durable_runs
 from operative.sessions import create_session_store, open_session
 from operative.storage import MemoryStore

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import operative.storage
-from operative._errors import CorruptRecordError, InvalidArgument, OperativeError
+from operative._core._errors import CorruptRecordError, InvalidArgument, OperativeError
 from operative.storage import (
     ANY,
     ConditionalTextValueStore,

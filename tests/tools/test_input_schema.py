@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from operative import GenerateResponse, ToolCall, create_agent
-from operative._errors import ToolDefinitionError
+from operative._core._errors import ToolDefinitionError
 from operative.testing import ScriptedModel
 from operative.tools import Tool, Toolbox, tool
 

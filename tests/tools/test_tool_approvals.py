@@ -10,8 +10,8 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operative._errors import ApprovalError, InvalidArgument, ToolDefinitionError
-from operative._types import Authority, PendingApproval, RequestContext, ToolCall, ToolResult
+from operative._core._errors import ApprovalError, InvalidArgument, ToolDefinitionError
+from operative._core._types import Authority, PendingApproval, RequestContext, ToolCall, ToolResult
 from operative.storage import MemoryStore
 from operative.tools import (
     ApprovalPolicy,

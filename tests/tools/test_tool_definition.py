@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 import operative.tools
-from operative._errors import InvalidArgument, ToolDefinitionError
+from operative._core._errors import InvalidArgument, ToolDefinitionError
 from operative.tools import Tool, Toolbox, ToolContext, tool
 
 

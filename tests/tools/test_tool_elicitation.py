@@ -7,8 +7,8 @@ from typing import Any
 import attrs
 import msgspec
 
-from operative._events import ElicitationRequested, ElicitationResolved, Event
-from operative._types import ToolCall, ToolResult
+from operative._core._events import ElicitationRequested, ElicitationResolved, Event
+from operative._core._types import ToolCall, ToolResult
 from operative.tools import (
     ElicitationRequest,
     ElicitationResponse,

@@ -10,8 +10,8 @@ import pytest
 import trio
 import trio.testing
 
-from operative._events import Event, ToolProgress
-from operative._types import Authority, RequestContext, ToolCall
+from operative._core._events import Event, ToolProgress
+from operative._core._types import Authority, RequestContext, ToolCall
 from operative.tools import ExecutionContext, PermissionPolicy, Tool, Toolbox, ToolContext, tool
 
 
@@ -342,7 +342,7 @@ async def test_permissions_allow_listed_and_guard_mutation() -> None:
 
 def test_permission_names_must_be_a_collection() -> None:
     """A bare string is not a list of names."""
-    from operative._errors import InvalidArgument
+    from operative._core._errors import InvalidArgument
 
     with pytest.raises(InvalidArgument):
         PermissionPolicy(allowed_tools="read")

@@ -12,7 +12,7 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
-from ..._errors import InvalidArgument
+from ..._core._errors import InvalidArgument
 
 __all__ = [
     "CACHE_CONTROL_KEY",

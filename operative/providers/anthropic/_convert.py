@@ -15,8 +15,8 @@ from anthropic.types import (
     ToolUseBlock,
 )
 
-from ..._model import GenerateRequest, GenerateResponse
-from ..._types import ToolCall, ToolSpec, Usage
+from ..._core._model import GenerateRequest, GenerateResponse
+from ..._core._types import ToolCall, ToolSpec, Usage
 from ...conversation import ContentPart, FilePart, ImagePart, Message, TextPart
 from .._common import image_base64, is_error_outcome, output_schema_hint, parse_arguments
 from .._output_modes import OUTPUT_TOOL_NAME, TOOL_FORMAT, output_tool, tool_instruction

@@ -17,9 +17,9 @@ except ImportError as error:  # pragma: no cover - exercised without the extra
         "operative.providers.anthropic needs the anthropic SDK: pip install 'operative[anthropic]'"
     ) from error
 
-from ..._deltas import with_run_sink
-from ..._errors import InvalidArgument, ProviderAuthenticationError, ProviderError
-from ..._model import GenerateRequest, GenerateResponse
+from ..._core._deltas import with_run_sink
+from ..._core._errors import InvalidArgument, ProviderAuthenticationError, ProviderError
+from ..._core._model import GenerateRequest, GenerateResponse
 from .._common import ClientAdapter, DeltaCallback, merge_settings, split_known
 from .._errors import connection_error, status_error, timeout_error
 from .._output_modes import OutputFormats

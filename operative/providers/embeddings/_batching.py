@@ -9,7 +9,7 @@ from typing import Any, Self
 import httpx
 import trio
 
-from ..._errors import InvalidArgument, ProviderAuthenticationError, ProviderError
+from ..._core._errors import InvalidArgument, ProviderAuthenticationError, ProviderError
 from ...retry import RetryOptions
 from .._errors import connection_error, status_error, timeout_error
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from ..._errors import ProviderAuthenticationError, ProviderError
+from ..._core._errors import ProviderAuthenticationError, ProviderError
 from ...retry import RetryOptions
 from ._batching import HttpEmbedder, floats
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from ..._errors import InvalidArgument
+from ..._core._errors import InvalidArgument
 from ...retry import RetryOptions
 from ._batching import HttpEmbedder
 from ._openai import read_data

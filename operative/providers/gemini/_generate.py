@@ -10,10 +10,10 @@ from typing import Any
 import httpx
 import trio
 
-from ..._deltas import with_run_sink
-from ..._errors import InvalidArgument, ProviderAuthenticationError, ProviderError
-from ..._model import GenerateRequest, GenerateResponse
-from ..._types import ToolCall, ToolSpec, Usage
+from ..._core._deltas import with_run_sink
+from ..._core._errors import InvalidArgument, ProviderAuthenticationError, ProviderError
+from ..._core._model import GenerateRequest, GenerateResponse
+from ..._core._types import ToolCall, ToolSpec, Usage
 from ...conversation import ContentPart, FilePart, ImagePart, Message, TextPart
 from .._common import (
     Delta,

@@ -9,8 +9,8 @@ from typing import Any
 from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 
-from ..._model import GenerateRequest, GenerateResponse
-from ..._types import ToolCall, ToolSpec, Usage
+from ..._core._model import GenerateRequest, GenerateResponse
+from ..._core._types import ToolCall, ToolSpec, Usage
 from ...conversation import ContentPart, FilePart, ImagePart, Message, TextPart
 from .._common import data_url, parse_arguments
 from .._output_modes import (

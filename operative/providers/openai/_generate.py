@@ -24,9 +24,9 @@ except ImportError as error:  # pragma: no cover - exercised without the extra
 
 import msgspec
 
-from ..._deltas import with_run_sink
-from ..._errors import InvalidArgument, ProviderAuthenticationError, ProviderError
-from ..._model import GenerateRequest, GenerateResponse
+from ..._core._deltas import with_run_sink
+from ..._core._errors import InvalidArgument, ProviderAuthenticationError, ProviderError
+from ..._core._model import GenerateRequest, GenerateResponse
 from .._common import ClientAdapter, DeltaCallback, estimate_usage, merge_settings, split_known
 from .._errors import connection_error, status_error, timeout_error
 from . import _responses

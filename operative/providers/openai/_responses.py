@@ -16,9 +16,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..._errors import InvalidArgument
-from ..._model import GenerateRequest, GenerateResponse
-from ..._types import ToolCall, ToolSpec, Usage
+from ..._core._errors import InvalidArgument
+from ..._core._model import GenerateRequest, GenerateResponse
+from ..._core._types import ToolCall, ToolSpec, Usage
 from ...conversation import ContentPart, FilePart, ImagePart, Message, TextPart
 from .._common import data_url, is_error_outcome, parse_arguments
 from .._output_modes import (

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..._model import GenerateResponse
+from ..._core._model import GenerateResponse
 from .._common import Delta, DeltaCallback
 from ._responses import response_from_body
 

@@ -12,8 +12,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..._model import GenerateResponse
-from ..._types import ToolCall
+from ..._core._model import GenerateResponse
+from ..._core._types import ToolCall
 from .._common import Delta, DeltaCallback, parse_arguments
 from ._convert import METADATA_KEY, usage_from_dict
 

@@ -8,8 +8,8 @@ from typing import TypeAlias
 
 import trio
 
-from ..._errors import InvalidArgument, InvalidResponseError, ProviderError
-from ..._model import GenerateRequest, GenerateResponse
+from ..._core._errors import InvalidArgument, InvalidResponseError, ProviderError
+from ..._core._model import GenerateRequest, GenerateResponse
 from .._errors import status_error
 
 __all__ = ["MockHandler", "MockProvider", "provider_error"]

@@ -7,10 +7,10 @@ from collections.abc import Iterable
 import msgspec
 import trio
 
-from ..._deltas import with_run_sink
-from ..._errors import InvalidArgument
-from ..._model import GenerateRequest, GenerateResponse
-from ..._types import ToolCall, Usage
+from ..._core._deltas import with_run_sink
+from ..._core._errors import InvalidArgument
+from ..._core._model import GenerateRequest, GenerateResponse
+from ..._core._types import ToolCall, Usage
 from .._common import Delta, DeltaCallback, parse_arguments
 
 __all__ = ["StreamChunk", "StreamRecorder", "StreamReplayer"]

@@ -22,18 +22,18 @@ from typing import TYPE_CHECKING, NoReturn, Self
 
 import trio
 
-from ._errors import InvalidArgument
+from .._core._errors import InvalidArgument
 from ._snapshots import PULSE_KINDS, PulseKind
 
 if TYPE_CHECKING:
-    from .liveness import LivenessTracker
+    from ._tracker import LivenessTracker
 
 __all__ = ["Heartbeat", "serve_heartbeat", "tracker_of"]
 
 
 def tracker_of(target: object) -> LivenessTracker:
     """The :class:`LivenessTracker` behind a tracker, an ``ActiveRun`` or a ``SessionHandle``."""
-    from .liveness import LivenessTracker
+    from ._tracker import LivenessTracker
 
     if isinstance(target, LivenessTracker):
         return target

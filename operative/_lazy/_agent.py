@@ -29,19 +29,19 @@ from typing import Any, Generic, TypeVar
 import attrs
 import trio
 
-from ._agent import AgentInput, AgentRunContext, RunnableAgent
-from ._errors import (
+from .._agent import AgentInput, AgentRunContext, RunnableAgent
+from .._core._errors import (
     AgentContractError,
     AsyncDefinitionLoadError,
     InvalidArgument,
 )
-from ._lazy_run import LazyEventStream as LazyEventStream
-from ._lazy_run import LazyRun as LazyRun
-from ._lazy_run import check_durable
-from ._model import GenerateFunction, GenerateRequest, GenerateResponse
-from ._options import abort_waiter
-from ._results import RunResult
-from .conversation import ConversationHistory
+from .._core._model import GenerateFunction, GenerateRequest, GenerateResponse
+from .._core._options import abort_waiter
+from .._core._results import RunResult
+from ..conversation import ConversationHistory
+from ._run import LazyEventStream as LazyEventStream
+from ._run import LazyRun as LazyRun
+from ._run import check_durable
 
 __all__ = [
     "LazyAgent",
@@ -445,7 +445,7 @@ _MAX_LAZY_DEPTH = 32
 
 def _durable_routing(durable: object) -> tuple[str | None, bool]:
     """``durable``'s run id, and whether it resumes a recovered run; checks its type."""
-    from .durable._driver import Durable, Resumed
+    from ..durable._driver import Durable, Resumed
 
     if isinstance(durable, Resumed):
         return durable.lease.run_id, True

@@ -7,8 +7,8 @@ from typing import Any
 import attrs
 import msgspec
 
+from ..conversation import Conversation
 from ._types import FinishReason, ToolCall, ToolResult, Usage
-from .conversation import Conversation
 
 __all__ = ["RunResult", "SchemaValidation", "StepResult"]
 

@@ -22,7 +22,8 @@ from typing import Any
 
 import trio
 
-from ._errors import InvalidArgument
+from .._core._errors import InvalidArgument
+from .._core._types import FinishReason, Usage
 from ._snapshots import (
     DeclaredWait,
     LivenessSnapshot,
@@ -32,9 +33,8 @@ from ._snapshots import (
     SnapshotSubscription,
     WaitReason,
 )
-from ._types import FinishReason, Usage
+from ._tracker import LivenessTracker
 from ._watchdog import StallPolicy, create_stall_watchdog
-from .liveness import LivenessTracker
 
 __all__ = ["DiagnosticRun", "open_diagnostic_run"]
 

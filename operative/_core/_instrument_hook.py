@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ._model import GenerateFunction
 
 if TYPE_CHECKING:
+    from ..tools import ExecutionContext
     from ._types import ToolCall, ToolResult
-    from .tools import ExecutionContext
 
 __all__ = [
     "Execute",

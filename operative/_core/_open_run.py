@@ -21,13 +21,13 @@ from typing import Any
 import msgspec
 import trio
 
+from ..conversation import Conversation
+from ..liveness import create_stall_watchdog
 from ._model import GenerateFunction
 from ._options import RunConfig, configure_run
 from ._run import ActiveRun
 from ._run_state import CancelReason, is_shutdown, only_cancelled
 from ._types import FinishReason
-from .conversation import Conversation
-from .liveness import create_stall_watchdog
 
 __all__ = ["open_run"]
 

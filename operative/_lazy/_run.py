@@ -15,25 +15,25 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import trio
 
-from ._agent import AgentInput, AgentRunContext, RunnableAgent
-from ._errors import (
+from .._agent import AgentInput, AgentRunContext, RunnableAgent
+from .._core._errors import (
     AgentContractError,
     AsyncDefinitionLoadError,
     CleanupError,
     InvalidArgument,
     OutputValidationError,
 )
-from ._event_hub import EventStream, Listener, Overflow, check_listener
-from ._events import EVENT_TYPES, RunAborted, RunError
-from ._lazy_liveness import LazyLiveness
-from ._results import RunResult
-from ._run import ActiveRun
-from ._types import FinishReason, Usage
-from .conversation import Conversation, ConversationHistory
-from .liveness import LivenessSnapshot, SnapshotObserver, SnapshotStream, SnapshotSubscription
+from .._core._event_hub import EventStream, Listener, Overflow, check_listener
+from .._core._events import EVENT_TYPES, RunAborted, RunError
+from .._core._results import RunResult
+from .._core._run import ActiveRun
+from .._core._types import FinishReason, Usage
+from ..conversation import Conversation, ConversationHistory
+from ..liveness import LivenessSnapshot, SnapshotObserver, SnapshotStream, SnapshotSubscription
+from ._liveness import LazyLiveness
 
 if TYPE_CHECKING:
-    from ._lazy import _SingleFlight
+    from ._agent import _SingleFlight
 
 __all__ = ["LazyEventStream", "LazyRun", "check_durable"]
 

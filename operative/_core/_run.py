@@ -22,6 +22,19 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from ..conversation import (
+    cancelled_result,
+    repair_dangling_tool_calls,
+    tool_result_message,
+)
+from ..hooks import call_hook
+from ..liveness import (
+    LivenessSnapshot,
+    SnapshotObserver,
+    SnapshotStream,
+    SnapshotSubscription,
+    terminal_status,
+)
 from ._errors import CleanupError, HookError, InvalidArgument, OutputValidationError
 from ._event_hub import EventStream, Listener, Overflow
 from ._events import (
@@ -39,23 +52,10 @@ from ._results import RunResult, StepResult
 from ._run_state import CancelReason, is_shutdown
 from ._step import StepLoop
 from ._types import FinishReason
-from .conversation import (
-    cancelled_result,
-    repair_dangling_tool_calls,
-    tool_result_message,
-)
-from .hooks import call_hook
-from .liveness import (
-    LivenessSnapshot,
-    SnapshotObserver,
-    SnapshotStream,
-    SnapshotSubscription,
-    terminal_status,
-)
 
 if TYPE_CHECKING:
-    from .budgets import BudgetStatus
-    from .steering import SteeringOutcome
+    from ..budgets import BudgetStatus
+    from ..steering import SteeringOutcome
 
 __all__ = ["ActiveRun"]
 

@@ -14,6 +14,8 @@ import inspect
 import msgspec
 import trio
 
+from ..conversation import ConversationHistory, Message, new_message_id, tool_result_message
+from ..hooks import call_hook
 from ._errors import HookError
 from ._events import (
     ContextBudgetWarning,
@@ -29,8 +31,6 @@ from ._results import SchemaValidation, StepResult
 from ._run_state import NO_USAGE, CancelReason, Inflight
 from ._tool_phase import ToolPhase, select_specs
 from ._types import FinishReason, ToolResult
-from .conversation import ConversationHistory, Message, new_message_id, tool_result_message
-from .hooks import call_hook
 
 __all__ = ["StepLoop"]
 
@@ -72,7 +72,7 @@ class StepLoop(GeneratePhase, ToolPhase):
                     if "steering.applied" in hub.wanted:
                         await hub.emit(applied)
             if cfg.selection is not None:
-                from .steering import check_selection
+                from ..steering import check_selection
 
                 check_selection(cfg.selection, step=step)
             inflight = self._inflight = Inflight(step)

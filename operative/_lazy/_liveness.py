@@ -1,6 +1,6 @@
 """Snapshot subscriptions of a lazy agent's run, across the switch to the real run.
 
-A :class:`~operative._lazy_run.LazyRun` reports ``starting`` by itself until its
+A :class:`~operative._lazy._run.LazyRun` reports ``starting`` by itself until its
 agent's definition loads. :class:`LazyLiveness` holds the subscriptions made meanwhile
 and, once the real run exists, forwards each one to the real run's own subscriptions:
 the caller's :class:`~operative.liveness.SnapshotSubscription` stays the same object,
@@ -16,9 +16,9 @@ from typing import Any
 
 import msgspec
 
-from ._errors import InvalidArgument
-from ._types import FinishReason
-from .liveness import (
+from .._core._errors import InvalidArgument
+from .._core._types import FinishReason
+from ..liveness import (
     LivenessSnapshot,
     LivenessTracker,
     SnapshotObserver,

@@ -7,11 +7,11 @@ from typing import Any, TypeAlias
 
 import msgspec
 
+from ..conversation import ContentPart, ConversationHistory
 from ._codec import json_problem
 from ._errors import InvalidResponseError
 from ._output import OutputMode
 from ._types import ToolCall, ToolSpec, Usage
-from .conversation import ContentPart, ConversationHistory
 
 __all__ = ["GenerateFunction", "GenerateRequest", "GenerateResponse", "checked_response"]
 

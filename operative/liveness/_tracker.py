@@ -1,37 +1,4 @@
-"""Liveness: a synchronous, side-effect-free view of how a run is doing.
-
-``ActiveRun.snapshot()`` returns a :class:`LivenessSnapshot`: reading it never starts
-work, never blocks and never changes the run. ``revision`` grows whenever the status,
-the step, the declared wait, the missed-pulse count or the reachability changes (and on
-every progress pulse), so an observer can tell two snapshots apart cheaply.
-
-A :class:`LivenessTracker` owns one run's (or one session's) liveness state. The code
-doing the work feeds it *pulses*; a stall watchdog (:func:`create_stall_watchdog`)
-reads them on trio's clock and moves the status to ``stalled`` and then ``unreachable``
-when they stop. Observers subscribe with :meth:`LivenessTracker.subscribe_snapshot` (a
-plain callback) or iterate :meth:`LivenessTracker.snapshots`.
-
-Three kinds of pulse, because "alive" and "getting somewhere" are different claims:
-
-``"progress"``
-    The work moved forward (a step began, a model answered, tools settled). Resets the
-    stall clock and the missed-pulse count.
-``"heartbeat"``
-    The worker is alive but did not necessarily move forward (a long tool reporting in).
-    Keeps the run *reachable*; it does not reset the stall clock.
-``"host-reachability"``
-    The host reached the work (a session monitor's poll tick). As in the
-    specification it stamps activity, heartbeat and progress together.
-
-A *declared wait* (an approval, an elicitation, a steering pause, a review, a signal)
-says "silence is expected here": while one is active the status is ``waiting`` and the
-watchdog is paused, so waiting never counts as stalling. A wait with a ``deadline``
-excuses silence only until that deadline.
-
-:func:`serve_heartbeat` and :class:`Heartbeat` pulse on a timer while host-side work
-goes on (a long tool, a wait on another system). :func:`open_diagnostic_run` gives work
-that is not an agent run (a tool-only job) a run handle's liveness.
-"""
+"""The liveness tracker of one run or session (see :mod:`operative.liveness`)."""
 
 from __future__ import annotations
 
@@ -42,7 +9,8 @@ from typing import Literal
 
 import trio
 
-from ._errors import InvalidArgument
+from .._core._errors import InvalidArgument
+from .._core._types import FinishReason, Usage
 from ._snapshots import PULSE_KINDS as PULSE_KINDS
 from ._snapshots import TERMINAL_STATUSES as TERMINAL_STATUSES
 from ._snapshots import WAIT_REASONS as WAIT_REASONS
@@ -56,7 +24,6 @@ from ._snapshots import SnapshotStream as SnapshotStream
 from ._snapshots import SnapshotSubscription as SnapshotSubscription
 from ._snapshots import WaitReason as WaitReason
 from ._snapshots import terminal_status as terminal_status
-from ._types import FinishReason, Usage
 
 __all__ = [
     "PULSE_KINDS",

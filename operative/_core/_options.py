@@ -10,26 +10,26 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import msgspec
 import trio
 
+from ..conditions import StopCondition
+from ..conversation import Conversation, ConversationHistory
+from ..conversation._tool_results import check_history
+from ..hooks import HOOK_NAMES, AnyHook, HookRegistry
+from ..liveness import StallPolicy
+from ..retry import RetryOptions
+from ..tools import Toolbox
+from ..tools._toolbox import approving_toolbox
 from ._errors import InvalidArgument
 from ._instrument_hook import RunInstrumentation
 from ._instrument_hook import installed as installed_instrumentation
 from ._model import GenerateFunction
 from ._output import OutputMode, check_output_mode, output_schema
 from ._types import RequestContext
-from .conditions import StopCondition
-from .conversation import Conversation, ConversationHistory
-from .conversation._tool_results import check_history
-from .hooks import HOOK_NAMES, AnyHook, HookRegistry
-from .liveness import StallPolicy
-from .retry import RetryOptions
-from .tools import Toolbox
-from .tools._toolbox import approving_toolbox
 
 if TYPE_CHECKING:
-    from .backpressure import BackpressureStrategy
-    from .budgets import Budget, CostBudgetMonitor
-    from .context import ContextManagement
-    from .guardrails import Guardrails
+    from ..backpressure import BackpressureStrategy
+    from ..budgets import Budget, CostBudgetMonitor
+    from ..context import ContextManagement
+    from ..guardrails import Guardrails
 
 __all__ = ["RunConfig", "RunOptions", "configure_run", "make_toolbox"]
 
@@ -272,7 +272,7 @@ def configure_run(
 def _resumes_a_journal(durable: Any) -> bool:
     if durable is None:
         return False
-    from .durable._driver import Resumed  # loaded already: the caller passed durable=
+    from ..durable._driver import Resumed  # loaded already: the caller passed durable=
 
     return isinstance(durable, Resumed)
 
@@ -342,7 +342,7 @@ def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
     run_id = get("run_id")
     durable = get("durable")
     if durable is not None:
-        from .durable._driver import Durable, Resumed
+        from ..durable._driver import Durable, Resumed
 
         if not isinstance(durable, Durable | Resumed):
             raise InvalidArgument(
@@ -377,7 +377,7 @@ def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
     budget = get("budget")
     if budget is not None:
         # Optional subsystems load when a run uses them, keeping ``import operative`` light.
-        from .budgets import Budget, CostBudgetMonitor
+        from ..budgets import Budget, CostBudgetMonitor
 
         if not isinstance(budget, Budget | CostBudgetMonitor):
             raise InvalidArgument(
@@ -386,7 +386,7 @@ def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
         fields["budget"] = budget
     context_management = get("context_management")
     if context_management is not None:
-        from .context import ContextManagement
+        from ..context import ContextManagement
 
         if not isinstance(context_management, ContextManagement):
             raise InvalidArgument(
@@ -415,7 +415,7 @@ def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
         fields["approval_timeout"] = float(approval_timeout)
     guardrails = get("guardrails")
     if guardrails is not None:
-        from .guardrails import collect_guardrails
+        from ..guardrails import collect_guardrails
 
         fields["guardrails"] = collect_guardrails(guardrails)
     for name in ("principal", "agent_name", "trace_context"):

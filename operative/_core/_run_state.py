@@ -14,22 +14,22 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from ..conversation import Conversation
+from ..hooks import HookContext
+from ..liveness import DeclaredWait, LivenessTracker
 from ._event_hub import EventHub
 from ._events import BudgetLimitExceeded, BudgetThresholdCrossed, Event
 from ._options import RunConfig
 from ._results import RunResult, SchemaValidation, StepResult
 from ._types import FinishReason, ToolCall, ToolResult, Usage
-from .conversation import Conversation
-from .hooks import HookContext
-from .liveness import DeclaredWait, LivenessTracker
 
 if TYPE_CHECKING:
+    from ..budgets import BudgetStatus, BudgetTracker
+    from ..context import ContextManager
+    from ..durable._driver import DurableDriver
+    from ..guardrails._runner import GuardrailRunner
+    from ..steering import SteeringCursor
     from ._instrument_hook import RunTracer
-    from .budgets import BudgetStatus, BudgetTracker
-    from .context import ContextManager
-    from .durable._driver import DurableDriver
-    from .guardrails._runner import GuardrailRunner
-    from .steering import SteeringCursor
 
 __all__ = ["NO_USAGE", "CancelReason", "Inflight", "RunState", "is_shutdown", "only_cancelled"]
 
@@ -173,14 +173,14 @@ class RunState:
         # Optional subsystems are imported only by runs that use them.
         self._budget: BudgetTracker | None = None
         if config.budget is not None:
-            from .budgets import BudgetTracker
+            from ..budgets import BudgetTracker
 
             self._budget = BudgetTracker(config.budget, run_id=self.run_id)
         self._budget_pending: BudgetStatus | None = None
         self._steering_wait: DeclaredWait | None = None
         self._steering: SteeringCursor | None = None
         if config.steering is not None:
-            from .steering import SteeringCursor
+            from ..steering import SteeringCursor
 
             self._steering = SteeringCursor(
                 config.steering,
@@ -192,17 +192,17 @@ class RunState:
         """Set by ``open_run`` when the run is instrumented."""
         self._durable: DurableDriver | None = None
         if config.durable is not None:
-            from .durable._driver import make_driver
+            from ..durable._driver import make_driver
 
             self._durable = make_driver(config.durable)
         self._guardrails: GuardrailRunner | None = None
         if config.guardrails is not None:
-            from .guardrails._runner import GuardrailRunner
+            from ..guardrails._runner import GuardrailRunner
 
             self._guardrails = GuardrailRunner(config.guardrails)
         self._context: ContextManager | None = None
         if config.context_management is not None:
-            from .context import ContextManager
+            from ..context import ContextManager
 
             self._context = ContextManager(config.context_management)
 

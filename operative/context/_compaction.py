@@ -27,11 +27,11 @@ from typing import Any, Protocol
 import attrs
 import msgspec
 
-from ._errors import InvalidArgument, InvalidResponseError
-from ._model import GenerateFunction, GenerateRequest
+from .._core._errors import InvalidArgument, InvalidResponseError
+from .._core._model import GenerateFunction, GenerateRequest
+from .._core._types import Usage
+from ..conversation import ConversationHistory, ImagePart, Message, TextPart, new_message_id
 from ._tokens import TokenCounter, TokenCounterLike, as_token_counter
-from ._types import Usage
-from .conversation import ConversationHistory, ImagePart, Message, TextPart, new_message_id
 
 __all__ = [
     "SUMMARY_METADATA_KEY",

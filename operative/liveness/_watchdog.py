@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from ._errors import InvalidArgument
+from .._core._errors import InvalidArgument
 
 if TYPE_CHECKING:
-    from .liveness import LivenessTracker
+    from ._tracker import LivenessTracker
 
 __all__ = ["StallPolicy", "StallWatchdog", "create_stall_watchdog"]
 
@@ -187,7 +187,7 @@ def create_stall_watchdog(
     ``on_abort(reason)`` is called once, when the work first stalls, if
     ``policy.abort_when_stalled`` is set (a run passes its ``abort``).
     """
-    from .liveness import LivenessTracker
+    from ._tracker import LivenessTracker
 
     if not isinstance(tracker, LivenessTracker):
         raise InvalidArgument(f"tracker= takes a LivenessTracker, got {type(tracker).__name__}")

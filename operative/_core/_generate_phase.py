@@ -17,6 +17,7 @@ from typing import Any
 
 import trio
 
+from ..hooks import call_hook
 from ._deltas import deliver_deltas
 from ._errors import HookError
 from ._event_hub import DeltaDelivery
@@ -36,7 +37,6 @@ from ._model import GenerateRequest, GenerateResponse, checked_response, respons
 from ._options import _NO_HOOKS as NO_HOOKS
 from ._run_state import NO_USAGE, Inflight, RunState
 from ._types import Usage
-from .hooks import call_hook
 
 __all__ = ["GeneratePhase"]
 

@@ -1,13 +1,4 @@
-"""Context management: keep what is sent to the model within its context window.
-
-:class:`ContextManagement` configures it (a budget, a warning threshold, a compaction
-strategy and a token counter); a run makes one :class:`ContextManager` from it and
-calls :meth:`ContextManager.prepare` before every generate call. ``prepare`` returns
-the history to *send*: the run's own transcript is never changed, so nothing is lost,
-and compaction only shapes each request.
-
-See ``docs/context.md`` for the guide.
-"""
+"""The context manager: what each step sends, fitted to the budget (:mod:`operative.context`)."""
 
 from __future__ import annotations
 
@@ -17,6 +8,8 @@ from typing import Any
 import attrs
 import msgspec
 
+from .._core._errors import InvalidArgument
+from ..conversation import ConversationHistory, Message
 from ._compaction import (
     DEFAULT_SUMMARY_INSTRUCTIONS as DEFAULT_SUMMARY_INSTRUCTIONS,
 )
@@ -31,14 +24,12 @@ from ._compaction import is_summary as is_summary
 from ._compaction import keep_last as keep_last
 from ._compaction import render as render
 from ._compaction import summarize as summarize
-from ._errors import InvalidArgument
 from ._tokens import CONTEXT_WINDOWS as CONTEXT_WINDOWS
 from ._tokens import ApproximateTokenCounter as ApproximateTokenCounter
 from ._tokens import TokenCounter as TokenCounter
 from ._tokens import TokenCounterLike as TokenCounterLike
 from ._tokens import as_token_counter as as_token_counter
 from ._tokens import context_window as context_window
-from .conversation import ConversationHistory, Message
 
 __all__ = [
     "CONTEXT_WINDOWS",

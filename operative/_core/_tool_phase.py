@@ -29,6 +29,8 @@ from typing import Any
 import msgspec
 import trio
 
+from ..hooks import HookContext, call_hook
+from ..tools import ExecutionContext
 from ._codec import MAX_JSON_DEPTH, json_problem, json_too_deep
 from ._errors import ApprovalError, HookError, InvalidResponseError
 from ._events import ToolResultValidated, ToolsExecuted, ToolsExecuting
@@ -36,8 +38,6 @@ from ._model import call_problem
 from ._options import _NO_HOOKS as NO_HOOKS
 from ._run_state import Inflight, RunState
 from ._types import ToolCall, ToolResult
-from .hooks import HookContext, call_hook
-from .tools import ExecutionContext
 
 __all__ = ["REFUSED_ARGUMENTS", "ToolPhase", "select_specs"]
 

@@ -15,8 +15,8 @@ from typing import Protocol, TypeAlias, runtime_checkable
 
 import msgspec
 
-from ._errors import InvalidArgument
-from .conversation import ImagePart, Message, TextPart
+from .._core._errors import InvalidArgument
+from ..conversation import ImagePart, Message, TextPart
 
 __all__ = [
     "CONTEXT_WINDOWS",

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 import msgspec
 import trio
 
-from ._types import FinishReason, Usage
+from .._core._types import FinishReason, Usage
 
 if TYPE_CHECKING:
-    from .liveness import LivenessTracker
+    from ._tracker import LivenessTracker
 
 __all__ = [
     "PULSE_KINDS",

@@ -1,0 +1,80 @@
+"""Liveness: a synchronous, side-effect-free view of how a run is doing.
+
+``ActiveRun.snapshot()`` returns a :class:`LivenessSnapshot`: reading it never starts
+work, never blocks and never changes the run. ``revision`` grows whenever the status,
+the step, the declared wait, the missed-pulse count or the reachability changes (and on
+every progress pulse), so an observer can tell two snapshots apart cheaply.
+
+A :class:`LivenessTracker` owns one run's (or one session's) liveness state. The code
+doing the work feeds it *pulses*; a stall watchdog (:func:`create_stall_watchdog`)
+reads them on trio's clock and moves the status to ``stalled`` and then ``unreachable``
+when they stop. Observers subscribe with :meth:`LivenessTracker.subscribe_snapshot` (a
+plain callback) or iterate :meth:`LivenessTracker.snapshots`.
+
+Three kinds of pulse, because "alive" and "getting somewhere" are different claims:
+
+``"progress"``
+    The work moved forward (a step began, a model answered, tools settled). Resets the
+    stall clock and the missed-pulse count.
+``"heartbeat"``
+    The worker is alive but did not necessarily move forward (a long tool reporting in).
+    Keeps the run *reachable*; it does not reset the stall clock.
+``"host-reachability"``
+    The host reached the work (a session monitor's poll tick). As in the
+    specification it stamps activity, heartbeat and progress together.
+
+A *declared wait* (an approval, an elicitation, a steering pause, a review, a signal)
+says "silence is expected here": while one is active the status is ``waiting`` and the
+watchdog is paused, so waiting never counts as stalling. A wait with a ``deadline``
+excuses silence only until that deadline.
+
+:func:`serve_heartbeat` and :class:`Heartbeat` pulse on a timer while host-side work
+goes on (a long tool, a wait on another system). :func:`open_diagnostic_run` gives work
+that is not an agent run (a tool-only job) a run handle's liveness.
+"""
+
+from ._tracker import PULSE_KINDS as PULSE_KINDS
+from ._tracker import TERMINAL_STATUSES as TERMINAL_STATUSES
+from ._tracker import WAIT_REASONS as WAIT_REASONS
+from ._tracker import DeclaredWait as DeclaredWait
+from ._tracker import DiagnosticRun as DiagnosticRun
+from ._tracker import Heartbeat as Heartbeat
+from ._tracker import LivenessSnapshot as LivenessSnapshot
+from ._tracker import LivenessStatus as LivenessStatus
+from ._tracker import LivenessTracker as LivenessTracker
+from ._tracker import PulseKind as PulseKind
+from ._tracker import Reachability as Reachability
+from ._tracker import SnapshotObserver as SnapshotObserver
+from ._tracker import SnapshotStream as SnapshotStream
+from ._tracker import SnapshotSubscription as SnapshotSubscription
+from ._tracker import StallPolicy as StallPolicy
+from ._tracker import StallWatchdog as StallWatchdog
+from ._tracker import WaitReason as WaitReason
+from ._tracker import create_stall_watchdog as create_stall_watchdog
+from ._tracker import open_diagnostic_run as open_diagnostic_run
+from ._tracker import serve_heartbeat as serve_heartbeat
+from ._tracker import terminal_status as terminal_status
+
+__all__ = [
+    "PULSE_KINDS",
+    "TERMINAL_STATUSES",
+    "WAIT_REASONS",
+    "DeclaredWait",
+    "DiagnosticRun",
+    "Heartbeat",
+    "LivenessSnapshot",
+    "LivenessStatus",
+    "LivenessTracker",
+    "PulseKind",
+    "Reachability",
+    "SnapshotObserver",
+    "SnapshotStream",
+    "SnapshotSubscription",
+    "StallPolicy",
+    "StallWatchdog",
+    "WaitReason",
+    "create_stall_watchdog",
+    "open_diagnostic_run",
+    "serve_heartbeat",
+    "terminal_status",
+]
