@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import builtins
 import functools
-import re
 from typing import Any, TypeAlias, TypeVar, cast, overload
 
 import msgspec
 
+from ._convert import Problem, json_check, locate_problem, struct_fields
 from ._errors import CorruptRecordError, InvalidArgument, SchemaVersionError
 
 __all__ = [
@@ -43,18 +43,6 @@ _Data: TypeAlias = bytes | bytearray | memoryview | str
 _encoder = msgspec.json.Encoder()
 
 _NEWER = "written by a newer operative"
-_NEWER_PATTERN = re.compile(
-    _NEWER + r": (?P<what>.+?) schema version (?P<found>-?\d+), this version reads up to "
-    r"(?P<supported>-?\d+)"
-)
-_PATH_PATTERN = re.compile(r" - at `(?P<path>\$[^`]*)`$")
-
-
-class _VersionPeek(msgspec.Struct):
-    """Reads only a record's ``schema_version``, ignoring everything else."""
-
-    schema_version: int = 0
-
 
 _OUTSIDE_BRACKETS = bytes(b for b in range(256) if b not in b'[]{}"')
 
@@ -164,26 +152,28 @@ def supported_schema_version(type: Any) -> int | None:
 
     It is the default of the Struct's ``schema_version`` field.
     """
-    if not (isinstance(type, builtins.type) and issubclass(type, msgspec.Struct)):
-        return None
-    for field in msgspec.structs.fields(type):
-        if field.name == "schema_version" and isinstance(field.default, int):
-            return field.default
-    return None
+    field = _version_field(type)
+    return None if field is None else field[1]
 
 
 def check_schema_version(what: str, found: int, supported: int) -> None:
     """Reject a record version this code does not know; call it from ``__post_init__``.
 
     Raising there means the check also runs when the record is nested inside another
-    one, and :func:`decode` turns it into a :class:`~operative.SchemaVersionError`.
+    one, and :func:`decode` turns it into a :class:`~operative.SchemaVersionError` that
+    names the outer record.
 
     Raises:
-        ValueError: ``found`` is newer than ``supported``.
+        SchemaVersionError: ``found`` is newer than ``supported`` (a ``ValueError``, so
+            msgspec reports it as a validation failure and keeps it as the cause).
     """
     if found > supported:
-        raise ValueError(
-            f"{_NEWER}: {what} schema version {found}, this version reads up to {supported}"
+        raise SchemaVersionError(
+            f"{_NEWER}: {what} schema version {found}, this version reads up to {supported}; "
+            "upgrade operative to read it",
+            what=what,
+            found=found,
+            supported=supported,
         )
 
 
@@ -205,43 +195,81 @@ def _decoder(type: type[T]) -> msgspec.json.Decoder[T]:
         raise InvalidArgument(f"cannot decode records of type {type!r}: {exc}") from exc
 
 
+def _version_field(type: Any) -> tuple[str, int] | None:
+    """(JSON name, default) of a Struct's ``schema_version`` field, when it has one."""
+    if not (isinstance(type, builtins.type) and issubclass(type, msgspec.Struct)):
+        return None
+    for field in struct_fields(type):
+        if field.name == "schema_version" and isinstance(field.default, int):
+            return field.encode_name, field.default
+    return None
+
+
 def _corrupt(exc: msgspec.DecodeError, data: Any, type: Any, what: str) -> CorruptRecordError:
-    detail = str(exc)
-    newer = _NEWER_PATTERN.search(detail)
-    if newer is not None:
-        return _too_new(what, detail, newer["what"], int(newer["found"]), int(newer["supported"]))
-    supported = supported_schema_version(type)
-    if supported is not None:
-        # A newer writer may have used a tag or type this code does not know yet: say so
-        # instead of calling the bytes corrupt.
+    """The error for bytes that do not decode, explained from structure, not wording.
+
+    Bytes that are not JSON at all are explained by msgspec's parser. Otherwise the
+    plain JSON is walked against ``type`` (:func:`locate_problem`) to the part that fails,
+    which gives the path and the cause; a record on that path whose version is newer than
+    this code's (or a ``SchemaVersionError`` a ``__post_init__`` raised) makes it a
+    :class:`SchemaVersionError`. When the walk cannot tell, msgspec's whole message is
+    the explanation and the path is left out.
+    """
+    problem: Problem | None = None
+    nodes: tuple[tuple[Any, Any], ...] = ()
+    if isinstance(exc, msgspec.ValidationError):
         try:
-            found = msgspec.json.decode(data, type=_VersionPeek).schema_version
-        except (msgspec.DecodeError, TypeError):
-            found = 0
-        if found > supported:
-            return _too_new(what, detail, what, found, supported)
-    match = _PATH_PATTERN.search(detail)
-    problem = detail[: match.start()] if match else detail
-    where = f" (at {match['path']})" if match else ""
+            value = msgspec.json.decode(data)
+        except msgspec.DecodeError as broken:  # not JSON either: that is the problem
+            exc = broken
+        except RecursionError:
+            pass
+        else:
+            problem = locate_problem(value, type, json_check)
+            nodes = ((type, value),) if problem is None else problem.nodes
+    if problem is None:
+        detail = str(exc)
+    else:
+        where = "" if problem.path == "$" else f" (at {problem.path})"
+        detail = f"{problem.cause}{where}"
+    newer = _newer(nodes, exc if problem is None else problem.error)
+    if newer is not None:
+        record, found, supported = newer
+        return SchemaVersionError(
+            f"cannot decode {what}: it was {_NEWER} ({record} schema version {found}; this "
+            f"version reads up to {supported}). Upgrade operative to read it; the record "
+            "was left as it is.",
+            what=what,
+            detail=detail,
+            found=found,
+            supported=supported,
+        )
     return CorruptRecordError(
-        f"cannot decode {what}: {problem}{where}. The bytes are not a valid {what}: they "
-        "were truncated, edited, or written by other software. Restore the record from a "
+        f"cannot decode {what}: {detail}. The bytes are not a valid {what}: they were "
+        "truncated, edited, or written by other software. Restore the record from a "
         "backup, or delete it.",
         what=what,
         detail=detail,
     )
 
 
-def _too_new(what: str, detail: str, record: str, found: int, supported: int) -> SchemaVersionError:
-    return SchemaVersionError(
-        f"cannot decode {what}: it was {_NEWER} ({record} schema version {found}; this "
-        f"version reads up to {supported}). Upgrade operative to read it; the record was "
-        "left as it is.",
-        what=what,
-        detail=detail,
-        found=found,
-        supported=supported,
-    )
+def _newer(nodes: tuple[tuple[Any, Any], ...], error: BaseException) -> tuple[str, int, int] | None:
+    """(record, found, supported) when a newer operative wrote what failed to decode.
+
+    The outermost versioned record on the failing path whose version is above this
+    code's decides (a newer writer may have used a tag or field this code does not know:
+    that is not corruption); else a ``SchemaVersionError`` raised while building a record.
+    """
+    for node_type, node_value in nodes:
+        field = _version_field(node_type)
+        if field is not None and isinstance(node_value, dict):
+            found = node_value.get(field[0])
+            if type(found) is int and found > field[1]:
+                return _name_of(node_type), found, field[1]
+    cause = error.__cause__
+    if isinstance(cause, SchemaVersionError):
+        return cause.what, cause.found, cause.supported
+    return None
 
 
 def _name_of(type: Any) -> str:

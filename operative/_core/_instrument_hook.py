@@ -1,27 +1,19 @@
 """The seam between the loop and an instrumentation (OpenTelemetry itself lives elsewhere).
 
-A run asks its instrumentation once, when it opens, for a :class:`RunTracer`; with none
-installed the loop does no per-step work for tracing at all. This module imports
-nothing optional: ``import operative`` stays free of OpenTelemetry.
+A run asks its instrumentation once, when it opens, for an extension (see
+:mod:`._extension`); with none installed the loop does no per-step work for tracing.
+This module imports nothing optional: ``import operative`` stays free of OpenTelemetry.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
-from typing import TYPE_CHECKING, Any, Protocol
-
-from ._model import GenerateFunction
-
-if TYPE_CHECKING:
-    from ..tools import ExecutionContext
-    from ._types import ToolCall, ToolResult
+from typing import Any, Protocol
 
 __all__ = [
-    "Execute",
     "RunInstrumentation",
-    "RunTracer",
     "conversation_id",
     "current_conversation_id",
     "install",
@@ -31,35 +23,13 @@ __all__ = [
     "uninstall",
 ]
 
-Execute = Callable[["ToolCall", "ExecutionContext"], Awaitable["ToolResult"]]
-"""How the tool phase runs one call."""
-
-
-class RunTracer(Protocol):
-    """What an instrumentation does for one run."""
-
-    def wrap_generate(self, generate: GenerateFunction) -> GenerateFunction:
-        """The run's generate function, traced (called once, when the run opens)."""
-        ...
-
-    def wrap_execute(self, execute: Execute) -> Execute:
-        """A step's tool execution, traced (called once per step that runs tools)."""
-        ...
-
-    def attach(self, run: Any) -> None:
-        """Start observing ``run`` (an ``ActiveRun``) before its loop starts."""
-        ...
-
-    def traceparent(self) -> str | None:
-        """The W3C ``traceparent`` of the run's span, once it started (else ``None``)."""
-        ...
-
 
 class RunInstrumentation(Protocol):
-    """What ``open_run(..., instrumentation=...)`` accepts."""
+    """What ``open_run(..., instrumentation=...)`` accepts: a feature whose extension
+    traces the run (see :mod:`._extension`)."""
 
-    def trace_run(self, config: Any) -> RunTracer:
-        """A tracer for one run, given its validated ``RunConfig``."""
+    def extension(self, config: Any) -> Any:
+        """The run's tracing extension, given its validated ``RunConfig``."""
         ...
 
 

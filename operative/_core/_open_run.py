@@ -5,7 +5,7 @@
     open_run(...)            run nursery: leaving it means every child has ended
     ├── loop task            ActiveRun._drive: the run scope, the step loop, clean-up
     ├── stall watchdog       (stall_policy=) returns once the run's liveness is terminal
-    ├── lease renewer        (durable=) returns once the run has finished
+    ├── extension tasks      (a durable run's lease renewer) return once the run ends
     └── abort_on watcher     (abort_on=) returns once the run has finished
 
 A model opened per run (``create_agent(model=...)``) encloses the nursery, so its client
@@ -97,14 +97,12 @@ async def _abort_when(run: ActiveRun, wait: Callable[[], Awaitable[object]]) -> 
 
 @asynccontextmanager
 async def _open_configured_run(config: RunConfig, live: Conversation) -> AsyncIterator[ActiveRun]:
-    tracer = None
-    if config.instrumentation is not None:
-        tracer = config.instrumentation.trace_run(config)
-        config = msgspec.structs.replace(config, generate=tracer.wrap_generate(config.generate))
     run = ActiveRun(config, live)
-    if tracer is not None:
-        run._tracer = tracer
-        tracer.attach(run)
+    ext = run._ext
+    if ext.wrap_generate:
+        run.reconfigure(config)
+    for extension in ext.attached:
+        extension.attached(run)
     body_error: BaseException | None = None
     async with trio.open_nursery() as nursery:
         nursery.start_soon(run._drive, name=f"operative run {run.run_id}")
@@ -117,13 +115,9 @@ async def _open_configured_run(config: RunConfig, live: Conversation) -> AsyncIt
             nursery.start_soon(
                 _abort_when, run, config.abort_on, name=f"operative abort_on {run.run_id}"
             )
-        if run._durable is not None:
-            # It returns by itself once the run has finished.
-            nursery.start_soon(
-                run._durable.keep_lease,
-                lambda why: run._cancel(CancelReason(_ABORTED, why)),
-                name=f"operative lease renewer {run.run_id}",
-            )
+        for extension in ext.start_tasks:
+            # Each returns by itself once the run has finished (a lease renewer).
+            extension.start_tasks(run, nursery)
         try:
             yield run
         except BaseException as exc:

@@ -19,7 +19,7 @@ from ..retry import RetryOptions
 from ..tools import Toolbox
 from ..tools._toolbox import approving_toolbox
 from ._errors import InvalidArgument
-from ._instrument_hook import RunInstrumentation
+from ._extension import Feature
 from ._instrument_hook import installed as installed_instrumentation
 from ._model import GenerateFunction
 from ._output import OutputMode, check_output_mode, output_schema
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from ..backpressure import BackpressureStrategy
     from ..budgets import Budget, CostBudgetMonitor
     from ..context import ContextManagement
-    from ..guardrails import Guardrails
 
 __all__ = ["RunConfig", "RunOptions", "configure_run", "make_toolbox"]
 
@@ -76,6 +75,7 @@ class RunOptions(TypedDict, total=False):
     durable: Any
     instrumentation: Any
     guardrails: Any
+    extensions: Any
 
 
 class Hooks(msgspec.Struct, frozen=True, kw_only=True):
@@ -130,12 +130,14 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     on_approval: Callable[..., Any] | None = None
     """Decides parked approvals while the run stays alive (see the tool phase)."""
     approval_timeout: float | None = None
-    durable: Any = None
+    durable: Feature | None = None
     """A ``Durable`` routing (or a recovered run's resume state); None for in-memory runs."""
-    instrumentation: RunInstrumentation | None = None
+    instrumentation: Feature | None = None
     """Traces the run (``operative.instrumentation``); None: no tracing work at all."""
-    guardrails: Guardrails | None = None
+    guardrails: Feature | None = None
     """Input, output and tool guardrails (``operative.guardrails``); None: none at all."""
+    extensions: tuple[Feature, ...] = ()
+    """Further features (``extensions=[...]``), attached in order (see ``_extension``)."""
 
 
 def _as_tuple(value: Any, what: str) -> tuple[Any, ...]:
@@ -243,7 +245,7 @@ def configure_run(
             "conversation= takes a Conversation (shared) or a ConversationHistory "
             f"(snapshotted), got {type(conversation).__name__}"
         )
-    if not _resumes_a_journal(options.get("durable")):
+    if not getattr(options.get("durable"), "resumes_journal", False):
         # Refused here, before anything runs or is sent (a recovered run goes on from
         # its own journal, whose transcript was checked when the run began).
         check_history(live._messages)
@@ -269,14 +271,6 @@ def configure_run(
     return config, live
 
 
-def _resumes_a_journal(durable: Any) -> bool:
-    if durable is None:
-        return False
-    from ..durable._driver import Resumed  # loaded already: the caller passed durable=
-
-    return isinstance(durable, Resumed)
-
-
 _NUMBER = (int, float)
 _TYPED_OPTIONS: dict[str, tuple[type, str]] = {
     "request_context": (RequestContext, "a RequestContext"),
@@ -290,7 +284,6 @@ _PROTOCOL_OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
         "a strategy with a slot(request, notify) method (FixedDelay, GenerateLimiter)",
     ),
     "selection": (("get_plan", "revalidate"), "a SelectionGate (get_plan() and revalidate(plan))"),
-    "instrumentation": (("trace_run",), "an operative.instrumentation.Instrumentation"),
 }
 
 
@@ -342,14 +335,12 @@ def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
     run_id = get("run_id")
     durable = get("durable")
     if durable is not None:
-        from ..durable._driver import Durable, Resumed
-
-        if not isinstance(durable, Durable | Resumed):
-            raise InvalidArgument(
-                "durable= takes operative.durable.Durable(engine=..., checkpoint_store=..., "
-                f"run_id=...), got {type(durable).__name__}"
-            )
-        durable_id = durable.lease.run_id if isinstance(durable, Resumed) else durable.run_id
+        fields["durable"] = feature_option(
+            "durable",
+            durable,
+            "operative.durable.Durable(engine=..., checkpoint_store=..., run_id=...)",
+        )
+        durable_id = getattr(durable, "run_id", None)
         if durable_id is not None:
             if run_id not in (None, durable_id):
                 raise InvalidArgument(
@@ -357,7 +348,6 @@ def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
                     "the id once"
                 )
             run_id = durable_id
-        fields["durable"] = durable
     if run_id:
         if not isinstance(run_id, str):
             raise InvalidArgument(f"run_id= takes a str, got {type(run_id).__name__}")
@@ -415,9 +405,30 @@ def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
         fields["approval_timeout"] = float(approval_timeout)
     guardrails = get("guardrails")
     if guardrails is not None:
-        from ..guardrails import collect_guardrails
-
-        fields["guardrails"] = collect_guardrails(guardrails)
+        feature = feature_option(
+            "guardrails",
+            guardrails,
+            "an InputGuardrail, OutputGuardrail or ToolGuardrail, or a list of them",
+        )
+        if feature is not None:
+            fields["guardrails"] = feature
+    instrumentation = get("instrumentation")
+    if instrumentation is not None:
+        fields["instrumentation"] = feature_option(
+            "instrumentation", instrumentation, "an operative.instrumentation.Instrumentation"
+        )
+    extensions = get("extensions")
+    if extensions is not None:
+        if not isinstance(extensions, list | tuple):
+            extensions = (extensions,)
+        for feature in extensions:
+            if not isinstance(feature, Feature):
+                raise InvalidArgument(
+                    "extensions= takes features: objects with an extension(config) method "
+                    f"that returns an operative.Extension (or None), got {feature!r}"
+                )
+        if extensions:
+            fields["extensions"] = tuple(extensions)
     for name in ("principal", "agent_name", "trace_context"):
         if name in options:
             fields[name] = options[name]
@@ -425,6 +436,25 @@ def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
     if abort_on is not None:
         fields["abort_on"] = abort_waiter(abort_on)
     return fields
+
+
+def feature_option(name: str, value: Any, what: str) -> Any:
+    """``value`` as the feature an option names (``None``: it asks for nothing).
+
+    A feature declares the option it stands for (``option = "durable"``). An option
+    that takes a list of items (``guardrails=[...]``) gets items whose
+    ``collect_feature(items)`` builds the one feature, checking every item.
+    """
+    items = value if isinstance(value, list | tuple) else None
+    if items is None and getattr(value, "option", None) == name and isinstance(value, Feature):
+        return value
+    first = items[0] if items else value
+    collect = getattr(first, "collect_feature", None)
+    if collect is not None and getattr(first, "option", None) == name:
+        return collect(value)
+    if items is not None and not items:
+        return None
+    raise InvalidArgument(f"{name}= takes {what}, got {type(value).__name__}")
 
 
 def abort_waiter(abort_on: Any) -> Callable[[], Awaitable[object]]:

@@ -14,9 +14,10 @@ event) runs shielded; what may block in it is bounded by ``cleanup_timeout``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -48,6 +49,7 @@ from ._events import (
     SteeringSuperseded,
     StepAborted,
 )
+from ._extension import ResumePoint
 from ._results import RunResult, StepResult
 from ._run_state import CancelReason, is_shutdown
 from ._step import StepLoop
@@ -58,6 +60,17 @@ if TYPE_CHECKING:
     from ..steering import SteeringOutcome
 
 __all__ = ["ActiveRun"]
+
+_UNFINISHED_DURABLE = (
+    "committing its outcome took over cleanup_timeout={timeout:g}s; the stored run stays "
+    "claimable, and recover() finishes it from its journal"
+)
+_UNFINISHED = "the clean-up of {extension!r} took over cleanup_timeout={timeout:g}s"
+_FAILED_DURABLE = (
+    "its outcome was not committed ({error}); the stored run stays claimable, and recover() "
+    "finishes it from its journal"
+)
+_FAILED = "its clean-up failed ({error})"
 
 logger = logging.getLogger("operative.run")
 
@@ -144,7 +157,8 @@ class ActiveRun(StepLoop):
     @property
     def is_durably_started(self) -> bool:
         """True once this run's durable record is committed (never for in-memory runs)."""
-        return self._durable is not None and self._durable.lease is not None
+        durable = self._ext.durable
+        return durable is not None and durable.is_durably_started()
 
     async def wait_durably_started(self) -> None:
         """Return once the durable run record is committed (the run id is then safe to
@@ -153,12 +167,13 @@ class ActiveRun(StepLoop):
         Raises:
             InvalidArgument: the run is not durable (no ``durable=`` was given).
         """
-        if self._durable is None:
+        durable = self._ext.durable
+        if durable is None:
             raise InvalidArgument(
                 "this run is not durable: pass durable=Durable(engine=..., "
                 "checkpoint_store=...) to open_run to make it so"
             )
-        await self._durable.wait_started()
+        await durable.wait_durably_started()
 
     def statistics(self) -> dict[str, int]:
         """Counters for debugging: steps so far, listener failures."""
@@ -284,14 +299,21 @@ class ActiveRun(StepLoop):
         try:
             with self._scope:
                 try:
-                    if self._durable is not None:
-                        await self._durable.begin(self)
+                    ext = self._ext
+                    resume: ResumePoint | None = None
+                    for extension in ext.run_started:
+                        resume = await extension.run_started(self) or resume
                     for hook in self._cfg.hooks.on_run_start:
                         await call_hook(hook, self._hook_context())
-                    if self._guardrails is None:
-                        finish = await self._loop()
+                    if ext.wrap_loop or resume is not None:
+                        loop: Callable[[], Awaitable[FinishReason]] = functools.partial(
+                            self._loop, resume
+                        )
+                        for extension in ext.wrap_loop:
+                            loop = extension.wrap_loop(self, loop)
+                        finish = await loop()
                     else:
-                        finish = await self._guardrails.drive(self, self._loop)
+                        finish = await self._loop()
                 except Exception as exc:
                     finish, error = await self._recover(exc)
         except Exception as exc:
@@ -480,21 +502,20 @@ class ActiveRun(StepLoop):
                     f"its on_run_end hooks did not finish within cleanup_timeout="
                     f"{cfg.cleanup_timeout:g}s"
                 )
-        durable = self._durable
-        if durable is not None:
+        for extension in self._ext.run_ending:
+            failed: BaseException | None = None
             with trio.CancelScope(shield=True), trio.move_on_after(cfg.cleanup_timeout) as cleanup:
-                result = await durable.finish(self, result, shutdown=shutdown)
+                try:
+                    result = await extension.run_ending(self, result, shutdown=shutdown)
+                except Exception as exc:
+                    failed = exc
             if cleanup.cancelled_caught:
-                unfinished = (
-                    f"committing its outcome took over cleanup_timeout={cfg.cleanup_timeout:g}s; "
-                    "the stored run stays claimable, and recover() finishes it from its journal"
-                )
-            elif durable.commit_error is not None:
-                cause = durable.commit_error
-                unfinished = (
-                    f"its outcome was not committed ({type(cause).__name__}: {cause}); the "
-                    "stored run stays claimable, and recover() finishes it from its journal"
-                )
+                template = _UNFINISHED_DURABLE if extension.durable else _UNFINISHED
+                unfinished = template.format(timeout=cfg.cleanup_timeout, extension=extension)
+            elif failed is not None:
+                cause = failed
+                template = _FAILED_DURABLE if extension.durable else _FAILED
+                unfinished = template.format(error=f"{type(failed).__name__}: {failed}")
         if unfinished is not None:
             logger.error("run %s ended (%s) but %s", run_id, result.finish_reason, unfinished)
             failure = CleanupError(

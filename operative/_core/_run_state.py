@@ -8,17 +8,21 @@ phase a module of its own without a per-step indirection.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
+import msgspec
 import trio
 
 from ..conversation import Conversation
 from ..hooks import HookContext
 from ..liveness import DeclaredWait, LivenessTracker
+from ._errors import InvalidArgument
 from ._event_hub import EventHub
 from ._events import BudgetLimitExceeded, BudgetThresholdCrossed, Event
+from ._extension import Extension, Extensions, Switch, extensions_for
+from ._model import GenerateFunction
 from ._options import RunConfig
 from ._results import RunResult, SchemaValidation, StepResult
 from ._types import FinishReason, ToolCall, ToolResult, Usage
@@ -26,10 +30,7 @@ from ._types import FinishReason, ToolCall, ToolResult, Usage
 if TYPE_CHECKING:
     from ..budgets import BudgetStatus, BudgetTracker
     from ..context import ContextManager
-    from ..durable._driver import DurableDriver
-    from ..guardrails._runner import GuardrailRunner
     from ..steering import SteeringCursor
-    from ._instrument_hook import RunTracer
 
 __all__ = ["NO_USAGE", "CancelReason", "Inflight", "RunState", "is_shutdown", "only_cancelled"]
 
@@ -113,10 +114,8 @@ class RunState:
         "_context",
         "_deadlines",
         "_done",
-        "_durable",
         "_elicit",
-        "_guardrails",
-        "_handoff",
+        "_ext",
         "_hub",
         "_inflight",
         "_liveness",
@@ -132,7 +131,7 @@ class RunState:
         "_steering_wait",
         "_step",
         "_steps",
-        "_tracer",
+        "_switch",
         "_usage",
         "conversation",
         "run_id",
@@ -152,10 +151,12 @@ class RunState:
         self._steps: list[StepResult] = []
         self._usage = Usage()
         self._step = 0
+        self._ext: Extensions = extensions_for(config)
+        """The features attached to this run, by the boundaries they override."""
         self._liveness = LivenessTracker(
             self.run_id,
             clock=self._clock_now,
-            durability="process-local" if config.durable is None else "durable",
+            durability="process-local" if self._ext.durable is None else "durable",
         )
         self._elicit: Callable[[Any], Awaitable[Any]] | None = (
             self._elicit_while_waiting if config.on_elicitation is not None else None
@@ -168,8 +169,8 @@ class RunState:
         self._output: Any = None
         self._content_override: str | None = None
         self._recovered_error: str | None = None
-        self._handoff: Any = None
-        """A pending handoff (``operative.multiagent``), applied at the step's end."""
+        self._switch: Any = None
+        """A pending configuration switch (a handoff), applied at the step's end."""
         # Optional subsystems are imported only by runs that use them.
         self._budget: BudgetTracker | None = None
         if config.budget is not None:
@@ -188,18 +189,6 @@ class RunState:
                 on_park=self._steering_parked,
                 on_unpark=self._steering_resumed,
             )
-        self._tracer: RunTracer | None = None
-        """Set by ``open_run`` when the run is instrumented."""
-        self._durable: DurableDriver | None = None
-        if config.durable is not None:
-            from ..durable._driver import make_driver
-
-            self._durable = make_driver(config.durable)
-        self._guardrails: GuardrailRunner | None = None
-        if config.guardrails is not None:
-            from ..guardrails._runner import GuardrailRunner
-
-            self._guardrails = GuardrailRunner(config.guardrails)
         self._context: ContextManager | None = None
         if config.context_management is not None:
             from ..context import ContextManager
@@ -251,6 +240,132 @@ class RunState:
             request_context=cfg.request_context,
             principal=cfg.principal,
         )
+
+    # -- for extensions --------------------------------------------------------------
+    # What a feature attached through the extension seam may read and call. Nothing
+    # here is on the loop's hot path.
+
+    @property
+    def config(self) -> RunConfig:
+        """The run's validated configuration (it changes when a switch is applied)."""
+        return self._cfg
+
+    @property
+    def extensions(self) -> tuple[Extension, ...]:
+        """The extensions attached to this run, in order."""
+        return self._ext.all
+
+    @property
+    def resumed(self) -> bool:
+        """True for a run rebuilt from a durable journal (it ran before a crash)."""
+        return bool(getattr(self._cfg.durable, "resumes_journal", False))
+
+    @property
+    def cancel_message(self) -> str | None:
+        """Why the run was asked to stop (an abort, a deadline, a budget), if it was."""
+        reason = self._cancel_reason
+        return None if reason is None else reason.message
+
+    @property
+    def current_step(self) -> int:
+        """The step in progress (0 before the first)."""
+        return self._step
+
+    @property
+    def steps(self) -> tuple[StepResult, ...]:
+        """The steps completed so far."""
+        return tuple(self._steps)
+
+    @property
+    def usage(self) -> Usage:
+        """What the run has spent so far."""
+        return self._usage
+
+    def now(self) -> float:
+        """The run's clock (trio's)."""
+        return self._now()
+
+    def wants(self, type: str) -> bool:
+        """Whether anyone listens for events of ``type`` (build them only then)."""
+        return self._hub.wants(type)
+
+    async def emit(self, event: Event) -> None:
+        """Send ``event`` to the run's listeners and streams (waits for a full stream)."""
+        await self._hub.emit(event)
+
+    def emit_nowait(self, event: Event) -> None:
+        """Send ``event`` without waiting (a full stream merges or drops, as configured)."""
+        self._hub.emit_nowait(event)
+
+    def wrap_generate(self, generate: GenerateFunction) -> GenerateFunction:
+        """``generate`` wrapped by every extension that wraps the run's model calls."""
+        for extension in self._ext.wrap_generate:
+            generate = extension.wrap_generate(generate)
+        return generate
+
+    def reconfigure(self, config: RunConfig) -> None:
+        """Run on under ``config`` from the next step (its generate is wrapped here)."""
+        self._cfg = msgspec.structs.replace(config, generate=self.wrap_generate(config.generate))
+
+    @property
+    def pending_switch(self) -> Switch | None:
+        """The switch a tool asked for in this step, not applied yet."""
+        return cast("Switch | None", self._switch)
+
+    def request_switch(self, switch: Switch) -> None:
+        """Apply ``switch`` at the end of this step (``await switch.apply(run)``).
+
+        One switch per step: a second request raises :class:`InvalidArgument`.
+        """
+        if self._switch is not None:
+            raise InvalidArgument("this step already switched the run's configuration")
+        self._switch = switch
+
+    def resume_from(self, steps: Sequence[StepResult], usage: Usage) -> None:
+        """Take up the steps and spend of a run rebuilt from a journal (before its loop)."""
+        self._steps.extend(steps)
+        self._usage = usage
+
+    def charge(self, usage: Usage, *, step: int | None = None, spent: Any = None) -> Any:
+        """Add ``usage`` (spent on the run's behalf, e.g. by a subagent) to the run and,
+        when ``step`` is in flight, to that step; charge the budget with ``spent`` (a
+        ``BudgetSpent``; derived from ``usage`` when omitted). Synchronous, so it is safe
+        during a cancellation. Returns the budget status to pass to :meth:`enforce`."""
+        self._usage = self._usage + usage
+        inflight = self._inflight
+        if inflight is not None and inflight.step == step:
+            inflight.usage = inflight.usage + usage
+        tracker = self._budget
+        if tracker is None:
+            return None
+        if spent is None:
+            from ..budgets import BudgetSpent, usage_tokens
+
+            spent = BudgetSpent(tokens=usage_tokens(usage), requests=0)
+        return tracker.charge_child(spent)
+
+    async def enforce(self, status: Any) -> None:
+        """Report a budget status from :meth:`charge`; end the run if a limit is crossed."""
+        if status is not None and self._budget is not None:
+            await self._enforce_budget(status)
+
+    def budget_remaining(self) -> Any:
+        """What is left of the run's budget (a ``Budget``), or ``None`` without one."""
+        if self._budget is None:
+            return None
+        return self._budget.remaining(self._now())
+
+    def budget_spent(self) -> Any:
+        """What the run's budget counted so far (a ``BudgetSpent``), or ``None``."""
+        return None if self._budget is None else self._budget.spent
+
+    def traceparent(self) -> str | None:
+        """The W3C ``traceparent`` of the run's trace, when an extension traces it."""
+        for extension in self._ext.all:
+            parent = extension.traceparent()
+            if parent is not None:
+                return parent
+        return None
 
     # -- budgets ---------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ generate phase (``_generate_phase``); the assistant message; the tool phase
 from __future__ import annotations
 
 import inspect
+from typing import TYPE_CHECKING, cast
 
 import msgspec
 import trio
@@ -24,13 +25,17 @@ from ._events import (
     StepGenerated,
     StepStarted,
 )
+from ._extension import ResumePoint
 from ._generate_phase import GeneratePhase
 from ._model import GenerateRequest
 from ._output import validate_output
 from ._results import SchemaValidation, StepResult
-from ._run_state import NO_USAGE, CancelReason, Inflight
+from ._run_state import NO_USAGE, Inflight
 from ._tool_phase import ToolPhase, select_specs
 from ._types import FinishReason, ToolResult
+
+if TYPE_CHECKING:
+    from ._run import ActiveRun
 
 __all__ = ["StepLoop"]
 
@@ -40,7 +45,7 @@ class StepLoop(GeneratePhase, ToolPhase):
 
     __slots__ = ()
 
-    async def _loop(self) -> FinishReason:
+    async def _loop(self, resume: ResumePoint | None = None) -> FinishReason:
         cfg = self._cfg
         hub = self._hub
         conversation = self.conversation
@@ -49,20 +54,21 @@ class StepLoop(GeneratePhase, ToolPhase):
         specs = cfg.toolbox.specs()
         budget = self._budget
         steering = self._steering
-        durable = self._durable
+        ext = self._ext
+        run = cast("ActiveRun", self)  # what extensions are given
         first = 1
-        if durable is not None and durable.replay is not None:
-            # A recovered run goes on from the journal's last step; one that had already
-            # met a stop condition when it was cut ends here (unless that step handed off:
-            # the agent that handed off is not consulted).
-            first = durable.replay.next_step
-            if durable.replay.partial is None and self._steps and not durable.handed_off:
+        if resume is not None:
+            # A run rebuilt from a journal goes on from its last recorded step; one that
+            # had already met a stop condition when it was cut ends here (unless that
+            # step switched agents: the agent that handed off is not consulted).
+            first = resume.next_step
+            if resume.check_stop and self._steps:
                 stopped = await self._stopped(self._steps[-1])
                 if stopped is not None:
                     return stopped
         for step in range(first, cfg.maximum_steps + 1):
-            if durable is not None and durable.cancel_reason is not None:
-                self._cancel(CancelReason(FinishReason.ABORTED, durable.cancel_reason))
+            for extension in ext.step_started:
+                await extension.step_started(run, step)
             await trio.lowlevel.checkpoint()
             self._step = step
             self._liveness._progress(step, self._usage)
@@ -81,7 +87,11 @@ class StepLoop(GeneratePhase, ToolPhase):
             if budget is not None and budget.budget.max_duration is not None:
                 await self._enforce_budget(budget.check_time(self._now()))
             offered: frozenset[str] | None = None
-            replayed = durable.take_pending(step) if durable is not None else None
+            replayed = None
+            for extension in ext.replayed:
+                replayed = extension.replayed(run, step)
+                if replayed is not None:
+                    break
             if replayed is not None:
                 # Generated before a crash and journaled: the recorded answer stands.
                 response = replayed
@@ -125,10 +135,8 @@ class StepLoop(GeneratePhase, ToolPhase):
                 conversation.append_assistant_message(content, calls, metadata=response.metadata)
             inflight.generated = True
             stop_reason = inflight.stop_reason = response.stop_reason
-            if durable is not None:
-                await durable.generated(
-                    step, conversation, inflight.usage, response.model, stop_reason
-                )
+            for extension in ext.generated:
+                await extension.generated(run, step, response, inflight.usage)
             if "step.generated" in hub.wanted:
                 await hub.emit(
                     StepGenerated(
@@ -158,8 +166,8 @@ class StepLoop(GeneratePhase, ToolPhase):
                 run_usage=self._usage,
                 stop_reason=stop_reason,
             )
-            if durable is not None:
-                await durable.step_done(step, results, conversation)
+            for extension in ext.step_completed:
+                await extension.step_completed(run, step_result)
             self._steps.append(step_result)
             inflight.completed = True
             if "step.completed" in hub.wanted:
@@ -181,11 +189,13 @@ class StepLoop(GeneratePhase, ToolPhase):
                 for hook in hooks.on_step:
                     await call_hook(hook, step_result, context)
 
-            if self._handoff is not None:
-                # A handoff tool passed control to another agent: the run goes on under
-                # its generate, tools and stop conditions from the next step (those of
-                # the agent that handed off are not consulted for this step).
-                cfg = await self._handoff.apply(self)
+            if self._switch is not None:
+                # A tool switched the run's configuration (a handoff to another agent):
+                # the run goes on under the new generate, tools and stop conditions from
+                # the next step (the old stop conditions are not consulted for this one).
+                switch, self._switch = self._switch, None
+                await switch.apply(self)
+                cfg = self._cfg
                 hooks = cfg.hooks
                 specs = cfg.toolbox.specs()
                 continue

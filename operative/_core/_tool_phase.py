@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 import trio
@@ -38,6 +38,9 @@ from ._model import call_problem
 from ._options import _NO_HOOKS as NO_HOOKS
 from ._run_state import Inflight, RunState
 from ._types import ToolCall, ToolResult
+
+if TYPE_CHECKING:
+    from ._run import ActiveRun
 
 __all__ = ["REFUSED_ARGUMENTS", "ToolPhase", "select_specs"]
 
@@ -176,16 +179,12 @@ class ToolPhase(RunState):
         execute: Callable[[ToolCall, ExecutionContext], Awaitable[ToolResult]] = (
             cfg.toolbox.execute if cfg.on_approval is None else self._execute_or_park
         )
-        guardrails, tracer, durable = self._guardrails, self._tracer, self._durable
-        if guardrails is not None or tracer is not None or durable is not None:
+        wrappers = self._ext.wrap_tool
+        if wrappers:
             # What guardrails see, traces show and the journal stores is already sendable.
             execute = _sendable_execute(execute)
-            if guardrails is not None:
-                execute = guardrails.wrap_execute(self, execute)
-            if tracer is not None:
-                execute = tracer.wrap_execute(execute)
-            if durable is not None:
-                execute = durable.journaled(execute, step, cfg.toolbox)
+            for extension in wrappers:
+                execute = extension.wrap_tool(cast("ActiveRun", self), execute, step)
         if len(to_run) == 1:
             index, call = to_run[0]
             try:
@@ -254,11 +253,11 @@ class ToolPhase(RunState):
         pending = result.pending_approval
         if result.outcome != "action-required" or pending is None or cfg.on_approval is None:
             return result
-        durable = self._durable
-        if durable is not None:
-            # Journaled as not running: a process stopped at the prompt has not run it,
-            # so whoever recovers the run asks again instead of calling it unknown.
-            await durable.parked(execution.step, call, parked=True)
+        parking = self._ext.tool_parked
+        for extension in parking:
+            # A durable journal records it as not running: a process stopped at the
+            # prompt has not run it, so whoever recovers the run asks again.
+            await extension.tool_parked(cast("ActiveRun", self), execution.step, call, parked=True)
         timeout = cfg.approval_timeout
         deadline = self._now() + timeout if timeout is not None else None
         wait = self._liveness.declare_wait(
@@ -279,8 +278,10 @@ class ToolPhase(RunState):
                 )
             approved, reason = _approved(decision)
             if approved:
-                if durable is not None:
-                    await durable.parked(execution.step, call, parked=False)
+                for extension in parking:
+                    await extension.tool_parked(
+                        cast("ActiveRun", self), execution.step, call, parked=False
+                    )
                 return await toolbox.resume_approval(
                     pending, request_context=request, context=execution
                 )

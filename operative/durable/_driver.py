@@ -33,7 +33,7 @@ import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 import msgspec
@@ -41,6 +41,7 @@ import outcome
 import trio
 
 from .._core._errors import InvalidArgument, LeaseLostError, OperativeError
+from .._core._extension import Execute, Extension, ResumePoint
 from .._core._instrument_hook import current_conversation_id
 from .._core._model import GenerateResponse
 from .._core._types import FinishReason, ToolCall, ToolResult, Usage
@@ -52,15 +53,14 @@ from ._replay import Replay
 
 if TYPE_CHECKING:
     from .._core._options import RunConfig
-    from .._core._results import RunResult
+    from .._core._results import RunResult, StepResult
     from .._core._run import ActiveRun
     from ..tools import ExecutionContext
 
-__all__ = ["Durable", "DurableDriver", "Resumed", "default_worker_id", "fingerprint", "make_driver"]
+__all__ = ["Durable", "DurableDriver", "Resumed", "default_worker_id", "fingerprint"]
 
 logger = logging.getLogger("operative.durable")
 
-Execute = Callable[[ToolCall, "ExecutionContext"], Awaitable[ToolResult]]
 
 UNKNOWN_OUTCOME = (
     "The outcome of this call is unknown: the process running it stopped before the "
@@ -87,6 +87,8 @@ class Durable:
             third of this. A worker that stalls longer loses the run to another.
         session_id: the session the run belongs to (recorded, queryable).
     """
+
+    option: ClassVar[str] = "durable"
 
     engine: DurableEngine
     checkpoint_store: CheckpointStore
@@ -117,6 +119,10 @@ class Durable:
         if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
             raise InvalidArgument(f"lease_seconds= takes seconds > 0, got {seconds!r}")
 
+    def extension(self, config: RunConfig) -> DurableDriver:
+        """The run's journal writer (one per run)."""
+        return DurableDriver(self)
+
 
 def fingerprint(config: RunConfig) -> str:
     """A digest of the options that shape a run, to notice a changed agent on recovery."""
@@ -135,23 +141,40 @@ def fingerprint(config: RunConfig) -> str:
     return hashlib.sha256(raw).hexdigest()[:32]
 
 
-_HANDOFF_MARK = "operative_handoff"
-"""Set on the function of a tool made by ``operative.multiagent.handoff``."""
+def _replay_switches(run: ActiveRun, steps: Any, *, complete: bool) -> bool:
+    """Switch a rebuilt run to the configuration in charge after its journaled steps.
+
+    Each step whose switching call (a handoff) succeeded switched at its end; those
+    switches are applied again, in order and silently (they were announced before the
+    crash). ``complete``: the journal ends between steps. Returns whether the last step
+    switched, so the rebuilt loop does not check it against the old stop conditions.
+    """
+    switched = False
+    last = steps[-1].step if steps else 0
+    for step in steps:
+        switched = False
+        for result in step.results:
+            if result.outcome != "success":
+                continue
+            # Looked up in the configuration in charge at that step (it changes).
+            tool = run.config.toolbox.get(result.tool_name)
+            if tool is None or tool.switch is None:
+                continue
+            tool.switch(result.call_id).replay(run, step, last=complete and step.step == last)
+            switched = True
+            break  # one switch per step
+    return switched
 
 
-def _successes(steps: Any) -> Any:
-    return (result for step in steps for result in step.results if result.outcome == "success")
+class DurableDriver(Extension):
+    """One run's durable writes: the extension a ``durable=`` routing attaches.
 
+    The loop calls it at each boundary (see :mod:`operative._core._extension`): the run
+    record at ``run_started``, the journal at ``generated``, around each tool call and
+    at ``step_completed``, the outcome at ``run_ending``; the lease renewer is its task.
+    """
 
-def _is_handoff(toolbox: Any, result: ToolResult) -> bool:
-    """Whether ``result`` may be a handoff's (its tool, in this toolbox, is a handoff);
-    later agents' handoff tools are found by ``replay_handoffs`` itself."""
-    tool = toolbox.get(result.tool_name)
-    return tool is not None and _HANDOFF_MARK in getattr(tool.fn, "__dict__", ())
-
-
-class DurableDriver:
-    """One run's durable writes. Created by the run; the loop calls it at each boundary."""
+    durable = True
 
     __slots__ = (
         "_durable",
@@ -218,7 +241,7 @@ class DurableDriver:
                 # its writes return the cancellation, as they would have.)
                 await self._read_cancellation(run.run_id)
             return
-        cfg = run._cfg
+        cfg = run.config
         conversation = run.conversation
         started = Started(
             messages=conversation.messages,
@@ -226,7 +249,7 @@ class DurableDriver:
             agent_name=cfg.agent_name,
             fingerprint=fingerprint(cfg),
             conversation_id=current_conversation_id(),
-            trace_parent=run._tracer.traceparent() if run._tracer is not None else None,
+            trace_parent=run.traceparent(),
         )
 
         async def start() -> None:
@@ -262,28 +285,18 @@ class DurableDriver:
             self.cancel_reason = record.cancel_reason
 
     def _restore(self, run: ActiveRun, replay: Replay) -> None:
-        run._steps.extend(replay.steps)
-        run._usage = replay.usage
-        run._seen_call_ids.update(
-            call.id
-            for message in replay.history.messages
-            if message.tool_calls
-            for call in message.tool_calls
-        )
-        if replay.started.fingerprint and replay.started.fingerprint != fingerprint(run._cfg):
+        run.resume_from(replay.steps, replay.usage)
+        cfg = run.config
+        if replay.started.fingerprint and replay.started.fingerprint != fingerprint(cfg):
             logger.warning(
                 "durable run %s: the agent %r changed since the run started (its tools, "
                 "limits or settings differ); the run continues with the current definition",
                 run.run_id,
-                run._cfg.agent_name,
+                cfg.agent_name,
             )
-        if replay.steps and any(
-            _is_handoff(run._cfg.toolbox, result) for result in _successes(replay.steps)
-        ):
+        if replay.steps:
             # A journaled step handed off: the run goes on under the agent in charge.
-            from ..multiagent._handoff import replay_handoffs
-
-            self.handed_off = replay_handoffs(run, replay.steps, complete=replay.partial is None)
+            self.handed_off = _replay_switches(run, replay.steps, complete=replay.partial is None)
 
     async def wait_started(self) -> None:
         """Return once the run record is committed; raise what stopped the write."""
@@ -314,7 +327,7 @@ class DurableDriver:
             metadata=dict(message.metadata),
         )
 
-    async def generated(
+    async def journal_generated(
         self,
         step: int,
         conversation: Any,
@@ -340,8 +353,9 @@ class DurableDriver:
         )
         await self._append([record], journaled=len(messages))
 
-    def journaled(self, execute: Execute, step: int, toolbox: Any) -> Execute:
+    def journaled(self, run: ActiveRun, execute: Execute, step: int) -> Execute:
         """Wrap a step's ``execute`` with ``tool.started`` / ``tool.settled`` records."""
+        toolbox = run.config.toolbox
         replay = self._replay
         partial = replay.partial if replay is not None else None
         if partial is not None and partial.step != step:
@@ -352,14 +366,13 @@ class DurableDriver:
             if partial is not None:
                 recorded = partial.settled.get(call.id)
                 if recorded is not None:
-                    # Settled before the crash: never run twice. A handoff call asks for
-                    # its switch again (that request lived in the crashed process).
-                    if recorded.outcome == "success" and context.run is not None:
+                    # Settled before the crash: never run twice. A switching call (a
+                    # handoff) asks again (that request lived in the crashed process).
+                    if recorded.outcome == "success":
                         tool = toolbox.get(call.name)
-                        if tool is not None and _HANDOFF_MARK in getattr(tool.fn, "__dict__", ()):
-                            from ..multiagent._handoff import rearm
-
-                            rearm(context.run, tool, call.id)
+                        switch = None if tool is None else tool.switch
+                        if switch is not None and run.pending_switch is None:
+                            run.request_switch(switch(call.id))
                     return recorded
                 if call.id in partial.started and not _idempotent(toolbox, call):
                     result = ToolResult(
@@ -465,6 +478,58 @@ class DurableDriver:
                 logger.warning("%s failed as the run was stopped", what, exc_info=result.error)
             raise cancelled
         result.unwrap()
+
+    # -- the extension's boundaries ----------------------------------------------------
+
+    def start_tasks(self, run: ActiveRun, nursery: trio.Nursery) -> None:
+        nursery.start_soon(self.keep_lease, run.abort, name=f"operative lease renewer {run.run_id}")
+
+    async def run_started(self, run: ActiveRun) -> ResumePoint | None:
+        await self.begin(run)
+        replay = self._replay
+        if replay is None:
+            return None
+        # A run cut between steps that had met a stop condition ends at once (unless its
+        # last step handed off: the agent that handed off is not consulted).
+        return ResumePoint(
+            next_step=replay.next_step,
+            check_stop=replay.partial is None and not self.handed_off,
+        )
+
+    async def step_started(self, run: ActiveRun, step: int) -> None:
+        if self.cancel_reason is not None:
+            run.abort(self.cancel_reason)  # asked for through the engine
+
+    def replayed(self, run: ActiveRun, step: int) -> GenerateResponse | None:
+        return self.take_pending(step)
+
+    async def generated(
+        self, run: ActiveRun, step: int, response: GenerateResponse, usage: Usage
+    ) -> None:
+        await self.journal_generated(
+            step, run.conversation, usage, response.model, response.stop_reason
+        )
+
+    def wrap_tool(self, run: ActiveRun, execute: Execute, step: int) -> Execute:
+        return self.journaled(run, execute, step)
+
+    async def tool_parked(self, run: ActiveRun, step: int, call: ToolCall, *, parked: bool) -> None:
+        await self.parked(step, call, parked=parked)
+
+    async def step_completed(self, run: ActiveRun, step: StepResult) -> None:
+        await self.step_done(step.step, step.results, run.conversation)
+
+    async def run_ending(self, run: ActiveRun, result: RunResult, *, shutdown: bool) -> RunResult:
+        result = await self.finish(run, result, shutdown=shutdown)
+        if self.commit_error is not None:
+            raise self.commit_error
+        return result
+
+    def is_durably_started(self) -> bool:
+        return self._lease is not None
+
+    async def wait_durably_started(self) -> None:
+        await self.wait_started()
 
     # -- the lease -------------------------------------------------------------------
 
@@ -574,12 +639,18 @@ def _idempotent(toolbox: Any, call: ToolCall) -> bool:
 class Resumed:
     """A recovered run's durable routing: the claimed lease and the replayed journal."""
 
+    option: ClassVar[str] = "durable"
+    resumes_journal: ClassVar[bool] = True
+    """The run goes on from its journal's transcript (checked when it first ran)."""
+
     durable: Durable
     lease: Lease
     replay: Replay
 
+    @property
+    def run_id(self) -> str:
+        return self.lease.run_id
 
-def make_driver(option: Durable | Resumed) -> DurableDriver:
-    if isinstance(option, Resumed):
-        return DurableDriver(option.durable, replay=option.replay, lease=option.lease)
-    return DurableDriver(option)
+    def extension(self, config: RunConfig) -> DurableDriver:
+        """The run's journal writer, going on from the replayed journal."""
+        return DurableDriver(self.durable, replay=self.replay, lease=self.lease)

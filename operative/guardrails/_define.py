@@ -15,11 +15,14 @@ A check is a plain or async callable returning a :class:`Verdict` (``allow()``,
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import attrs
 
 from .._core._errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from .._core._extension import Extension
 
 __all__ = [
     "Guardrails",
@@ -95,8 +98,18 @@ def _check_name(instance: Any, attribute: Any, value: Any) -> None:
         raise InvalidArgument(f"a guardrail's name= takes a non-empty str, got {value!r}")
 
 
+class _Item:
+    """What ``guardrails=`` items share: the option they stand for, and how a list of
+    them becomes the run's feature (see ``_core._extension``)."""
+
+    option: ClassVar[str] = "guardrails"
+
+    def collect_feature(self, items: Any) -> Guardrails | None:
+        return collect_guardrails(items)
+
+
 @attrs.frozen
-class InputGuardrail:
+class InputGuardrail(_Item):
     """Checks the run's input: ``check(text, context) -> Verdict | None``.
 
     ``text`` is the text of the input conversation's last user message ("" when there is
@@ -127,7 +140,7 @@ class InputGuardrail:
 
 
 @attrs.frozen
-class OutputGuardrail:
+class OutputGuardrail(_Item):
     """Checks the final answer before the run accepts it: ``check(content, context)``.
 
     Runs once, when a stop condition holds or the run reaches ``maximum_steps``. A
@@ -161,7 +174,7 @@ def _tool_names(value: Any) -> frozenset[str] | None:
 
 
 @attrs.frozen
-class ToolGuardrail:
+class ToolGuardrail(_Item):
     """Checks tool calls before they execute and their results after.
 
     ``on_call(call, context)`` sees the :class:`~operative.ToolCall` before the tool
@@ -204,7 +217,10 @@ AnyGuardrail = InputGuardrail | OutputGuardrail | ToolGuardrail
 
 @attrs.frozen(kw_only=True)
 class Guardrails:
-    """A run's guardrails, sorted by kind (built once by :func:`collect_guardrails`)."""
+    """A run's guardrails, sorted by kind (built once by :func:`collect_guardrails`):
+    the feature ``guardrails=`` attaches."""
+
+    option: ClassVar[str] = "guardrails"
 
     input: tuple[InputGuardrail, ...] = ()
     """Input guardrails that run before the first generate call, in order."""
@@ -215,6 +231,12 @@ class Guardrails:
     """Tool guardrails with an ``on_call`` check."""
     tool_result: tuple[ToolGuardrail, ...] = ()
     """Tool guardrails with an ``on_result`` check."""
+
+    def extension(self, config: Any) -> Extension:
+        """The run's guardrail runner (one per run)."""
+        from ._runner import GuardrailRunner
+
+        return GuardrailRunner(self)
 
 
 def collect_guardrails(guardrails: Any) -> Guardrails | None:

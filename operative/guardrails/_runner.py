@@ -13,12 +13,13 @@ A trip is recorded first and then cancels the guardrail scope (synchronously, in
 same tick), so nothing inside the scope — a generate call, a tool waiting at the gate,
 a sibling tool's guardrail — gets past its next checkpoint. Every tool call passes
 through :meth:`GuardrailRunner.wrap_execute`, which waits for the parallel input
-guardrails, runs the call's guardrails, and only then executes it. The run's kernel
-(``_run``, ``_tool_phase``) calls in at two places, and only when guardrails are set.
+guardrails, runs the call's guardrails, and only then executes it. It is the run's
+extension for ``guardrails=`` (``wrap_loop`` and ``wrap_tool``, see ``_core._extension``).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -27,23 +28,22 @@ import trio
 
 from .._core._errors import GuardrailTripped, HookError
 from .._core._events import GuardrailPassed, GuardrailRewrote, GuardrailTrip
+from .._core._extension import Execute, Extension
 from .._core._types import FinishReason, ToolCall, ToolResult
 from ..conversation import TextPart, cancelled_result
 from ..hooks import call_hook
 from ._define import Guardrails, Verdict
 
 if TYPE_CHECKING:
-    from .._core._run_state import RunState
+    from .._core._run import ActiveRun
     from ..tools import ExecutionContext
 
 __all__ = ["GuardrailRunner"]
 
-Execute = Callable[[ToolCall, "ExecutionContext"], Awaitable[ToolResult]]
-
 _ACCEPTED = (FinishReason.STOP_CONDITION, FinishReason.MAXIMUM_STEPS)
 
 
-class GuardrailRunner:
+class GuardrailRunner(Extension):
     """One run's guardrails at work: the trip scope, the gate, the checks."""
 
     __slots__ = ("_ended", "_gate", "_guards", "_run", "_scope")
@@ -55,18 +55,28 @@ class GuardrailRunner:
         self._scope: trio.CancelScope | None = None
         self._gate: trio.Event | None = None
         """Set once every parallel input guardrail passed (None: nothing to wait for)."""
-        self._run: RunState | None = None
+        self._run: ActiveRun | None = None
+
+    # -- the extension's boundaries ----------------------------------------------------
+
+    def wrap_loop(
+        self, run: ActiveRun, loop: Callable[[], Awaitable[FinishReason]]
+    ) -> Callable[[], Awaitable[FinishReason]]:
+        return functools.partial(self.drive, run, loop)
+
+    def wrap_tool(self, run: ActiveRun, execute: Execute, step: int) -> Execute:
+        return self.wrap_execute(run, execute)
 
     # -- the run ---------------------------------------------------------------------
 
     async def drive(
-        self, run: RunState, loop: Callable[[], Awaitable[FinishReason]]
+        self, run: ActiveRun, loop: Callable[[], Awaitable[FinishReason]]
     ) -> FinishReason:
         """Run the step loop under the guardrails; raise what tripped, if anything did."""
         self._run = run
         guards = self._guards
-        # A recovered durable run already passed its input guardrails before the crash.
-        fresh = run._durable is None or run._durable.replay is None
+        # A run rebuilt from its journal passed its input guardrails before the crash.
+        fresh = not run.resumed
         finish = FinishReason.ERROR
         failure: Exception | None = None
         with trio.CancelScope() as scope:
@@ -87,7 +97,7 @@ class GuardrailRunner:
                 else:
                     finish = await loop()
                 accepted = finish in _ACCEPTED and failure is None and self._ended is None
-                if accepted and guards.output and run._steps:
+                if accepted and guards.output and run.steps:
                     await self._check_output()
             except Exception as exc:
                 failure = exc
@@ -108,12 +118,12 @@ class GuardrailRunner:
         """Announce a trip and stop the run, in one tick (no checkpoint in between)."""
         run = self._run
         assert run is not None
-        if run._hub.wants("guardrail.tripped"):
-            run._hub.emit_nowait(
+        if run.wants("guardrail.tripped"):
+            run.emit_nowait(
                 GuardrailTrip(
                     run_id=run.run_id,
-                    step=run._step,
-                    time=run._now(),
+                    step=run.current_step,
+                    time=run.now(),
                     guardrail=name,
                     kind=kind,
                     call_id=call_id,
@@ -130,12 +140,12 @@ class GuardrailRunner:
         assert run is not None
         verdict = await call_hook(check, *args)
         if verdict is None or (verdict.__class__ is Verdict and verdict.action == "allow"):
-            if run._hub.wants("guardrail.passed"):
-                await run._hub.emit(
+            if run.wants("guardrail.passed"):
+                await run.emit(
                     GuardrailPassed(
                         run_id=run.run_id,
-                        step=run._step,
-                        time=run._now(),
+                        step=run.current_step,
+                        time=run.now(),
                         guardrail=name,
                         kind=kind,
                         call_id=call_id,
@@ -152,12 +162,12 @@ class GuardrailRunner:
     async def _rewrote(self, name: str, kind: str, verdict: Verdict, call_id: str | None) -> None:
         run = self._run
         assert run is not None
-        if run._hub.wants("guardrail.rewrote"):
-            await run._hub.emit(
+        if run.wants("guardrail.rewrote"):
+            await run.emit(
                 GuardrailRewrote(
                     run_id=run.run_id,
-                    step=run._step,
-                    time=run._now(),
+                    step=run.current_step,
+                    time=run.now(),
                     guardrail=name,
                     kind=kind,
                     call_id=call_id,
@@ -226,7 +236,7 @@ class GuardrailRunner:
 
     # -- tools -----------------------------------------------------------------------
 
-    def wrap_execute(self, run: RunState, execute: Execute) -> Execute:
+    def wrap_execute(self, run: ActiveRun, execute: Execute) -> Execute:
         """``execute`` behind the gate and the tool guardrails (unchanged if none apply)."""
         guards = self._guards
         if not guards.tool_call and not guards.tool_result and self._gate is None:
@@ -257,7 +267,7 @@ class GuardrailRunner:
 
         return guarded
 
-    async def _check_call(self, run: RunState, call: ToolCall) -> ToolCall | None:
+    async def _check_call(self, run: ActiveRun, call: ToolCall) -> ToolCall | None:
         """The call as its guardrails let it through; None when one tripped."""
         for guard in self._guards.tool_call:
             if not guard.applies_to(call.name):
@@ -275,7 +285,7 @@ class GuardrailRunner:
             await self._rewrote(guard.name, "tool-call", verdict, call.id)
         return call
 
-    async def _check_result(self, run: RunState, call: ToolCall, result: ToolResult) -> ToolResult:
+    async def _check_result(self, run: ActiveRun, call: ToolCall, result: ToolResult) -> ToolResult:
         for guard in self._guards.tool_result:
             if not guard.applies_to(call.name):
                 continue
@@ -312,7 +322,7 @@ class GuardrailRunner:
         assert run is not None
         for guard in self._guards.output:
             override = run._content_override
-            content = override if override is not None else run._steps[-1].content
+            content = override if override is not None else run.steps[-1].content
             verdict = await self._verdict(
                 guard.name, "output", guard.check, content, run._hook_context(), call_id=None
             )
@@ -328,12 +338,12 @@ class GuardrailRunner:
                     f"{type(verdict.value).__name__}; rewrite(value) takes the new text (a str)"
                 )
             _replace_answer(run, content, verdict.value)
-            if run._cfg.output is not None:
-                run._validate_final(verdict.value)  # type: ignore[attr-defined]
+            if run.config.output is not None:
+                run._validate_final(verdict.value)
             await self._rewrote(guard.name, "output", verdict, None)
 
 
-def _input_text(run: RunState) -> str:
+def _input_text(run: ActiveRun) -> str:
     """The text of the conversation's last user message ("" when there is none)."""
     for message in reversed(run.conversation.messages):
         if message.role == "user":
@@ -344,7 +354,7 @@ def _input_text(run: RunState) -> str:
     return ""
 
 
-def _replace_input(run: RunState, text: str, name: str) -> None:
+def _replace_input(run: ActiveRun, text: str, name: str) -> None:
     messages = list(run.conversation.messages)
     for index in range(len(messages) - 1, -1, -1):
         if messages[index].role == "user":
@@ -357,7 +367,7 @@ def _replace_input(run: RunState, text: str, name: str) -> None:
     )
 
 
-def _replace_answer(run: RunState, old: str, new: str) -> None:
+def _replace_answer(run: ActiveRun, old: str, new: str) -> None:
     """The run's answer becomes ``new``, in the result and in the transcript."""
     run._content_override = new
     messages = list(run.conversation.messages)

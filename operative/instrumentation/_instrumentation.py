@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from contextvars import ContextVar
 from importlib import metadata
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 import trio
@@ -20,7 +20,7 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .._core._errors import InvalidArgument
-from .._core._instrument_hook import Execute
+from .._core._extension import Execute
 from .._core._model import GenerateFunction, GenerateRequest, GenerateResponse
 from .._core._run_state import only_cancelled
 from .._core._types import ToolCall, ToolResult
@@ -123,8 +123,10 @@ class Instrumentation:
         """The OpenTelemetry tracer spans are made with."""
         return self._tracer
 
-    def trace_run(self, config: Any) -> RunTracer:
-        """A tracer for one run (called by ``open_run``)."""
+    option: ClassVar[str] = "instrumentation"
+
+    def extension(self, config: Any) -> RunTracer:
+        """A tracer for one run: the run's extension (called by ``open_run``)."""
         from ._run_tracer import RunTracer
 
         return RunTracer(self, config)

@@ -25,7 +25,8 @@ from opentelemetry import propagate, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from .._core._instrument_hook import Execute, current_conversation_id
+from .._core._extension import Execute, Extension
+from .._core._instrument_hook import current_conversation_id
 from .._core._model import GenerateFunction, GenerateRequest, GenerateResponse
 from .._core._types import ToolCall, ToolResult
 from ..context._compaction import Summarize
@@ -63,8 +64,9 @@ def parent_context(trace_context: Any) -> Context | None:
     )
 
 
-class RunTracer:
-    """What one instrumented run reports, and the spans it has open."""
+class RunTracer(Extension):
+    """What one instrumented run reports, and the spans it has open: the run's
+    extension for an instrumentation (``attached``, ``wrap_generate``, ``wrap_tool``)."""
 
     __slots__ = (
         "_agent",
@@ -124,10 +126,10 @@ class RunTracer:
         return self._anchor + int(at * 1e9)
 
     def _cancel_reason(self) -> str | None:
-        reason = getattr(self._run, "_cancel_reason", None)
-        return None if reason is None else str(reason.message)
+        run = self._run
+        return None if run is None else run.cancel_message
 
-    # -- the kernel's seam -------------------------------------------------------------
+    # -- the extension's boundaries ------------------------------------------------------
 
     def wrap_generate(self, generate: GenerateFunction) -> GenerateFunction:
         return self._traced(generate, self._provider, compaction=False)
@@ -153,7 +155,7 @@ class RunTracer:
 
         return traced_generate
 
-    def wrap_execute(self, execute: Execute) -> Execute:
+    def wrap_tool(self, run: Any, execute: Execute, step: int) -> Execute:
         instrumentation = self._instrumentation
 
         async def traced_execute(call: ToolCall, execution: ExecutionContext) -> ToolResult:
@@ -168,7 +170,7 @@ class RunTracer:
 
         return traced_execute
 
-    def attach(self, run: Any) -> None:
+    def attached(self, run: Any) -> None:
         self._run = run
         manager = run._context
         if manager is not None:

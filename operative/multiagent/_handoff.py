@@ -15,7 +15,7 @@ at each step, and re-arms a handoff whose call settled in a step cut short.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -33,7 +33,7 @@ from ._subagent import tool_name_for
 if TYPE_CHECKING:
     from .._core._options import RunConfig
     from .._core._results import StepResult
-    from .._core._run_state import RunState
+    from .._core._run import ActiveRun
 
 __all__ = ["InputFilter", "handoff", "remove_tool_messages"]
 
@@ -83,27 +83,26 @@ def handoff(
             description += f" Its instructions: {agent.instructions}"
 
     async def transfer(context: ToolContext) -> str:
-        run: RunState | None = context.execution.run
+        run: ActiveRun | None = context.execution.run
         if run is None:
             raise HandoffError(
                 f"{tool_name} only works inside a run (the run switches agents); "
                 "run the agent with open_run or agent.run"
             )
-        pending = run._handoff
+        pending = run.pending_switch
         if pending is not None:
+            to = pending.agent.name if isinstance(pending, _PendingHandoff) else "another agent"
             raise HandoffError(
-                f"control already passed to {pending.agent.name} in this step; "
-                "hand off once per step"
+                f"control already passed to {to} in this step; hand off once per step"
             )
-        run._handoff = target.pending(context.call_id)
+        run.request_switch(target.pending(context.call_id))
         return f"Transferred to {agent.name}: {agent.name} takes over from here."
 
     target = _HandoffTarget(agent=agent, input_filter=input_filter)
-    transfer.__dict__[_MARK] = target  # how recovery recognises the tool
-    return Tool(transfer, name=tool_name, description=description, idempotent=True)
-
-
-_MARK = "operative_handoff"
+    # ``switch=``: how a durable run rebuilt from its journal asks for the switch again.
+    return Tool(
+        transfer, name=tool_name, description=description, idempotent=True, switch=target.pending
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -117,51 +116,7 @@ class _HandoffTarget:
         return _PendingHandoff(agent=self.agent, call_id=call_id, input_filter=self.input_filter)
 
 
-def handoff_target(tool: Tool | None) -> _HandoffTarget | None:
-    """The handoff a tool made by :func:`handoff` performs; ``None`` for other tools."""
-    if tool is None:
-        return None
-    target = getattr(tool.fn, "__dict__", {}).get(_MARK)
-    return target if isinstance(target, _HandoffTarget) else None
-
-
-def rearm(run: RunState, tool: Tool | None, call_id: str) -> None:
-    """A handoff call that settled before a crash asks for its switch again."""
-    target = handoff_target(tool)
-    if target is not None and run._handoff is None:
-        run._handoff = target.pending(call_id)
-
-
-def replay_handoffs(run: RunState, steps: Sequence[StepResult], *, complete: bool) -> bool:
-    """Switch a recovered run to the agent in charge after its journaled steps.
-
-    Each completed step whose handoff call succeeded switched agents at its end; the
-    switches are applied again in order (no ``handoff`` event: they were announced
-    before the crash). The new agent's instructions are in the journal unless the
-    switch was the journal's last act (``complete`` and the last step), when they are
-    appended again. Returns whether the last step handed off, so the recovered loop
-    does not check that step against the old agent's stop conditions.
-    """
-    handed_off = False
-    last = steps[-1].step if steps else 0
-    for step in steps:
-        handed_off = False
-        for result in step.results:
-            if result.outcome != "success":
-                continue
-            target = handoff_target(run._cfg.toolbox.get(result.tool_name))
-            if target is None:
-                continue
-            boundary = _answer_id(run, step.results[-1].call_id)
-            target.pending(result.call_id).switch(
-                run, boundary=boundary, instructions=complete and step.step == last
-            )
-            handed_off = True
-            break  # a second handoff in one step is refused by the tool
-    return handed_off
-
-
-def _answer_id(run: RunState, call_id: str) -> str | None:
+def _answer_id(run: ActiveRun, call_id: str) -> str | None:
     """The id of the tool message that answers ``call_id`` (a step's last message)."""
     for message in reversed(run.conversation.messages):
         if message.tool_call_id == call_id:
@@ -177,36 +132,38 @@ class _PendingHandoff:
     call_id: str
     input_filter: InputFilter | None
 
-    async def apply(self, run: RunState) -> RunConfig:
+    async def apply(self, run: ActiveRun) -> None:
         """Switch at the end of the step that called the tool, and announce it."""
-        cfg = run._cfg
+        cfg = run.config
         messages = run.conversation.messages
-        new = self.switch(run, boundary=messages[-1].id if messages else None, instructions=True)
-        hub = run._hub
-        if hub.wants("handoff"):
-            await hub.emit(
+        self.switch(run, boundary=messages[-1].id if messages else None, instructions=True)
+        if run.wants("handoff"):
+            await run.emit(
                 Handoff(
                     run_id=run.run_id,
-                    step=run._step,
-                    time=run._now(),
+                    step=run.current_step,
+                    time=run.now(),
                     call_id=self.call_id,
                     from_agent=cfg.agent_name,
                     to_agent=self.agent.name,
                 )
             )
-        return new
 
-    def switch(self, run: RunState, *, boundary: str | None, instructions: bool) -> RunConfig:
+    def replay(self, run: ActiveRun, step: StepResult, *, last: bool) -> None:
+        """Switch again, silently, in a run rebuilt from its journal. The new agent's
+        instructions are in the journal unless this switch was its last act."""
+        boundary = _answer_id(run, step.results[-1].call_id)
+        self.switch(run, boundary=boundary, instructions=last)
+
+    def switch(self, run: ActiveRun, *, boundary: str | None, instructions: bool) -> RunConfig:
         """Give the run the new agent's configuration; ``boundary`` is the id of the last
         message the input filter applies to, ``instructions`` whether to append them."""
         agent = self.agent
-        cfg = run._cfg
+        cfg = run.config
         conversation = run.conversation
         generate: GenerateFunction = agent.generate
         if self.input_filter is not None and boundary is not None:
             generate = _filtered(generate, self.input_filter, boundary)
-        if run._tracer is not None:
-            generate = run._tracer.wrap_generate(generate)
         settings = agent.options.get("settings")
         new = msgspec.structs.replace(
             cfg,
@@ -216,8 +173,7 @@ class _PendingHandoff:
             agent_name=agent.name,
             settings=dict(settings) if settings else cfg.settings,
         )
-        run._cfg = new
-        run._handoff = None
+        run.reconfigure(new)
         if instructions and agent.instructions:
             conversation.append_system_message(agent.instructions)
         return new

@@ -95,6 +95,10 @@ class Tool:
     timeout: float | None
     max_concurrency: int | None
     needs_approval: NeedsApproval
+    switch: Callable[[str], Any] | None
+    """For a tool whose successful call switches the run's configuration (a handoff):
+    given the call id, the :class:`~operative.Switch` it asks for. A durable run rebuilt
+    from its journal asks it again instead of running the call twice."""
     # Precomputed once so a call does no introspection.
     _spec: ToolSpec
     _decode_json: Callable[[str | bytes], Any]
@@ -125,6 +129,7 @@ class Tool:
         timeout: float | None = None,
         max_concurrency: int | None = None,
         needs_approval: NeedsApproval = False,
+        switch: Callable[[str], Any] | None = None,
     ) -> None:
         if not callable(fn):
             raise ToolDefinitionError(f"a tool wraps a function, not {fn!r}")
@@ -187,6 +192,7 @@ class Tool:
             timeout=timeout,
             max_concurrency=max_concurrency,
             needs_approval=needs_approval,
+            switch=switch,
             spec=ToolSpec(name=tool_name, description=description, input_schema=schema),
             decode_json=decode_json,
             convert=convert,
@@ -227,6 +233,7 @@ class Tool:
             timeout=self.timeout,
             max_concurrency=self.max_concurrency,
             needs_approval=self.needs_approval,
+            switch=self.switch,
         )
 
     async def call_needs_approval(

@@ -515,7 +515,7 @@ async def test_an_uninstrumented_run_does_no_tracing_work() -> None:
     """Without instrumentation the run keeps its own generate function and no tracer."""
     model = Model(["hi"])
     async with open_run(generate=model, conversation=_conversation()) as run:
-        assert run._tracer is None
+        assert run.extensions == ()
         assert run._cfg.generate is model
         assert not run._hub.wants("step.started")
 
