@@ -11,7 +11,7 @@ import trio
 
 from ._core._errors import InvalidArgument
 from ._core._event_hub import Listener, Overflow
-from ._core._model import GenerateFunction
+from ._core._model import GenerateFunction, open_model_string
 from ._core._open_run import open_run
 from ._core._options import DEFAULT_MAXIMUM_STEPS, RunOptions, configure_run, make_toolbox
 from ._core._results import RunResult
@@ -19,7 +19,7 @@ from ._core._run import ActiveRun
 from .conditions import StopCondition, no_tool_calls
 from .conversation import ContentPart, Conversation, ConversationHistory
 from .liveness import LivenessSnapshot, SnapshotObserver, SnapshotStream, SnapshotSubscription
-from .tools import Tool, Toolbox
+from .tools import Toolbox
 
 __all__ = ["Agent", "AgentInput", "AgentRunContext", "RunHandle", "RunnableAgent", "create_agent"]
 
@@ -192,38 +192,19 @@ class Agent:
         await trio.lowlevel.checkpoint()
         return self
 
-    def as_tool(
-        self,
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        timeout: float | None = None,
-        max_concurrency: int | None = None,
-    ) -> Tool:
-        """This agent as a tool another agent may call: a subagent (a child run of the
-        calling run's tool task). See :func:`operative.multiagent.subagent_tool`."""
-        from .multiagent import subagent_tool
+    def __getattr__(self, name: str) -> Any:
+        moved = _MOVED.get(name)
+        if moved is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        raise AttributeError(f"agent.{name}() is gone: use {moved} (from operative)")
 
-        return subagent_tool(
-            self,
-            name=name,
-            description=description,
-            timeout=timeout,
-            max_concurrency=max_concurrency,
-        )
 
-    def as_handoff(
-        self,
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        input_filter: Callable[[ConversationHistory], ConversationHistory] | None = None,
-    ) -> Tool:
-        """A tool that hands the calling run over to this agent. See
-        :func:`operative.multiagent.handoff`."""
-        from .multiagent import handoff
-
-        return handoff(self, name=name, description=description, input_filter=input_filter)
+_MOVED = {
+    "as_tool": "subagent_tool(agent, name=..., description=...)",
+    "as_handoff": "handoff(agent, name=..., description=..., input_filter=...)",
+}
+"""Methods that lived on ``Agent`` and are now functions of ``operative.multiagent``
+(the agent is the kernel's; subagents and handoffs are a feature built on it)."""
 
 
 def create_agent(
@@ -261,9 +242,7 @@ def create_agent(
                 "generate= and model= are mutually exclusive: pass a generate function or "
                 "a model string such as 'anthropic:claude-haiku-4-5', not both"
             )
-        from .providers._model_strings import RunModel
-
-        generate = RunModel(model)
+        generate = open_model_string(model)
     elif generate is None:
         raise InvalidArgument(
             "create_agent() needs a model: generate= (a generate function) or model= (a "

@@ -9,7 +9,7 @@ import msgspec
 
 from ..conversation import ContentPart, ConversationHistory
 from ._codec import json_problem
-from ._errors import InvalidResponseError
+from ._errors import InvalidArgument, InvalidResponseError
 from ._output import OutputMode
 from ._types import ToolCall, ToolSpec, Usage
 
@@ -215,3 +215,46 @@ def call_problem(call: ToolCall) -> str | None:
             "a JSON string"
         )
     return None
+
+
+MODEL_ENTRY_POINTS = "operative.models"
+"""The entry-point group naming model-string providers: each entry's name is a prefix
+(``anthropic`` in ``"anthropic:claude-haiku-4-5"``) and its value a callable that takes
+the whole string and returns a generate function (``operative.providers`` registers the
+built-in ones; a package may register more)."""
+
+
+def open_model_string(spec: str) -> GenerateFunction:
+    """The generate function a model string names, from the provider registered for its
+    prefix (see :data:`MODEL_ENTRY_POINTS`)."""
+    from importlib.metadata import entry_points
+
+    if not isinstance(spec, str):
+        raise InvalidArgument(
+            f"a model string is a str such as 'anthropic:claude-haiku-4-5', got {spec!r}"
+        )
+    registered = {entry.name: entry for entry in entry_points(group=MODEL_ENTRY_POINTS)}
+    prefix = spec.partition(":")[0]
+    entry = registered.get(prefix)
+    if entry is None:
+        if not registered:
+            raise InvalidArgument(
+                f"model string {spec!r}: no model provider is registered (the "
+                f"{MODEL_ENTRY_POINTS!r} entry points are missing): reinstall operative "
+                "(pip install operative) or pass generate= instead"
+            )
+        raise InvalidArgument(
+            f"model string {spec!r}: the provider must be one of "
+            f"{', '.join(sorted(registered, key=_builtin_first))} (as in "
+            "'anthropic:claude-haiku-4-5')"
+        )
+    factory: Callable[[str], GenerateFunction] = entry.load()
+    return factory(spec)
+
+
+_BUILTIN_ORDER = ("anthropic", "openai", "openai-responses", "gemini", "ollama")
+
+
+def _builtin_first(name: str) -> tuple[int, str]:
+    order = _BUILTIN_ORDER.index(name) if name in _BUILTIN_ORDER else len(_BUILTIN_ORDER)
+    return order, name

@@ -256,6 +256,11 @@ class RunState:
         return self._ext.all
 
     @property
+    def ended_result(self) -> RunResult | None:
+        """The run's result once it has ended (synchronous; ``None`` before)."""
+        return self._result
+
+    @property
     def resumed(self) -> bool:
         """True for a run rebuilt from a durable journal (it ran before a crash)."""
         return bool(getattr(self._cfg.durable, "resumes_journal", False))

@@ -445,16 +445,15 @@ _MAX_LAZY_DEPTH = 32
 
 def _durable_routing(durable: object) -> tuple[str | None, bool]:
     """``durable``'s run id, and whether it resumes a recovered run; checks its type."""
-    from ..durable._driver import Durable, Resumed
-
-    if isinstance(durable, Resumed):
-        return durable.lease.run_id, True
-    if isinstance(durable, Durable):
-        return durable.run_id, False
-    raise InvalidArgument(
-        "durable= takes operative.durable.Durable(engine=..., checkpoint_store=...), "
-        f"got {type(durable).__name__}"
-    )
+    if getattr(durable, "option", None) != "durable" or not callable(
+        getattr(durable, "extension", None)
+    ):
+        raise InvalidArgument(
+            "durable= takes operative.durable.Durable(engine=..., checkpoint_store=...), "
+            f"got {type(durable).__name__}"
+        )
+    run_id = getattr(durable, "run_id", None)
+    return run_id, bool(getattr(durable, "resumes_journal", False))
 
 
 def create_lazy_agent(

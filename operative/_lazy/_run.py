@@ -301,6 +301,11 @@ class LazyRun:
 
     # -- outcome ---------------------------------------------------------------------
 
+    @property
+    def ended_result(self) -> RunResult | None:
+        """The run's result once it has ended (synchronous; ``None`` before)."""
+        return self._result
+
     async def result(self) -> RunResult:
         """Wait for the run to end and return its result."""
         await self._done.wait()

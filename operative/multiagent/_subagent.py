@@ -34,7 +34,7 @@ from ..tools import Tool, ToolContext
 from ._errors import SubagentError
 
 if TYPE_CHECKING:
-    from .._core._run_state import RunState
+    from .._core._run import ActiveRun
     from ..budgets import Budget, CostBudgetMonitor
 
 __all__ = ["run_subagent", "subagent_tool", "tool_name_for"]
@@ -137,7 +137,7 @@ async def run_subagent(
     (one that builds the child's input from structured arguments, say). Without a parent
     run (``context`` is ``None`` or was not made by the loop) it is ``agent.run(input)``.
     """
-    parent: RunState | None = context.execution.run if context is not None else None
+    parent: ActiveRun | None = context.execution.run if context is not None else None
     if parent is None or context is None:
         return await agent.run(input)
     child_id = child_run_id or f"{parent.run_id}/{context.call_id}"
@@ -151,7 +151,7 @@ class _Link:
     __slots__ = ("agent", "child", "child_id", "context", "parent", "settled", "step")
 
     def __init__(
-        self, parent: RunState, context: ToolContext, agent: RunnableAgent, child_id: str
+        self, parent: ActiveRun, context: ToolContext, agent: RunnableAgent, child_id: str
     ) -> None:
         self.parent = parent
         self.context = context
@@ -165,21 +165,21 @@ class _Link:
         try:
             async with self._open(input) as child:
                 self.child = child
-                if self.parent._hub.wants("subagent.event"):
+                if self.parent.wants("subagent.event"):
                     child.add_listener("*", self._forward)
                 result: RunResult = await child.result()
         finally:
             # Runs on every way out, cancellation included: the parent paid for what
             # the child spent whether or not the call's result survives.
             status = self._settle()
-        if status is not None and self.parent._budget is not None:
-            await self.parent._enforce_budget(status)
+        if status is not None:
+            await self.parent.enforce(status)
         return result
 
     def _open(self, input: AgentInput) -> Any:
         agent = self.agent
         parent = self.parent
-        cfg = parent._cfg
+        cfg = parent.config
         if not isinstance(agent, Agent):
             return agent.open_run(
                 input,
@@ -193,8 +193,8 @@ class _Link:
         if cfg.request_context is not None:
             options.setdefault("request_context", cfg.request_context)
         options.pop("durable", None)  # a child lives and dies with its parent's task
-        if parent._budget is not None:
-            remaining = parent._budget.remaining(parent._now())
+        remaining = parent.budget_remaining()
+        if remaining is not None:
             options["budget"] = _tighter(options.get("budget"), remaining)
         return open_run(
             generate=agent.generate,
@@ -207,7 +207,7 @@ class _Link:
 
     def _forward(self, event: Any) -> None:
         parent = self.parent
-        parent._hub.emit_nowait(
+        parent.emit_nowait(
             SubagentEvent(
                 run_id=parent.run_id,
                 step=self.step,
@@ -223,35 +223,24 @@ class _Link:
     def _settle(self) -> Any:
         """Add the child's spend to the parent (synchronous: safe while cancelled)."""
         child = self.child
-        result: RunResult | None = getattr(child, "_result", None) if child is not None else None
+        result: RunResult | None = child.ended_result if child is not None else None
         if result is None or self.settled:
             return None
         self.settled = True
         parent = self.parent
         usage = result.usage
-        parent._usage = parent._usage + usage
-        inflight = parent._inflight
-        if inflight is not None and inflight.step == self.step:
-            inflight.usage = inflight.usage + usage
-        status = None
-        tracker = parent._budget
-        if tracker is not None:
+        spent = child.budget_spent() if hasattr(child, "budget_spent") else None
+        if spent is None:
             from ..budgets import BudgetSpent, usage_tokens
 
-            child_tracker = getattr(child, "_budget", None)
-            spent = (
-                child_tracker.spent
-                if child_tracker is not None
-                else BudgetSpent(tokens=usage_tokens(usage), requests=len(result.steps))
-            )
-            status = tracker.charge_child(spent)
-        hub = parent._hub
-        if hub.wants("subagent.completed"):
-            hub.emit_nowait(
+            spent = BudgetSpent(tokens=usage_tokens(usage), requests=len(result.steps))
+        status = parent.charge(usage, step=self.step, spent=spent)
+        if parent.wants("subagent.completed"):
+            parent.emit_nowait(
                 SubagentCompleted(
                     run_id=parent.run_id,
                     step=self.step,
-                    time=parent._now(),
+                    time=parent.now(),
                     call_id=self.context.call_id,
                     tool_name=self.context.tool_name,
                     agent_name=self.agent.name,

@@ -35,7 +35,7 @@ def _agents(**triage_options: Any) -> tuple[Any, ScriptedModel, ScriptedModel]:
         name="triage",
         instructions="You route requests.",
         generate=triage_model,
-        tools=[lookup, billing.as_handoff(**triage_options)],
+        tools=[lookup, handoff(billing, **triage_options)],
     )
     return triage, triage_model, billing_model
 
@@ -84,7 +84,7 @@ async def test_the_handing_off_agents_stop_condition_does_not_end_the_run() -> N
     triage = create_agent(
         name="triage",
         generate=ScriptedModel([call("transfer_to_billing", "t1")]),
-        tools=[billing.as_handoff()],
+        tools=[handoff(billing)],
         stop_when=stop_when.tool_called("transfer_to_billing"),
     )
     result = await triage.run("help")

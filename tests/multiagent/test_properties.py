@@ -38,6 +38,7 @@ from operative import (
     Usage,
     create_agent,
     create_supervisor,
+    handoff,
     stop_when,
     subagent_tool,
 )
@@ -298,7 +299,7 @@ def planned_children(
 
 
 def child_agents(plans: dict[str, ChildPlan], records: ToolRecords, kids: Capture) -> list[Any]:
-    """The parent's subagent tools: ``alpha`` (``as_tool``) and ``ask_beta``."""
+    """The parent's subagent tools: ``alpha`` (``subagent_tool``) and ``ask_beta``."""
     generate = scripted_children(plans)
     alpha = create_agent(
         name="alpha",
@@ -308,7 +309,7 @@ def child_agents(plans: dict[str, ChildPlan], records: ToolRecords, kids: Captur
         on_run_end=kids,
     )
     beta = create_agent(name="beta", generate=generate, tools=[work_tool(records)], on_run_end=kids)
-    return [alpha.as_tool(), subagent_tool(beta, name="ask_beta")]
+    return [subagent_tool(alpha), subagent_tool(beta, name="ask_beta")]
 
 
 # -- subagents ------------------------------------------------------------------------------
@@ -562,7 +563,7 @@ def run_handoff(plan: HandoffPlan) -> None:
             tools=[
                 work_tool(records),
                 *child_agents(child_plans_of(triage_steps, "t"), records, kids),
-                billing.as_handoff(),
+                handoff(billing),
             ],
             stop_when=stop_when.tool_called("transfer_to_billing")
             if plan.stop_on_handoff

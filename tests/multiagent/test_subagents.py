@@ -36,7 +36,7 @@ async def test_subagent_answer_is_the_tool_result_and_events_are_tagged() -> Non
     )
     parent = create_agent(
         generate=ScriptedModel([call("researcher", "c1", input="look"), answer("done", 3)]),
-        tools=[child.as_tool()],
+        tools=[subagent_tool(child)],
     )
     events: list[Any] = []
     async with parent.open_run("hi") as run:
@@ -72,11 +72,11 @@ async def test_nested_subagents_wrap_once_per_level() -> None:
     middle = create_agent(
         name="middle",
         generate=ScriptedModel([call("leaf", "m1", input="go"), "middle answer"]),
-        tools=[leaf.as_tool()],
+        tools=[subagent_tool(leaf)],
     )
     top = create_agent(
         generate=ScriptedModel([call("middle", "t1", input="go"), "top answer"]),
-        tools=[middle.as_tool()],
+        tools=[subagent_tool(middle)],
     )
     events: list[Any] = []
     async with top.open_run("hi") as run:
@@ -104,7 +104,7 @@ async def test_parent_abort_mid_subagent_leaves_no_task_and_repaired_transcripts
     )
     parent = create_agent(
         generate=ScriptedModel([call("researcher", "c1", input="look"), "never"]),
-        tools=[child.as_tool()],
+        tools=[subagent_tool(child)],
     )
     events: list[Any] = []
     async with parent.open_run("hi") as run:
@@ -155,7 +155,7 @@ async def test_child_inherits_the_parents_remaining_token_budget() -> None:
                 "never",
             ]
         ),
-        tools=[child.as_tool()],
+        tools=[subagent_tool(child)],
         budget=Budget(max_tokens=100),
     )
     events: list[Any] = []
@@ -178,7 +178,7 @@ async def test_child_gets_what_is_left_of_the_parents_duration(
     child = create_agent(name="sleeper", generate=ScriptedModel([HANG]), on_run_end=child_ends)
     parent = create_agent(
         generate=ScriptedModel([call("sleeper", "c1", input="wait"), "never"]),
-        tools=[child.as_tool()],
+        tools=[subagent_tool(child)],
         budget=Budget(max_duration=10),
     )
     start = trio.current_time()
@@ -195,7 +195,7 @@ async def test_a_failed_child_is_an_error_result_for_the_parent() -> None:
     child = create_agent(name="broken", generate=ScriptedModel([RuntimeError("model down")]))
     parent = create_agent(
         generate=ScriptedModel([call("broken", "c1", input="go"), "recovered"]),
-        tools=[child.as_tool()],
+        tools=[subagent_tool(child)],
     )
     result = await parent.run("hi")
     assert result.content == "recovered"
