@@ -46,6 +46,10 @@ from ._core._errors import ToolDefinitionError as ToolDefinitionError
 from ._core._event_hub import EventStream as EventStream
 from ._core._events import Event as Event
 from ._core._events import RunEvent as RunEvent
+from ._core._extension import Extension as Extension
+from ._core._extension import Feature as Feature
+from ._core._extension import ResumePoint as ResumePoint
+from ._core._extension import Switch as Switch
 from ._core._model import GenerateFunction as GenerateFunction
 from ._core._model import GenerateRequest as GenerateRequest
 from ._core._model import GenerateResponse as GenerateResponse
@@ -152,6 +156,8 @@ __all__ = [
     "Event",
     "EventStream",
     "ExecutionContext",
+    "Extension",
+    "Feature",
     "FilePart",
     "FinishReason",
     "GenerateFunction",
@@ -179,6 +185,7 @@ __all__ = [
     "PostgresStore",
     "ProviderError",
     "RequestContext",
+    "ResumePoint",
     "RetryOptions",
     "RunEvent",
     "RunHandle",
@@ -200,6 +207,7 @@ __all__ = [
     "Steering",
     "StepResult",
     "SubagentError",
+    "Switch",
     "TextPart",
     "Tool",
     "ToolCall",
