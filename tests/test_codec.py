@@ -130,7 +130,7 @@ def test_unknown_fields_are_ignored() -> None:
 
 
 def test_error_attributes() -> None:
-    """The error carries what was decoded and msgspec's full explanation."""
+    """The error carries what was decoded and the explanation of the failing part."""
     with pytest.raises(CorruptRecordError) as caught:
         decode(b'{"tags": []}', Note, what="note 7")
     assert caught.value.what == "note 7"
