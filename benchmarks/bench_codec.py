@@ -7,6 +7,8 @@ Prints:
   of a 50-message history with mixed roles, multi-modal parts, tool calls (mapping and
   raw-string arguments) and tool results of every outcome: through ``operative._core._codec``,
   through bare msgspec, and through the shared cattrs converter for comparison;
+- what a failure costs: decoding a history whose 46th message has a wrong type (the
+  error names the JSON path), and validating the same plain data with ``validate``;
 - how long ``Conversation.current`` takes when nothing changed and after an append.
 
 Run: ``python benchmarks/bench_codec.py``.
@@ -23,7 +25,8 @@ from typing import Any
 import msgspec
 
 from operative._core._codec import decode, encode
-from operative._core._convert import get_converter
+from operative._core._convert import get_converter, validate
+from operative._core._errors import CorruptRecordError, DataValidationError
 from operative._core._types import ToolCall, ToolResult
 from operative.conversation import Conversation, ConversationHistory, ImagePart, TextPart
 
@@ -132,6 +135,32 @@ def main(quick: bool = False) -> None:
     ]
     for name, fn, number in rows:
         print(f"{name:40s} {per_call_us(fn, max(1, int(number * scale))):8.2f} µs")
+
+    broken = msgspec.json.decode(data)
+    broken["messages"][45]["id"] = 45
+    broken_data = msgspec.json.encode(broken)
+
+    def decode_broken() -> str:
+        try:
+            decode(broken_data, ConversationHistory)
+        except CorruptRecordError as exc:
+            return str(exc)
+        raise AssertionError("the broken history decoded")
+
+    def validate_broken() -> str:
+        try:
+            validate(broken, ConversationHistory)
+        except DataValidationError as exc:
+            return exc.path
+        raise AssertionError("the broken history validated")
+
+    assert "(at $.messages[45].id)" in decode_broken()
+    assert validate_broken() == "$.messages[45].id"
+    for name, fn in [
+        ("decode, error at $.messages[45].id", decode_broken),
+        ("validate, error at $.messages[45].id", validate_broken),
+    ]:
+        print(f"{name:40s} {per_call_us(fn, max(1, int(1_000 * scale))):8.2f} µs")
 
     conversation = Conversation.from_history(history)
     conversation.current  # noqa: B018 - warm the cache

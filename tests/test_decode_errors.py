@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Iterator
-from typing import Annotated, Any, Literal, NamedTuple, TypedDict
+from typing import Annotated, Any, Generic, Literal, NamedTuple, TypedDict, TypeVar
 
 import attrs
 import msgspec
@@ -63,6 +63,15 @@ class Options(TypedDict, total=False):
     depth: int
 
 
+T = TypeVar("T")
+
+
+@dataclasses.dataclass
+class Holder(Generic[T]):
+    item: T
+    more: list[T] = dataclasses.field(default_factory=list)
+
+
 class Outer(msgspec.Struct, rename={"odd": "odd key"}):
     inner: Inner | None = None
     items: list[Inner] = []
@@ -76,6 +85,7 @@ class Outer(msgspec.Struct, rename={"odd": "odd key"}):
     size: Size | None = None
     options: Options | None = None
     small: list[Annotated[int, msgspec.Meta(ge=0)]] = []
+    holder: Holder[int] | None = None
     odd: int = 0
 
 
@@ -135,6 +145,8 @@ CASES = [
     (b'{"size": {"width": 1, "height": "tall"}}', "$.size.height", "`int`"),
     (b'{"options": {"depth": "deep"}}', "$.options.depth", "`int`"),
     (b'{"small": [0, 1, -1]}', "$.small[2]", ">= 0"),
+    (b'{"holder": {"item": "x"}}', "$.holder.item", "`int`"),
+    (b'{"holder": {"item": 1, "more": [2, "x"]}}', "$.holder.more[1]", "`int`"),
     (b'{"odd key": "x"}', "$['odd key']", "`int`"),
 ]
 
@@ -155,6 +167,12 @@ def test_a_problem_with_the_whole_value_names_no_path(data: bytes, cause: str) -
     error = corrupt(data)
     assert cause in error.detail
     assert "(at " not in str(error)
+
+
+def test_nesting_too_deep_to_decode_is_corrupt() -> None:
+    """Nesting past the decoder's recursion limit is a CorruptRecordError, not a crash."""
+    error = corrupt(b"[" * 50_000 + b"]" * 50_000, list[Any])
+    assert error.detail == "nested deeper than the decoder can follow"
 
 
 def test_bytes_that_are_not_json_are_explained_as_such() -> None:

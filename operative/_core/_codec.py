@@ -141,6 +141,9 @@ def decode(data: _Data, type: Any, *, what: str = "") -> Any:
         return decoder.decode(data)
     except msgspec.DecodeError as exc:
         raise _corrupt(exc, data, type, what or _name_of(type)) from None
+    except RecursionError:
+        detail = "nested deeper than the decoder can follow"
+        raise _corrupt_record(what or _name_of(type), detail) from None
     except TypeError as exc:
         raise InvalidArgument(
             f"decode() takes bytes or str, not {_name_of(builtins.type(data))}"
@@ -244,6 +247,10 @@ def _corrupt(exc: msgspec.DecodeError, data: Any, type: Any, what: str) -> Corru
             found=found,
             supported=supported,
         )
+    return _corrupt_record(what, detail)
+
+
+def _corrupt_record(what: str, detail: str) -> CorruptRecordError:
     return CorruptRecordError(
         f"cannot decode {what}: {detail}. The bytes are not a valid {what}: they were "
         "truncated, edited, or written by other software. Restore the record from a "

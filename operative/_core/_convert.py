@@ -403,6 +403,10 @@ def _class_fields(value: Any, tp: Any, origin: type, path: str) -> Iterator[_Chi
         return
     import msgspec.inspect as mi
 
+    if origin is not tp:  # a generic class with arguments: put them in its hints
+        parameters = getattr(origin, "__parameters__", ())
+        arguments = dict(zip(parameters, typing.get_args(tp), strict=False))
+        hints = {name: _substitute(hint, arguments) for name, hint in hints.items()}
     if isinstance(info, mi.NamedTupleType) and isinstance(value, list):
         for index, (field, item) in enumerate(zip(info.fields, value, strict=False)):
             yield _Child(item, hints.get(field.name, Any), f"{path}[{index}]")
@@ -411,6 +415,19 @@ def _class_fields(value: Any, tp: Any, origin: type, path: str) -> Iterator[_Chi
         for key, item in value.items():
             if (named := by_name.get(key)) is not None:
                 yield _Child(item, hints.get(named.name, Any), _field_path(path, key))
+
+
+def _substitute(hint: Any, arguments: dict[Any, Any]) -> Any:
+    """``hint`` with the type variables of ``arguments`` replaced (``list[T]`` → ``list[int]``)."""
+    if isinstance(hint, TypeVar):
+        return arguments.get(hint, hint)
+    parameters = getattr(hint, "__parameters__", ())
+    if not parameters:
+        return hint
+    try:
+        return hint[tuple(arguments.get(parameter, parameter) for parameter in parameters)]
+    except TypeError:  # not subscriptable after all: leave it (checks only get laxer)
+        return hint
 
 
 def _type_info(tp: Any) -> Any:
