@@ -6,6 +6,10 @@ UTF-8, wrong types, unknown tags, missing fields) surfaces as
 :class:`~operative.CorruptRecordError`, naming what was decoded and the JSON path of the
 problem; bytes written by a newer operative raise its subclass
 :class:`~operative.SchemaVersionError`. msgspec's own exceptions never escape.
+
+The path and the cause come from structure, not from msgspec's wording: only when a
+decode fails, the bytes are read again as plain JSON and walked against the type to the
+part that fails (:func:`~operative._core._convert.locate_problem`). Success pays nothing.
 """
 
 from __future__ import annotations

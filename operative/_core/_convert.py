@@ -234,10 +234,6 @@ class Problem(NamedTuple):
     """``(type, value)`` of every part from the whole value down to the failing one."""
 
 
-class _CannotTell(Exception):
-    """A check failed in a way other than validation: the walk cannot go on."""
-
-
 class _Child(NamedTuple):
     value: Any
     type: Any
@@ -259,8 +255,9 @@ def locate_problem(value: Any, type: Any, check: Check) -> Problem | None:
     explanation of that part alone. Only failures pay for it: each step checks the parts
     of one node, so the cost is at most the depth times the size of the value.
 
-    Returns ``None`` when ``value`` fits, or when a check fails with something other than
-    ``msgspec.ValidationError`` (the caller then reports its own message, path unknown).
+    Returns ``None`` when ``value`` fits, or when the walk cannot go on (a check fails
+    with something other than ``msgspec.ValidationError``, such as nesting too deep to
+    re-encode): the caller then reports the whole message, path unknown.
     """
     error = None  # the whole value's own error: only needed when no part fails
     path = "$"
@@ -282,18 +279,19 @@ def locate_problem(value: Any, type: Any, check: Check) -> Problem | None:
                 return Problem(path, cause, child_error, tuple(nodes))
             value, type, path, error = child.value, child.type, child.path, child_error
             nodes.append((type, value))
-    except _CannotTell:
+    except Exception:  # e.g. nesting too deep to re-encode: explaining must not fail
         return None
 
 
 def _fails(check: Callable[..., object], value: Any, type: Any, **options: Any) -> Any:
-    """The ``msgspec.ValidationError`` ``check`` raises, or ``None`` when the value fits."""
+    """The ``msgspec.ValidationError`` ``check`` raises, or ``None`` when the value fits.
+
+    Any other exception propagates: the walk cannot tell where the problem is.
+    """
     try:
         check(value, type, **options)
     except msgspec.ValidationError as exc:
         return exc
-    except Exception as exc:  # e.g. a value JSON cannot encode, or nesting too deep
-        raise _CannotTell from exc
     return None
 
 
