@@ -100,6 +100,7 @@ _THREADED_PAGES = {"storage.md", "run-store.md"}
         "cancellation.md",
         "tools.md",
         "design.md",
+        "extending.md",
     ],
 )
 async def test_page_samples_run_and_print_what_they_say(
