@@ -52,8 +52,6 @@ FEATURES = frozenset(
         "instrumentation",
         "store",
         "runstore",
-        "storage",
-        "kvstore",
         "cli",
         "testing",
         "mcp",
@@ -61,7 +59,11 @@ FEATURES = frozenset(
         "ui",
     }
 )
-"""Subpackages of ``operative`` built on the kernel (some are still to come)."""
+"""Subpackages of ``operative`` built on the kernel (some are still to come).
+
+The key-value stores (``storage``, renamed ``kvstore``) are not among them: like
+``conversation`` and ``tools`` they are a library beneath the kernel, since a toolbox
+consumes each signed approval through a ``ConditionalTextValueStore``."""
 
 KERNEL_SEEDS = ("_core", "_agent", "_lazy")
 """Where the kernel starts, under the root package: the run, create_agent, lazy agents."""

@@ -6,8 +6,8 @@ method. When a run opens, each feature makes one :class:`Extension` for that run
 loop calls extensions at named boundaries::
 
     open_run
-    ├── attached(run)          the run exists; its nursery is not open yet
     ├── wrap_generate(fn)      the run's generate function (again after a config switch)
+    ├── attached(run)          the run exists; its nursery is not open yet
     ├── start_tasks(run, n)    tasks beside the loop, in the run's nursery
     └── loop task
         ├── run_started(run)   inside the run scope; may resume a journaled run
@@ -184,8 +184,8 @@ class Extension:
 
 
 BOUNDARIES = (
-    "attached",
     "wrap_generate",
+    "attached",
     "start_tasks",
     "run_started",
     "wrap_loop",
