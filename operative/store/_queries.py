@@ -1,8 +1,10 @@
-"""The run store's methods, over any database a :class:`~._sql.Dialect` describes.
+"""The run store's methods, written once over a :class:`~operative._sql.Database`.
 
-A backend supplies ``_read(work)``: run ``work(connection)`` in one read-only snapshot
-of the database, in a worker thread. Both drivers (``sqlite3``, psycopg 3) offer
-``connection.execute(sql, params)``, so everything else is written once, here.
+Every call reads one snapshot of the database (``Database.read``: SQLite ``BEGIN``,
+PostgreSQL ``REPEATABLE READ, READ ONLY``), in a worker thread. Both drivers
+(``sqlite3``, psycopg 3) offer ``connection.execute(sql, params)``, and the statements
+come from :mod:`._sql` in the database's dialect, so ``SqliteRunStore`` and
+``PostgresRunStore`` only pick the database.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import msgspec
 from .._core._errors import InvalidArgument
 from .._core._types import ToolCall, Usage
 from .._pricing import PriceTable
+from .._sql import Database, Dialect, SqlBacked
 from ..conversation import Message
 from ..durable._records import RunRecord, RunStatus, ToolSettled, ToolStarted
 from ..durable._rows import STATUSES, check_run_id, decode_entry, decode_run, statuses
@@ -34,7 +37,6 @@ from ._assemble import (
 from ._records import Page, RunDetail, RunSummary, ToolCallOutcome, ToolCallRecord, UsageTotals
 from ._sql import (
     USAGE_FIELDS,
-    Dialect,
     Runs,
     ToolCalls,
     entry,
@@ -47,7 +49,7 @@ from ._sql import (
     usage_by_status,
 )
 
-__all__ = ["TOOL_CALL_OUTCOMES", "RunStoreQueries"]
+__all__ = ["TOOL_CALL_OUTCOMES", "SqlRunStore"]
 
 _T = TypeVar("_T")
 _N = len(USAGE_FIELDS)
@@ -66,19 +68,32 @@ def _str(raw: Any) -> Any:
     return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
 
 
-class RunStoreQueries:
-    """The read API of a run store; a backend provides the connection and the dialect."""
+class SqlRunStore(SqlBacked):
+    """The read API of a run store over ``db``, costs at ``prices``."""
 
-    __slots__ = ()
+    __slots__ = ("_dialect", "_prices")
 
     _dialect: Dialect
     _prices: PriceTable
 
+    def __init__(self, db: Database, prices: PriceTable) -> None:
+        if not isinstance(prices, PriceTable):
+            raise InvalidArgument(f"prices= must be a PriceTable, not {type(prices).__name__}")
+        self._db = db
+        self._dialect = db.dialect
+        self._prices = prices
+
+    @property
+    def database(self) -> str:
+        """Where the runs are read from: the file (absolute), or the DSN without its
+        password."""
+        return self._db.name
+
     def _where(self) -> str:
-        raise NotImplementedError
+        return self._db.where
 
     async def _read(self, work: Callable[[Any], _T]) -> _T:
-        raise NotImplementedError
+        return await self._db.read(work)
 
     @property
     def prices(self) -> PriceTable:

@@ -1,7 +1,7 @@
 """The run store's queries, written once for SQLite and PostgreSQL.
 
-A :class:`Dialect` knows how its database reads JSON; the builders here compose the
-statements from it. Filters, ordering and pagination are SQL; so are the sums. JSON
+A :class:`~operative._sql.Dialect` knows how its database reads JSON; the builders here
+compose the statements from it. Filters, ordering and pagination are SQL; so are the sums. JSON
 that the database cannot read never silently drops out of a result:
 
 - a value extracted from an unreadable record is ``NULL``, and a ``NULL`` passes the
@@ -18,33 +18,17 @@ from typing import Any
 
 import attrs
 
+from .._sql import Dialect, Field, Query
 from ..durable._rows import RUN_COLUMNS
 
 __all__ = [
-    "JSON_FUNCTION",
     "USAGE_FIELDS",
-    "Dialect",
-    "PostgresDialect",
-    "Query",
     "Runs",
-    "SqliteDialect",
     "ToolCalls",
-    "indexes",
+    "tool_name_expression",
 ]
 
 USAGE_FIELDS = ("prompt", "completion", "total", "cache_read", "cache_write", "reasoning")
-
-Query = tuple[str, list[Any]]
-
-
-@attrs.frozen
-class Field:
-    """A value a readable record holds at ``path``: an integer, a string (or null), or
-    an object; when not ``required``, it may be missing (the record's default applies)."""
-
-    path: tuple[str, ...]
-    kind: str
-    required: bool = False
 
 
 _USAGE = tuple(Field(("usage", name), "integer") for name in USAGE_FIELDS)
@@ -60,180 +44,6 @@ _OUTCOME = (
     Field(("usage",), "object"),
     *_USAGE,
 )
-
-
-class Dialect:
-    """How one database reads JSON text columns. Paths are tuples of object keys."""
-
-    mark = "?"
-    """The parameter placeholder."""
-
-    def text(self, doc: str, *path: str) -> str:
-        """The string at ``path`` of the JSON in ``doc``; NULL if unreadable or not a string."""
-        raise NotImplementedError
-
-    def integer(self, doc: str, *path: str) -> str:
-        """The integer at ``path``; NULL if unreadable or not an integer."""
-        raise NotImplementedError
-
-    def readable(self, doc: str, fields: Sequence[Field]) -> str:
-        """True when ``doc`` is a JSON object whose ``fields`` have their kinds."""
-        raise NotImplementedError
-
-    def element(self, doc: str, path: tuple[str, ...], key: str, value: str, wanted: str) -> str:
-        """A scalar subquery over the array at ``path``: of its first object whose string
-        ``key`` equals ``wanted``, the JSON text (``value`` empty) or the string ``value``."""
-        raise NotImplementedError
-
-    def any_of(self, column: str, values: Sequence[Any]) -> Query:
-        """``column`` is one of ``values``."""
-        raise NotImplementedError
-
-
-class SqliteDialect(Dialect):
-    """SQLite's JSON functions, guarded by ``json_valid`` (they raise on malformed JSON)."""
-
-    mark = "?"
-
-    @staticmethod
-    def _path(path: Sequence[str]) -> str:
-        return "'$" + "".join(f".{key}" for key in path) + "'"
-
-    # SQLite may evaluate the terms of an AND in any order: only a CASE guarantees that
-    # json_valid() is asked before a function that raises on malformed JSON.
-
-    def _typed(self, doc: str, path: Sequence[str], kind: str) -> str:
-        at = self._path(path)
-        return (
-            f"(CASE WHEN json_valid({doc}) THEN CASE WHEN json_type({doc}, {at}) = '{kind}' "
-            f"THEN json_extract({doc}, {at}) END END)"
-        )
-
-    def text(self, doc: str, *path: str) -> str:
-        return self._typed(doc, path, "text")
-
-    def integer(self, doc: str, *path: str) -> str:
-        return self._typed(doc, path, "integer")
-
-    def readable(self, doc: str, fields: Sequence[Field]) -> str:
-        kinds = {"integer": ("integer",), "string": ("text", "null"), "object": ("object",)}
-        checks = [f"json_type({doc}) = 'object'"]
-        for field in fields:
-            allowed = ", ".join(f"'{kind}'" for kind in kinds[field.kind])
-            found = f"json_type({doc}, {self._path(field.path)})"
-            if not field.required:
-                found = f"COALESCE({found}, '{kinds[field.kind][0]}')"
-            checks.append(f"{found} IN ({allowed})")
-        shape = " AND ".join(checks)
-        return (
-            f"(CASE WHEN json_valid({doc}) THEN CASE WHEN {shape} THEN 1 ELSE 0 END ELSE 0 END = 1)"
-        )
-
-    def element(self, doc: str, path: tuple[str, ...], key: str, value: str, wanted: str) -> str:
-        at = self._path(path)
-        array = (
-            f"CASE WHEN json_valid({doc}) THEN CASE WHEN json_type({doc}, {at}) = 'array' "
-            f"THEN json_extract({doc}, {at}) END END"
-        )
-
-        def member(name: str) -> str:  # e.value is JSON text only for objects
-            return (
-                f"CASE WHEN e.type = 'object' THEN CASE WHEN json_type(e.value, '$.{name}') "
-                f"= 'text' THEN json_extract(e.value, '$.{name}') END END"
-            )
-
-        matches = f"({member(key)}) = {wanted}"
-        picked = member(value) if value else "e.value"
-        return f"(SELECT {picked} FROM json_each({array}) e WHERE {matches} LIMIT 1)"
-
-    def any_of(self, column: str, values: Sequence[Any]) -> Query:
-        return f"{column} IN ({','.join('?' * len(values))})", list(values)
-
-
-JSON_FUNCTION = "operative_store_json"
-"""PostgreSQL: ``text`` to ``json``, or NULL when it is not JSON (created by the store)."""
-
-_INTEGER = "'^-?[0-9]+$'"
-
-
-class PostgresDialect(Dialect):
-    """PostgreSQL's ``json`` functions over :data:`JSON_FUNCTION`.
-
-    The records are ``TEXT`` that may hold anything; the store's function parses them
-    into ``json`` (which, unlike ``jsonb``, accepts every string msgspec writes, ``\\u0000``
-    included) and yields NULL instead of an error for text that is not JSON.
-    """
-
-    mark = "%s"
-
-    @staticmethod
-    def _doc(doc: str) -> str:
-        return f"{JSON_FUNCTION}({doc})"
-
-    def _at(self, doc: str, path: Sequence[str]) -> str:
-        return f"({self._doc(doc)} #> '{{{','.join(path)}}}')"
-
-    def _get(self, doc: str, path: Sequence[str]) -> str:
-        return f"({self._doc(doc)} #>> '{{{','.join(path)}}}')"
-
-    def text(self, doc: str, *path: str) -> str:
-        at, get = self._at(doc, path), self._get(doc, path)
-        return f"(CASE WHEN json_typeof({at}) = 'string' THEN {get} END)"
-
-    def _is_integer(self, doc: str, path: Sequence[str]) -> str:
-        return (
-            f"json_typeof({self._at(doc, path)}) = 'number' AND {self._get(doc, path)} ~ {_INTEGER}"
-        )
-
-    def integer(self, doc: str, *path: str) -> str:
-        return f"(CASE WHEN {self._is_integer(doc, path)} THEN {self._get(doc, path)}::numeric END)"
-
-    def readable(self, doc: str, fields: Sequence[Field]) -> str:
-        kinds = {"integer": ("number",), "string": ("string", "null"), "object": ("object",)}
-        checks = [f"json_typeof({self._doc(doc)}) = 'object'"]
-        for field in fields:
-            allowed = ", ".join(f"'{kind}'" for kind in kinds[field.kind])
-            found = f"json_typeof({self._at(doc, field.path)})"
-            check = f"{found} IN ({allowed})"
-            if field.kind == "integer":
-                check += f" AND {self._get(doc, field.path)} ~ {_INTEGER}"
-            if not field.required:
-                check = f"{found} IS NULL OR ({check})"
-            checks.append(check)
-        return "(" + " AND ".join(f"COALESCE({check}, FALSE)" for check in checks) + ")"
-
-    def element(self, doc: str, path: tuple[str, ...], key: str, value: str, wanted: str) -> str:
-        at = self._at(doc, path)
-        array = f"CASE WHEN json_typeof({at}) = 'array' THEN {at} END"
-        matches = f"json_typeof(e.value -> '{key}') = 'string' AND e.value ->> '{key}' = {wanted}"
-        picked = (
-            f"CASE WHEN json_typeof(e.value -> '{value}') = 'string' THEN e.value ->> '{value}' END"
-            if value
-            else "e.value::text"
-        )
-        return (
-            f"(SELECT {picked} FROM json_array_elements({array}) AS e (value) "
-            f"WHERE {matches} LIMIT 1)"
-        )
-
-    def any_of(self, column: str, values: Sequence[Any]) -> Query:
-        return f"{column} = ANY(%s)", [list(values)]
-
-
-def indexes(dialect: Dialect) -> tuple[str, ...]:
-    """The indexes the store's queries use, beside the engine's own."""
-    return (
-        # runs(status=...), newest first
-        "CREATE INDEX IF NOT EXISTS operative_store_runs_status "
-        "ON operative_runs (status, created_at, run_id)",
-        # tool_calls(), newest first
-        "CREATE INDEX IF NOT EXISTS operative_store_tool_calls "
-        "ON operative_journal (at, run_id, seq) WHERE kind = 'tool.started'",
-        # tool_calls(tool_name=...), newest first
-        "CREATE INDEX IF NOT EXISTS operative_store_tool_names "
-        f"ON operative_journal (({tool_name_expression(dialect, 'record')}), at, run_id, seq) "
-        "WHERE kind = 'tool.started'",
-    )
 
 
 # -- runs ------------------------------------------------------------------------------

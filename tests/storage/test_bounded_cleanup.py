@@ -18,8 +18,8 @@ import trio
 import trio.testing
 
 from operative import OperativeError
+from operative._sql import CLOSE_TIMEOUT, Database
 from operative.storage import Put, Versioned
-from operative.storage._pool import CLOSE_TIMEOUT, PooledStore
 
 from .conftest import Backend
 
@@ -40,7 +40,8 @@ async def test_aclose_gives_up_on_calls_in_flight_after_the_close_timeout(
     """aclose waits CLOSE_TIMEOUT for a call that does not end, then reports it with an
     OperativeError instead of waiting forever; the late call closes its own connection."""
     store = durable_backend.open()
-    assert isinstance(store, PooledStore)
+    db = store._db  # type: ignore[attr-defined]
+    assert isinstance(db, Database)
     await store.get("warm")  # one idle connection
     token = trio.lowlevel.current_trio_token()
     entered = trio.Event()
@@ -58,7 +59,7 @@ async def test_aclose_gives_up_on_calls_in_flight_after_the_close_timeout(
         async with trio.open_nursery() as nursery:
 
             async def call() -> None:
-                results.append(await store._call(blocked))  # type: ignore[attr-defined]
+                results.append(await db.call(blocked))
 
             nursery.start_soon(call)
             await entered.wait()
@@ -95,7 +96,7 @@ async def test_leaving_the_block_with_a_call_in_flight_keeps_the_block_error(
         async with trio.open_nursery() as nursery:
             with pytest.raises(KeyError, match="the block's own"):
                 async with durable_backend.open() as store:
-                    nursery.start_soon(store._call, blocked)  # type: ignore[attr-defined]
+                    nursery.start_soon(store._db.call, blocked)  # type: ignore[attr-defined]
                     await entered.wait()
                     raise KeyError("the block's own")
             release.set()
@@ -165,7 +166,7 @@ async def test_a_cancelled_postgres_call_awaits_its_cancel_request(
 
                 async def call() -> None:
                     with scope:
-                        await store._call(sleep)  # type: ignore[attr-defined]
+                        await store._db.call(sleep)  # type: ignore[attr-defined]
                     done.append("returned")
 
                 nursery.start_soon(call)
@@ -194,7 +195,7 @@ async def test_a_cancelled_postgres_query_that_ignores_the_request_is_cut_off(
     query to end."""
     import psycopg
 
-    from operative.storage import _postgres
+    from operative._sql import _postgres
 
     backend = backend_factory("postgres")
     monkeypatch.setattr(psycopg.Connection, "cancel_safe", lambda self, timeout=30.0: None)
@@ -206,7 +207,7 @@ async def test_a_cancelled_postgres_query_that_ignores_the_request_is_cut_off(
     async with backend.open() as store:
         with trio.CancelScope() as scope:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(store._call, sleep)  # type: ignore[attr-defined]
+                nursery.start_soon(store._db.call, sleep)  # type: ignore[attr-defined]
                 await _wait_until_running(backend, "ignored-cancel")
                 began = time.monotonic()
                 scope.cancel()

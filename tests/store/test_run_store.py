@@ -819,12 +819,13 @@ async def test_a_closed_store_refuses_queries(tmp_path: Path) -> None:
 
 async def test_the_sqlite_queries_use_indexes(tmp_path: Path) -> None:
     """SQLite plans the listings on indexes, never a full scan of the journal."""
-    from operative.store._sql import Runs, SqliteDialect, ToolCalls, runs_page, tool_calls_page
+    from operative._sql import SQLITE
+    from operative.store._sql import Runs, ToolCalls, runs_page, tool_calls_page
 
     path = tmp_path / "runs.db"
     async with SqliteRunStore(path) as store:
         await store.runs()
-    dialect = SqliteDialect()
+    dialect = SQLITE
     conn = sqlite3.connect(path)
     try:
 

@@ -1,0 +1,237 @@
+"""``SqliteDatabase``: a pool of stdlib ``sqlite3`` connections to one file, in WAL mode.
+
+Connections: at most ``max_connections``, opened with ``check_same_thread=False``. The
+pool's :class:`trio.CapacityLimiter` hands each connection to exactly one worker thread
+at a time, so no connection is ever used by two threads at once and no extra lock is
+needed. Every process opens its own connections; WAL and ``BEGIN IMMEDIATE`` make one
+file safe for many processes. A new connection checks the file (see
+:mod:`._sqlite_file`), puts it in WAL mode with ``synchronous=NORMAL`` (a crash of the
+machine may lose the last commits, never corrupt the file; a killed process loses
+nothing it committed) and brings its schemas up to date (see :mod:`._migrate`).
+
+Busy: SQLite's own busy wait cannot be interrupted, so it waits in short slices and a
+call retries while another writer holds the lock, until ``busy_timeout`` has passed (an
+:class:`~operative.OperativeError` saying the file stayed locked) or the caller is
+cancelled.
+
+Cancellation: a call runs its statements in a worker thread that the caller always waits
+for. A cancelled caller interrupts the connection (``sqlite3.Connection.interrupt``), the
+thread rolls back whatever it had not committed, and only then does the caller see
+``trio.Cancelled``. So when a cancelled call returns, nothing of it is still running, and
+its transaction was either committed whole or not at all.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import outcome
+import trio
+
+from .._core._errors import InvalidArgument, OperativeError
+from ._database import Database
+from ._migrate import Schema, migrate
+from ._sqlite_dialect import SQLITE
+from ._sqlite_file import check_database_file, raise_for_database_file
+
+__all__ = ["SqliteDatabase", "check_busy_timeout", "check_path", "run_in_worker_thread"]
+
+_T = TypeVar("_T")
+_SLICE = 0.1  # seconds of one uninterruptible busy wait
+_BUSY_CODES = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED (primary codes)
+
+
+def check_path(path: object, *, owner: str, hint: str) -> str:
+    """The database file as text; a memory database or URI is ``InvalidArgument``."""
+    if not isinstance(path, str | os.PathLike):
+        raise InvalidArgument(f"path must be a str or os.PathLike, not {path!r}")
+    text = os.fspath(path)
+    if not isinstance(text, str):
+        raise InvalidArgument(f"path must be text, not {text!r}")
+    if text in ("", ":memory:") or text.startswith("file:"):
+        raise InvalidArgument(f"{owner} needs a file path, not {text!r}: {hint}")
+    return text
+
+
+def check_busy_timeout(busy_timeout: object) -> float:
+    if (
+        isinstance(busy_timeout, bool)
+        or not isinstance(busy_timeout, int | float)
+        or not busy_timeout >= 0
+    ):
+        raise InvalidArgument(f"busy_timeout must be seconds >= 0, not {busy_timeout!r}")
+    return float(busy_timeout)
+
+
+async def run_in_worker_thread(
+    fn: Callable[[], _T], on_cancel: Callable[[], None]
+) -> tuple[outcome.Outcome[_T], bool]:
+    """Run ``fn`` in a worker thread and wait for it, even if the caller is cancelled.
+
+    When the caller's scope is cancelled while ``fn`` runs, ``on_cancel()`` is called once
+    in the Trio thread (it must not block: it only asks ``fn`` to stop early) and the wait
+    goes on until ``fn`` returns. Returns ``fn``'s outcome and whether a cancel arrived; the
+    caller cleans up and then checkpoints, which raises the pending ``Cancelled``.
+    """
+    await trio.lowlevel.checkpoint_if_cancelled()
+    task = trio.lowlevel.current_task()
+    token = trio.lowlevel.current_trio_token()
+    cancelled = False
+
+    def deliver(result: outcome.Outcome[_T]) -> None:
+        token.run_sync_soon(trio.lowlevel.reschedule, task, outcome.Value(result))
+
+    def abort(_: Any) -> trio.lowlevel.Abort:
+        nonlocal cancelled
+        if not cancelled:
+            cancelled = True
+            on_cancel()
+        return trio.lowlevel.Abort.FAILED
+
+    trio.lowlevel.start_thread_soon(fn, deliver, name="operative sqlite")
+    result: outcome.Outcome[_T] = await trio.lowlevel.wait_task_rescheduled(abort)
+    return result, cancelled
+
+
+class SqliteDatabase(Database):
+    """One SQLite file (see the module docstring).
+
+    Args:
+        path: the database file (checked with :func:`check_path`); created if missing.
+        owner: the name of the class using it, for messages.
+        max_connections: connections (and worker threads) per object and process.
+        busy_timeout: seconds a statement waits for another writer's lock.
+        schemas: brought up to date on every new connection.
+        text_factory: ``bytes`` to decode text columns yourself (so a row that is not
+            UTF-8 can be named), or ``str``.
+    """
+
+    __slots__ = ("_busy_timeout", "_path", "_text_factory")
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        owner: str,
+        max_connections: int,
+        busy_timeout: float,
+        schemas: Sequence[Schema],
+        text_factory: type[str] | type[bytes] = bytes,
+    ) -> None:
+        super().__init__(
+            dialect=SQLITE, owner=owner, max_connections=max_connections, schemas=schemas
+        )
+        self._path = path
+        self._busy_timeout = check_busy_timeout(busy_timeout)
+        self._text_factory = text_factory
+
+    @property
+    def path(self) -> str:
+        """The file, as given."""
+        return self._path
+
+    @property
+    def name(self) -> str:
+        return os.path.realpath(self._path)
+
+    @property
+    def label(self) -> str:
+        return self._path
+
+    @property
+    def where(self) -> str:
+        return repr(self._path)
+
+    def transaction(self, conn: sqlite3.Connection, work: Callable[[Any], _T]) -> _T:
+        conn.execute("BEGIN IMMEDIATE")  # the file's write lock, for the whole transaction
+        try:
+            value = work(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return value
+
+    def snapshot(self, conn: sqlite3.Connection, work: Callable[[Any], _T]) -> _T:
+        conn.execute("BEGIN")  # one read snapshot for every statement of ``work``
+        try:
+            return work(conn)
+        finally:
+            if conn.in_transaction:
+                conn.execute("COMMIT")
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self._path,
+            timeout=self._busy_timeout,
+            isolation_level=None,  # autocommit; transactions issue BEGIN themselves
+            check_same_thread=False,  # one thread at a time, guaranteed by the limiter
+        )
+        try:
+            conn.text_factory = self._text_factory
+            # SQLite's own busy wait cannot be interrupted, so it waits in short slices
+            # and call() retries until busy_timeout has passed or the caller is cancelled.
+            conn.execute(f"PRAGMA busy_timeout = {int(min(self._busy_timeout, _SLICE) * 1000)}")
+            # Nothing writes to a file that is not a database, or is damaged: check first.
+            check_database_file(conn, self._path)
+            (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            if mode not in (b"wal", "wal"):
+                raise OperativeError(
+                    f"SQLite could not put {self._path!r} in WAL mode (it reports {mode!r}); "
+                    "use a local file system"
+                )
+            conn.execute("PRAGMA synchronous = NORMAL")
+            migrate(conn, SQLITE, self.schemas, where=self.where, transaction=self.transaction)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    async def call(self, work: Callable[[Any], _T]) -> _T:
+        async with self._limiter:
+            self.check_open()
+            holder: list[sqlite3.Connection | None] = [self._idle.pop() if self._idle else None]
+            stop = threading.Event()
+
+            def run() -> _T:
+                deadline = time.monotonic() + self._busy_timeout
+                while True:
+                    try:
+                        conn = holder[0]
+                        if conn is None:
+                            conn = holder[0] = self._connect()
+                        return work(conn)
+                    except sqlite3.DatabaseError as exc:
+                        raise_for_database_file(self._path, exc)  # met later, in a page
+                        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+                        if code not in _BUSY_CODES or stop.is_set():
+                            raise
+                        if time.monotonic() >= deadline:
+                            raise OperativeError(
+                                f"{self._path!r} stayed locked by another writer for "
+                                f"{self._busy_timeout:g} s (busy_timeout); try again later"
+                            ) from exc
+
+            def on_cancel() -> None:
+                stop.set()
+                conn = holder[0]
+                if conn is not None:
+                    conn.interrupt()  # thread-safe; the worker rolls back and returns
+
+            try:
+                result, cancelled = await run_in_worker_thread(run, on_cancel)
+            finally:
+                # Also when the cancel landed before the thread started: the connection
+                # goes back to the pool (rolled back, committed, or never used).
+                conn = holder[0]
+                if conn is not None:
+                    await self._give_back(conn)
+        if cancelled:
+            await trio.lowlevel.checkpoint()  # raises the pending Cancelled
+        return result.unwrap()
