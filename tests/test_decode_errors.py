@@ -22,12 +22,11 @@ from operative._core._convert import (
     cattrs_problems,
     describe_error,
     get_converter,
-    json_check,
-    locate_problem,
     validate,
     validate_json,
 )
 from operative._core._errors import CorruptRecordError, DataValidationError, SchemaVersionError
+from operative._core._locate import json_check, locate_problem
 
 
 class Inner(msgspec.Struct):

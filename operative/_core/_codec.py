@@ -9,7 +9,7 @@ problem; bytes written by a newer operative raise its subclass
 
 The path and the cause come from structure, not from msgspec's wording: only when a
 decode fails, the bytes are read again as plain JSON and walked against the type to the
-part that fails (:func:`~operative._core._convert.locate_problem`). Success pays nothing.
+part that fails (:func:`~operative._core._locate.locate_problem`). Success pays nothing.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any, TypeAlias, TypeVar, cast, overload
 
 import msgspec
 
-from ._convert import Problem, json_check, locate_problem, struct_fields
 from ._errors import CorruptRecordError, InvalidArgument, SchemaVersionError
+from ._locate import Problem, json_check, locate_problem, struct_fields
 
 __all__ = [
     "MAX_JSON_DEPTH",
