@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import trio
 from _common import machine, print_table, write_json
 
-from operative.storage import (
+from operative.kvstore import (
     ConditionalTextValueStore,
     ConflictError,
     MemoryStore,

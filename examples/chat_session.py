@@ -24,8 +24,8 @@ from pathlib import Path
 import trio
 
 from operative import GenerateRequest, GenerateResponse, create_agent
+from operative.kvstore import SqliteStore
 from operative.sessions import create_session_store, open_session
-from operative.storage import SqliteStore
 
 
 async def remembering_model(request: GenerateRequest) -> GenerateResponse:

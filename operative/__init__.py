@@ -80,11 +80,11 @@ from .conversation import repair_dangling_tool_calls as repair_dangling_tool_cal
 from .conversation import resolve_tool_result as resolve_tool_result
 from .hooks import HookContext as HookContext
 from .hooks import HookRegistry as HookRegistry
+from .kvstore import ConditionalTextValueStore as ConditionalTextValueStore
+from .kvstore import MemoryStore as MemoryStore
 from .liveness import LivenessSnapshot as LivenessSnapshot
 from .liveness import StallPolicy as StallPolicy
 from .retry import RetryOptions as RetryOptions
-from .storage import ConditionalTextValueStore as ConditionalTextValueStore
-from .storage import MemoryStore as MemoryStore
 from .tools import ApprovalPolicy as ApprovalPolicy
 from .tools import ElicitationRequest as ElicitationRequest
 from .tools import ElicitationResponse as ElicitationResponse
@@ -101,6 +101,8 @@ if typing.TYPE_CHECKING:
     from ._lazy._agent import create_lazy_generate as create_lazy_generate
     from .budgets import Budget as Budget
     from .context import ContextManagement as ContextManagement
+    from .kvstore import PostgresStore as PostgresStore
+    from .kvstore import SqliteStore as SqliteStore
     from .multiagent import HandoffError as HandoffError
     from .multiagent import SubagentError as SubagentError
     from .multiagent import WorkerFailedError as WorkerFailedError
@@ -122,8 +124,6 @@ if typing.TYPE_CHECKING:
     from .sessions import resume_session as resume_session
     from .sessions import save_agent_session as save_agent_session
     from .steering import Steering as Steering
-    from .storage import PostgresStore as PostgresStore
-    from .storage import SqliteStore as SqliteStore
 
 __all__ = [
     "ActiveRun",
@@ -263,8 +263,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "create_session_store": (".sessions", "create_session_store"),
     "resume_session": (".sessions", "resume_session"),
     "open_session": (".sessions", "open_session"),
-    "PostgresStore": (".storage", "PostgresStore"),
-    "SqliteStore": (".storage", "SqliteStore"),
+    "PostgresStore": (".kvstore", "PostgresStore"),
+    "SqliteStore": (".kvstore", "SqliteStore"),
     "HandoffError": (".multiagent", "HandoffError"),
     "SubagentError": (".multiagent", "SubagentError"),
     "WorkerFailedError": (".multiagent", "WorkerFailedError"),

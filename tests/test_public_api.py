@@ -19,10 +19,10 @@ PUBLIC = [
     "operative",
     "operative.conversation",
     "operative.tools",
-    "operative.storage",
+    "operative.kvstore",
     "operative.testing",
     "operative.sessions",
-    "operative.store",
+    "operative.runstore",
     "operative.guardrails",
     "operative.multiagent",
 ]

@@ -17,8 +17,8 @@
                               migrations applied once, in a transaction, on open
 
 Built on it, each written once for both databases: the key-value stores
-(``operative.storage``), the durable engine and journal (``operative.durable``) and the
-run store (``operative.store``). A backend class there only picks the database:
+(``operative.kvstore``), the durable engine and journal (``operative.durable``) and the
+run store (``operative.runstore``). A backend class there only picks the database:
 ``SqliteEngine(path)`` is the engine over a :class:`SqliteDatabase`, ``PostgresEngine(dsn)``
 the same engine over a :class:`PostgresDatabase`.
 

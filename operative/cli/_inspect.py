@@ -11,8 +11,8 @@ from datetime import datetime
 
 import trio
 
+from ..runstore import RunDetail, RunSummary
 from ..sessions import parse_duration
-from ..store import RunDetail, RunSummary
 from ._errors import EXIT_OK, UsageError
 from ._invocation import command_line
 from ._output import Output, describe_cost, shorten, tokens

@@ -17,7 +17,7 @@ from typing import Any
 
 import trio
 
-from ..storage import SqliteStore
+from ..kvstore import SqliteStore
 from ..tools import ApprovalPolicy, Toolbox
 from ._agents import _INSTRUCTIONS, _note_tool, calculate, get_weather
 from ._chat_host import ChatHost

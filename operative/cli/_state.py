@@ -18,9 +18,9 @@ import attrs
 import trio
 
 from ..durable import SqliteCheckpointStore, SqliteEngine
+from ..kvstore import SqliteStore
+from ..runstore import SqliteRunStore
 from ..sessions import SessionStore, create_session_store
-from ..storage import SqliteStore
-from ..store import SqliteRunStore
 from ._errors import UsageError
 
 __all__ = ["DATABASE", "State", "check_data_dir", "default_data_dir", "open_state"]

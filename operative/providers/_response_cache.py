@@ -35,7 +35,7 @@ from .._core._codec import decode
 from .._core._errors import CorruptRecordError, InvalidArgument, SchemaVersionError
 from .._core._model import GenerateFunction, GenerateRequest, GenerateResponse
 from .._core._types import Usage
-from ..storage import ConditionalTextValueStore, Delete, Put
+from ..kvstore import ConditionalTextValueStore, Delete, Put
 from ._fallover import provider_name
 
 __all__ = [

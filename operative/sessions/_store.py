@@ -26,7 +26,7 @@ import trio
 
 from .._core._codec import decode, encode
 from .._core._errors import ConflictError, InvalidArgument, SessionNotFoundError
-from ..storage import ConditionalTextValueStore, Delete, Operation, Put, Versioned
+from ..kvstore import ConditionalTextValueStore, Delete, Operation, Put, Versioned
 from ._merge import merge_sessions
 from ._records import AgentSession, SessionSummary, check_session_id
 
@@ -48,7 +48,7 @@ _PAGE = 500
 
 @attrs.frozen(kw_only=True)
 class SessionStore:
-    """Sessions in a :class:`~operative.storage.ConditionalTextValueStore`.
+    """Sessions in a :class:`~operative.kvstore.ConditionalTextValueStore`.
 
     Build one with :func:`create_session_store`. Every method is safe to call from many
     tasks and (with a shared store such as SQLite) many processes at once.

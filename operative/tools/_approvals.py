@@ -24,7 +24,7 @@ import trio
 
 from .._core._errors import ApprovalError, ConflictError, InvalidArgument
 from .._core._types import Authority, PendingApproval, RequestContext, ToolCall
-from ..storage import ConditionalTextValueStore, Delete, Put
+from ..kvstore import ConditionalTextValueStore, Delete, Put
 from ._tool import Tool
 
 __all__ = [

@@ -14,7 +14,7 @@ import trio
 
 from .._core._errors import ApprovalError, InvalidArgument, ToolDefinitionError
 from .._core._types import PendingApproval, RequestContext, ToolCall, ToolResult, ToolSpec
-from ..storage import ConditionalTextValueStore, MemoryStore
+from ..kvstore import ConditionalTextValueStore, MemoryStore
 from ._approvals import ApprovalDecider, ApprovalPolicy, Approvals, wall_clock
 from ._context import EMPTY_CONTEXT, ExecutionContext, ToolContext
 from ._permissions import PermissionPolicy

@@ -45,8 +45,8 @@ from operative.durable import (
     transcript,
 )
 from operative.durable._driver import UNKNOWN_OUTCOME
+from operative.kvstore import MemoryStore
 from operative.sessions import create_session_store, open_session
-from operative.storage import MemoryStore
 
 from .conftest import DurableDb
 

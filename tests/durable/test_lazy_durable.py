@@ -18,8 +18,8 @@ from operative import (
 )
 from operative._lazy._agent import LazyAgent
 from operative.durable import Durable, recover, serve_durable_runs
+from operative.kvstore import MemoryStore
 from operative.sessions import create_session_store, open_session
-from operative.storage import MemoryStore
 from operative.testing import ScriptedModel
 
 from .conftest import DurableDb

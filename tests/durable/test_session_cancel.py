@@ -6,6 +6,7 @@ from __future__ import annotations
 import msgspec
 
 from operative.conversation import Conversation, ConversationHistory
+from operative.kvstore import MemoryStore
 from operative.sessions import (
     AgentSession,
     RunOutcome,
@@ -14,7 +15,6 @@ from operative.sessions import (
     create_session_store,
     open_session,
 )
-from operative.storage import MemoryStore
 
 from ._sessions import cut_turn
 from .conftest import DurableDb

@@ -12,9 +12,9 @@ import pytest
 import trio
 
 from operative import CleanupError, SessionPersistenceError
+from operative.kvstore import MemoryStore
 from operative.sessions import SessionHandle, SessionStore, create_session_store, open_session
 from operative.sessions._durable import RecoveredRun
-from operative.storage import MemoryStore
 
 from ._sessions import cut_turn
 from .conftest import DurableDb

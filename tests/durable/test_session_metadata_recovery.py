@@ -12,6 +12,7 @@ import msgspec
 import trio
 
 from operative.conversation import ConversationHistory
+from operative.kvstore import MemoryStore
 from operative.sessions import (
     AgentSession,
     RunOutcome,
@@ -20,7 +21,6 @@ from operative.sessions import (
     create_session_store,
     open_session,
 )
-from operative.storage import MemoryStore
 
 from .conftest import DurableDb
 from .test_durable_runs import make_agent, until

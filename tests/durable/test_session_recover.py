@@ -8,13 +8,13 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+from operative.kvstore import MemoryStore, Operation
 from operative.sessions import (
     RunOutcome,
     SessionRecoverFailed,
     create_session_store,
     open_session,
 )
-from operative.storage import MemoryStore, Operation
 
 from ._sessions import cut_turn
 from .conftest import DurableDb

@@ -24,8 +24,8 @@ from operative import (
 from operative.context import summarize
 from operative.durable import Durable, SqliteCheckpointStore, SqliteEngine, recover
 from operative.instrumentation import conversation_id
+from operative.kvstore import MemoryStore
 from operative.sessions import create_session_store, open_session
-from operative.storage import MemoryStore
 from operative.testing import ScriptedModel
 
 from .conftest import Telemetry

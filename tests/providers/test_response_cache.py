@@ -22,8 +22,8 @@ from operative import (
     Usage,
     create_agent,
 )
+from operative.kvstore import ConditionalTextValueStore, MemoryStore, Put, SqliteStore
 from operative.providers import ResponseCache, cached, response_cache_key, response_key_material
-from operative.storage import ConditionalTextValueStore, MemoryStore, Put, SqliteStore
 from operative.testing import ScriptedModel
 
 CACHE_CONTROL_KEY = "anthropic.cache_control"  # operative.providers.anthropic's hint key

@@ -12,8 +12,8 @@ import trio
 import trio.testing
 
 from operative import create_agent
+from operative.kvstore import MemoryStore, Operation, SqliteStore
 from operative.sessions import create_session_store, open_session
-from operative.storage import MemoryStore, Operation, SqliteStore
 from operative.testing import ScriptedModel
 
 

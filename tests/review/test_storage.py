@@ -10,7 +10,7 @@ import pytest
 import trio
 import trio.testing
 
-from operative.storage import SqliteStore
+from operative.kvstore import SqliteStore
 
 
 def _is_open(conn: sqlite3.Connection) -> bool:
@@ -53,7 +53,7 @@ async def test_postgres_cancel_right_after_acquiring_the_limiter_keeps_the_conne
     """As for SQLite: a server connection never escapes the pool on cancellation."""
     import psycopg
 
-    from operative.storage import PostgresStore
+    from operative.kvstore import PostgresStore
 
     opened: list[psycopg.Connection[Any]] = []
     real_connect = psycopg.connect

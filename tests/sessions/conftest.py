@@ -14,14 +14,14 @@ import pytest
 import trio
 import trio.testing
 
-from operative.sessions import SessionStore, create_session_store
-from operative.storage import (
+from operative.kvstore import (
     ConditionalTextValueStore,
     MemoryStore,
     Operation,
     SqliteStore,
     Versioned,
 )
+from operative.sessions import SessionStore, create_session_store
 
 
 class FakeClock:

@@ -19,6 +19,7 @@ from operative import (
     stop_when,
     tool,
 )
+from operative.kvstore import ConditionalTextValueStore, Operation
 from operative.liveness import LivenessSnapshot
 from operative.sessions import (
     AgentSession,
@@ -30,7 +31,6 @@ from operative.sessions import (
     open_session,
     wait_for_signal,
 )
-from operative.storage import ConditionalTextValueStore, Operation
 from operative.testing import HANG, ScriptedModel
 
 from .conftest import HookedStore

@@ -11,6 +11,7 @@ import trio
 import operative.sessions
 from operative import CorruptRecordError, InvalidArgument, SchemaVersionError, decode, encode
 from operative.conversation import Conversation, ConversationHistory
+from operative.kvstore import ConditionalTextValueStore, Operation, Put
 from operative.sessions import (
     AgentSession,
     RunOutcome,
@@ -23,7 +24,6 @@ from operative.sessions import (
     resume_session,
     save_agent_session,
 )
-from operative.storage import ConditionalTextValueStore, Operation, Put
 
 from .conftest import FakeClock, HookedStore
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from operative.storage import ConditionalTextValueStore, MemoryStore, PostgresStore, SqliteStore
+from operative.kvstore import ConditionalTextValueStore, MemoryStore, PostgresStore, SqliteStore
 
 BACKENDS = ["memory", "sqlite", "postgres"]
 DURABLE_BACKENDS = ["sqlite", "postgres"]

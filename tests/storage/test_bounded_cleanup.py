@@ -19,7 +19,7 @@ import trio.testing
 
 from operative import OperativeError
 from operative._sql import CLOSE_TIMEOUT, Database
-from operative.storage import Put, Versioned
+from operative.kvstore import Put, Versioned
 
 from .conftest import Backend
 

@@ -18,9 +18,9 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import operative.storage
+import operative.kvstore
 from operative._core._errors import CorruptRecordError, InvalidArgument, OperativeError
-from operative.storage import (
+from operative.kvstore import (
     ANY,
     ConditionalTextValueStore,
     ConflictError,
@@ -36,10 +36,10 @@ from .conftest import Backend
 
 def test_all_is_sorted_and_complete() -> None:
     """The public namespace lists exactly what it exports, sorted."""
-    names = operative.storage.__all__
+    names = operative.kvstore.__all__
     assert names == sorted(names)
     for name in names:
-        assert hasattr(operative.storage, name)
+        assert hasattr(operative.kvstore, name)
 
 
 async def test_store_satisfies_the_protocol(store: ConditionalTextValueStore) -> None:
@@ -298,7 +298,7 @@ def _child(backend: Backend, body: str) -> list[str]:
     source = textwrap.dedent(
         """
         import sys, trio
-        from operative.storage import (
+        from operative.kvstore import (
             ConflictError, Delete, PostgresStore, Put, SqliteStore,
         )
 
@@ -594,7 +594,7 @@ def test_postgres_store_without_psycopg_says_how_to_install(
     """Creating a PostgresStore without psycopg names the extra to install."""
     monkeypatch.setitem(sys.modules, "psycopg", None)
     with pytest.raises(ImportError, match=r"operative\[postgres\]"):
-        operative.storage.PostgresStore("host=127.0.0.1")
+        operative.kvstore.PostgresStore("host=127.0.0.1")
 
 
 def test_importing_operative_does_not_import_psycopg() -> None:
@@ -603,7 +603,7 @@ def test_importing_operative_does_not_import_psycopg() -> None:
         [
             sys.executable,
             "-c",
-            "import sys, operative, operative.storage; assert 'psycopg' not in sys.modules",
+            "import sys, operative, operative.kvstore; assert 'psycopg' not in sys.modules",
         ],
         capture_output=True,
         text=True,

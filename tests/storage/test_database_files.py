@@ -21,9 +21,9 @@ import trio
 
 from operative import DatabaseFileError, OperativeError, create_agent
 from operative.durable import SqliteCheckpointStore, SqliteEngine
+from operative.kvstore import Put, SqliteStore
+from operative.runstore import SqliteRunStore
 from operative.sessions import create_session_store, open_session
-from operative.storage import Put, SqliteStore
-from operative.store import SqliteRunStore
 from operative.testing import ScriptedModel
 
 PAGE = 4096

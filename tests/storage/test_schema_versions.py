@@ -33,8 +33,8 @@ from operative._sql import (
     ddl,
 )
 from operative.durable import Finished, RunOutcome, Started
-from operative.storage import PostgresStore, Put, SqliteStore, Versioned
-from operative.store import PostgresRunStore, SqliteRunStore
+from operative.kvstore import PostgresStore, Put, SqliteStore, Versioned
+from operative.runstore import PostgresRunStore, SqliteRunStore
 
 __all__ = ["durable_db"]
 

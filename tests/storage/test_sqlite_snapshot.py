@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from operative import CorruptRecordError
-from operative.storage import Put, SqliteStore
+from operative.kvstore import Put, SqliteStore
 
 
 async def test_a_read_that_meets_a_corrupt_row_ends_its_snapshot(tmp_path: Path) -> None:

@@ -40,7 +40,7 @@ from operative import (
 from operative.budgets import DEFAULT_PRICES, ModelPrice
 from operative.durable import Durable, recover
 from operative.durable._driver import UNKNOWN_OUTCOME
-from operative.store import (
+from operative.runstore import (
     Page,
     PostgresRunStore,
     RunDetail,
@@ -820,7 +820,7 @@ async def test_a_closed_store_refuses_queries(tmp_path: Path) -> None:
 async def test_the_sqlite_queries_use_indexes(tmp_path: Path) -> None:
     """SQLite plans the listings on indexes, never a full scan of the journal."""
     from operative._sql import SQLITE
-    from operative.store._sql import Runs, ToolCalls, runs_page, tool_calls_page
+    from operative.runstore._sql import Runs, ToolCalls, runs_page, tool_calls_page
 
     path = tmp_path / "runs.db"
     async with SqliteRunStore(path) as store:

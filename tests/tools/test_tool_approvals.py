@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from operative._core._errors import ApprovalError, InvalidArgument, ToolDefinitionError
 from operative._core._types import Authority, PendingApproval, RequestContext, ToolCall, ToolResult
-from operative.storage import MemoryStore
+from operative.kvstore import MemoryStore
 from operative.tools import (
     ApprovalPolicy,
     ExecutionContext,

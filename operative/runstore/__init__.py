@@ -2,7 +2,7 @@
 
 ::
 
-    from operative.store import SqliteRunStore
+    from operative.runstore import SqliteRunStore
 
     async with SqliteRunStore("runs.db") as store:
         page = await store.runs(status="running", agent_name="support")

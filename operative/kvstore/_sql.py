@@ -70,10 +70,10 @@ class _Restart(Exception):
 
 
 class SqlStore(SqlBacked):
-    """A :class:`~operative.storage.ConditionalTextValueStore` in one table of ``db``.
+    """A :class:`~operative.kvstore.ConditionalTextValueStore` in one table of ``db``.
 
-    The backend classes (:class:`~operative.storage.SqliteStore`,
-    :class:`~operative.storage.PostgresStore`) only pick the database.
+    The backend classes (:class:`~operative.kvstore.SqliteStore`,
+    :class:`~operative.kvstore.PostgresStore`) only pick the database.
     """
 
     __slots__ = ("_forbid_nul", "_quoted", "_table", "_where")

@@ -1,6 +1,6 @@
 """``PostgresStore``: the conditional text-value store in a PostgreSQL table.
 
-The store is :class:`~operative.storage._sql.SqlStore` over a
+The store is :class:`~operative.kvstore._sql.SqlStore` over a
 :class:`~operative._sql.PostgresDatabase`: sync psycopg 3 driven from worker threads, a
 cancelled call stopping its query with ``cancel_safe()``. A batch locks the rows it
 reads (``SELECT ... FOR UPDATE``, in key order) and starts over when a concurrent writer
@@ -18,7 +18,7 @@ __all__ = ["PostgresStore"]
 
 
 class PostgresStore(SqlStore):
-    """A :class:`~operative.storage.ConditionalTextValueStore` in a PostgreSQL table.
+    """A :class:`~operative.kvstore.ConditionalTextValueStore` in a PostgreSQL table.
 
     For many processes on many machines sharing one database. Connections open lazily.
 

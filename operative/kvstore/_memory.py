@@ -16,7 +16,7 @@ __all__ = ["MemoryStore"]
 
 
 class MemoryStore:
-    """A :class:`~operative.storage.ConditionalTextValueStore` held in a dict.
+    """A :class:`~operative.kvstore.ConditionalTextValueStore` held in a dict.
 
     Each method checkpoints, and a batch is checked and applied without yielding in
     between, so concurrent tasks see every batch as atomic. Values live as long as the

@@ -1,6 +1,6 @@
 """``SqliteStore``: the conditional text-value store in one SQLite file, shared by processes.
 
-The store is :class:`~operative.storage._sql.SqlStore` over a
+The store is :class:`~operative.kvstore._sql.SqlStore` over a
 :class:`~operative._sql.SqliteDatabase`: a small pool of connections to one file in WAL
 mode, used from worker threads, interrupted when the caller is cancelled. A batch runs in
 one ``BEGIN IMMEDIATE`` transaction, which takes the file's write lock.
@@ -17,7 +17,7 @@ __all__ = ["SqliteStore"]
 
 
 class SqliteStore(SqlStore):
-    """A :class:`~operative.storage.ConditionalTextValueStore` in one SQLite file.
+    """A :class:`~operative.kvstore.ConditionalTextValueStore` in one SQLite file.
 
     The embedded default: no server, one file, safe for many tasks and many processes.
     The file is put in WAL mode with ``synchronous=NORMAL`` (a crash of the machine may

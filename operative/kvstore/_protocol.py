@@ -71,7 +71,7 @@ Operation: TypeAlias = Put | Delete
 class ConditionalTextValueStore(Protocol):
     """Versioned text values with all-or-nothing conditional batches.
 
-    Implementations: :class:`operative.storage.MemoryStore` (one process); SQLite and
+    Implementations: :class:`operative.kvstore.MemoryStore` (one process); SQLite and
     PostgreSQL stores implement the same methods so they can be shared by processes.
     """
 
