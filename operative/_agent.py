@@ -20,6 +20,7 @@ from .conditions import StopCondition, no_tool_calls
 from .conversation import ContentPart, Conversation, ConversationHistory
 from .liveness import LivenessSnapshot, SnapshotObserver, SnapshotStream, SnapshotSubscription
 from .tools import Toolbox
+from .tools._source import split_tool_sources
 
 __all__ = ["Agent", "AgentInput", "AgentRunContext", "RunHandle", "RunnableAgent", "create_agent"]
 
@@ -264,6 +265,10 @@ def create_agent(
             "an agent's durable= must not name a run_id (every run needs its own): pass "
             "Durable(run_id=...) to agent.open_run(..., durable=...) instead"
         )
+    tools, sources = split_tool_sources(tools)
+    if sources:
+        # Read when each run starts (an MCP server's tools may change between runs).
+        options["tool_sources"] = (*options.get("tool_sources", ()), *sources)
     built = make_toolbox(toolbox, tools, permissions, on_approval=options.get("on_approval"))
     conditions: tuple[StopCondition, ...]
     if stop_when is None:

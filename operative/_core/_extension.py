@@ -25,8 +25,9 @@ An extension overrides only the boundaries it needs. The run looks up, once, whi
 boundaries are overridden; the loop then calls only those, so a run with no feature
 pays one empty-tuple check per boundary.
 
-Order: extensions are called in the order their features are listed —
-``guardrails=``, then ``extensions=``, then the instrumentation, then ``durable=``.
+Order: extensions are called in the order their features are listed — the tool
+sources of ``tools=`` (read first, so every other feature sees their tools), then
+``guardrails=``, ``extensions=``, the instrumentation, and ``durable=`` last.
 ``wrap_*`` results nest in that order too: the last extension's wrapper is outermost
 (the durable journal sees what every other wrapper made of a call).
 """
@@ -239,9 +240,23 @@ class Extensions:
 NO_EXTENSIONS = Extensions(())
 
 
+@attrs.frozen
+class _Made:
+    """An extension the kernel made itself, standing in the list of features."""
+
+    made: Extension
+
+    def extension(self, config: RunConfig) -> Extension:
+        return self.made
+
+
 def extensions_for(config: RunConfig) -> Extensions:
     """Ask each feature of ``config`` for its extension to this run."""
     features: list[Any] = []
+    if config.tool_sources:
+        from ._tool_sources import ToolSources
+
+        features.append(_Made(ToolSources(config.tool_sources)))
     if config.guardrails is not None:
         features.append(config.guardrails)
     features.extend(config.extensions)

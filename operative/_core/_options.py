@@ -17,6 +17,7 @@ from ..hooks import HOOK_NAMES, AnyHook, HookRegistry
 from ..liveness import StallPolicy
 from ..retry import RetryOptions
 from ..tools import Toolbox
+from ..tools._source import ToolSource, split_tool_sources
 from ..tools._toolbox import approving_toolbox
 from ._errors import InvalidArgument
 from ._extension import Feature
@@ -76,6 +77,7 @@ class RunOptions(TypedDict, total=False):
     instrumentation: Any
     guardrails: Any
     extensions: Any
+    tool_sources: Any
 
 
 class Hooks(msgspec.Struct, frozen=True, kw_only=True):
@@ -136,6 +138,8 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Traces the run (``operative.instrumentation``); None: no tracing work at all."""
     guardrails: Feature | None = None
     """Input, output and tool guardrails (``operative.guardrails``); None: none at all."""
+    tool_sources: tuple[ToolSource, ...] = ()
+    """Tool sources from ``tools=`` (MCP servers), read when the run starts."""
     extensions: tuple[Feature, ...] = ()
     """Further features (``extensions=[...]``), attached in order (see ``_extension``)."""
 
@@ -251,8 +255,11 @@ def configure_run(
         check_history(live._messages)
     if maximum_steps.__class__ is not int or maximum_steps < 1:
         raise InvalidArgument(f"maximum_steps must be a positive int, got {maximum_steps!r}")
+    tools, sources = split_tool_sources(tools)
     # Only the options given are checked: a plain run pays for none of them.
     fields = _checked_options(options) if options else {}
+    if sources:
+        fields["tool_sources"] = (*fields.get("tool_sources", ()), *sources)
     hooks = _hooks(options) if options else _NO_HOOKS
     if "run_id" not in fields:
         fields["run_id"] = os.urandom(12).hex()
@@ -417,6 +424,15 @@ def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
         fields["instrumentation"] = feature_option(
             "instrumentation", instrumentation, "an operative.instrumentation.Instrumentation"
         )
+    tool_sources = get("tool_sources")
+    if tool_sources:
+        for source in tool_sources:
+            if not isinstance(source, ToolSource):
+                raise InvalidArgument(
+                    "tool_sources= takes objects with an async list_tools() method (an "
+                    f"operative.mcp.MCPServer), got {source!r}"
+                )
+        fields["tool_sources"] = tuple(tool_sources)
     extensions = get("extensions")
     if extensions is not None:
         if not isinstance(extensions, list | tuple):

@@ -10,6 +10,7 @@ from ._elicitation import ElicitationRequest as ElicitationRequest
 from ._elicitation import ElicitationResponse as ElicitationResponse
 from ._elicitation import OnElicitation as OnElicitation
 from ._permissions import PermissionPolicy as PermissionPolicy
+from ._source import ToolSource as ToolSource
 from ._tool import Tool as Tool
 from ._tool import tool as tool
 from ._toolbox import Toolbox as Toolbox
@@ -25,6 +26,7 @@ __all__ = [
     "PermissionPolicy",
     "Tool",
     "ToolContext",
+    "ToolSource",
     "Toolbox",
     "argument_digest",
     "tool",

@@ -155,6 +155,27 @@ class Toolbox:
             limiter=trio.CapacityLimiter(max_concurrency) if max_concurrency else None,
         )
 
+    def extended(self, tools: Iterable[Tool]) -> Toolbox:
+        """This toolbox with ``tools`` added (what a tool source such as an MCP server
+        offers when a run starts): the same approval policy, permissions and limits, and
+        the same approvals (secret and state), so a signed approval resumes on either.
+
+        Raises:
+            ToolDefinitionError: an added tool has the name of one already here.
+        """
+        extra = list(tools)
+        if not extra:
+            return self
+        extended = Toolbox(
+            [*self.tools.values(), *extra],
+            approval_policy=self.approval_policy,
+            permissions=self.permissions,
+            max_concurrency=self.max_concurrency,
+        )
+        object.__setattr__(extended, "_approvals", self._approvals)
+        object.__setattr__(extended, "_limiter", self._limiter)
+        return extended
+
     def __repr__(self) -> str:
         return f"<Toolbox {', '.join(self.tools) or '(empty)'}>"
 
