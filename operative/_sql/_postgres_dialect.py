@@ -59,12 +59,15 @@ class PostgresDialect(Dialect):
     def any_of(self, column: str, values: Sequence[Any]) -> Query:
         return f"{column} = ANY(%s)", [list(values)]
 
-    def insert_rows(
-        self, conn: Any, table: str, columns: Sequence[tuple[str, str]], rows: Sequence[Any]
+    def _insert_many(
+        self,
+        conn: Any,
+        table: str,
+        names: str,
+        columns: Sequence[tuple[str, str]],
+        rows: Sequence[Any],
     ) -> None:
-        if not rows:
-            return
-        names = ", ".join(name for name, _ in columns)
+        # One statement, one round trip: a column of each kind as one array parameter.
         arrays = ", ".join(f"%s::{_TYPES[kind]}[]" for _, kind in columns)
         conn.execute(
             f"INSERT INTO {table} ({names}) SELECT * FROM unnest({arrays})",

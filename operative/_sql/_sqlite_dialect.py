@@ -39,10 +39,14 @@ class SqliteDialect(Dialect):
     def any_of(self, column: str, values: Sequence[Any]) -> Query:
         return f"{column} IN ({','.join('?' * len(values))})", list(values)
 
-    def insert_rows(
-        self, conn: Any, table: str, columns: Sequence[tuple[str, str]], rows: Sequence[Any]
+    def _insert_many(
+        self,
+        conn: Any,
+        table: str,
+        names: str,
+        columns: Sequence[tuple[str, str]],
+        rows: Sequence[Any],
     ) -> None:
-        names = ", ".join(name for name, _ in columns)
         marks = ", ".join("?" for _ in columns)
         conn.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})", rows)
 

@@ -20,8 +20,9 @@ is the dialect's:
   processes. (``lease_token`` names the engine object that took the lease: a worker
   restarted under its ``worker_id`` takes its own runs back at once; see
   :mod:`operative.durable._protocols`.)
-- **fenced writes** (renew, finish) check the lease's fence in the same transaction,
-  like journal appends (see :mod:`._journal`).
+- **fenced writes** (renew, finish, release) match the lease's fence in the statement
+  that writes (``WHERE fence = ? AND status = 'running'``), and finish adds its journal
+  entry in the same transaction, like journal appends (see :mod:`._journal`).
 
 Times (``created_at``, ``lease_expires_at``, ...) are epoch seconds from the ``clock``
 argument (default :func:`time.time`), not the server's ``now()``: the worker's clock
@@ -68,7 +69,9 @@ _ENGINE_TEMPLATES = {
     "claim_order": " ORDER BY lease_expires_at, created_at, run_id LIMIT {m}{skip_locked}",
     "take": "UPDATE operative_runs SET lease_owner = {m}, lease_token = {m}, "
     "lease_expires_at = {m}, fence = fence + 1, updated_at = {m} WHERE ",
-    "renew": "UPDATE operative_runs SET lease_expires_at = {m} WHERE run_id = {m}",
+    "renew": "UPDATE operative_runs SET lease_expires_at = {m} "
+    "WHERE run_id = {m} AND fence = {m} AND status = 'running'",
+    "cancel_reason": "SELECT cancel_reason FROM operative_runs WHERE run_id = {m}",
     "terminate": "UPDATE operative_runs SET status = {m}, outcome = {m}, lease_owner = NULL, "
     "lease_token = NULL, lease_expires_at = 0, fence = fence + 1, updated_at = {m} "
     "WHERE run_id = {m} AND fence = {m} AND status = 'running'",
@@ -190,9 +193,14 @@ class SqlEngine(SqlDurable):
         seconds = check_lease_seconds(lease_seconds)
 
         def work(conn: Any) -> tuple[Lease, str | None]:
-            cancel = self._check_fence(conn, lease)
+            # The fence is checked by the update itself (one statement, its own
+            # transaction); the cancel reason, which only ever gets set, is read after.
             now = self._clock()
-            conn.execute(self._q["renew"], (now + seconds, lease.run_id))
+            renew = (now + seconds, lease.run_id, lease.fence)
+            if conn.execute(self._q["renew"], renew).rowcount != 1:
+                raise self._lost(conn, lease)
+            row = conn.execute(self._q["cancel_reason"], (lease.run_id,)).fetchone()
+            cancel: str | None = None if row is None else row[0]
             renewed = Lease(
                 run_id=lease.run_id,
                 worker_id=lease.worker_id,
@@ -203,7 +211,7 @@ class SqlEngine(SqlDurable):
             )
             return renewed, cancel
 
-        return await self._db.write(work)
+        return await self._db.call(work)
 
     async def finish(self, lease: Lease, seq: int, finished: Finished) -> RunRecord:
         """Commit the terminal outcome and the ``finished`` entry (see the protocol)."""
