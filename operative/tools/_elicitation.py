@@ -38,6 +38,10 @@ class ElicitationRequest(msgspec.Struct, frozen=True, kw_only=True):
     message: str
     schema: dict[str, Any]
     """JSON Schema (draft 2020-12) of the data the tool expects back."""
+    url: str | None = None
+    """Set when the person must visit a page instead of filling a form (an MCP server's
+    URL-mode elicitation): ``schema`` is then empty, and answering (rather than
+    declining) says they agreed to go there."""
 
 
 class ElicitationResponse(msgspec.Struct, frozen=True, kw_only=True):
