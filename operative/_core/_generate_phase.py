@@ -7,7 +7,8 @@
         └── backpressure slot held around the call (FixedDelay, a shared GenerateLimiter)
 
 Before each attempt the budget is charged a request; after it, the usage. A failed
-attempt that reported usage was still paid for, so it counts too.
+attempt that reported usage was still paid for, so it counts too. What a step spends is
+added to the run's (``RunState.usage``) and the step's (``Inflight.usage``) here.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ._events import (
 )
 from ._model import GenerateRequest, GenerateResponse, checked_response, response_problem
 from ._options import _NO_HOOKS as NO_HOOKS
+from ._run_budget import RunBudget
 from ._run_state import NO_USAGE, Inflight, RunState
 from ._types import Usage
 
@@ -44,26 +46,30 @@ __all__ = ["GeneratePhase"]
 class _BackpressureEvents:
     """What a backpressure strategy calls when it makes the run wait."""
 
-    __slots__ = ("_run",)
+    __slots__ = ("_state",)
 
-    def __init__(self, run: RunState) -> None:
-        self._run = run
+    def __init__(self, state: RunState) -> None:
+        self._state = state
 
     async def applied(self, delay: float | None, reason: str) -> None:
-        run = self._run
-        if run._hub.wants("backpressure.applied"):
-            await run._hub.emit(
+        state = self._state
+        if state.hub.wants("backpressure.applied"):
+            await state.hub.emit(
                 BackpressureApplied(
-                    run_id=run.run_id, step=run._step, time=run._now(), delay=delay, reason=reason
+                    run_id=state.run_id,
+                    step=state.step,
+                    time=state.now(),
+                    delay=delay,
+                    reason=reason,
                 )
             )
 
     async def released(self, waited: float) -> None:
-        run = self._run
-        if run._hub.wants("backpressure.released"):
-            await run._hub.emit(
+        state = self._state
+        if state.hub.wants("backpressure.released"):
+            await state.hub.emit(
                 BackpressureReleased(
-                    run_id=run.run_id, step=run._step, time=run._now(), waited=waited
+                    run_id=state.run_id, step=state.step, time=state.now(), waited=waited
                 )
             )
 
@@ -99,17 +105,23 @@ def _routed(
     )
 
 
-class GeneratePhase(RunState):
-    """Calling the model for one step."""
+class GeneratePhase:
+    """Calling the model for the steps of one run."""
 
-    __slots__ = ()
+    __slots__ = ("_budget", "_state")
+
+    def __init__(self, state: RunState, budget: RunBudget | None) -> None:
+        self._state = state
+        self._budget = budget
 
     async def _call_model(self, request: GenerateRequest) -> GenerateResponse:
         """One attempt, with streamed deltas delivered as events when someone listens."""
-        if "generate.delta" not in self._hub.wanted:
+        state = self._state
+        hub = state.hub
+        if "generate.delta" not in hub.wanted:
             return await self._attempt(request)
-        hub = self._hub
-        run_id = self.run_id
+        now = state.now
+        run_id = state.run_id
         step = request.step
         attempt = request.attempt
         # Deltas arrive in a sync callback: a full ``block`` stream holds them back
@@ -122,7 +134,7 @@ class GeneratePhase(RunState):
             event = GenerateDelta(
                 run_id=run_id,
                 step=step,
-                time=self._now(),
+                time=now(),
                 attempt=attempt,
                 kind=str(getattr(delta, "kind", "text")),
                 text=str(getattr(delta, "text", "")),
@@ -150,12 +162,12 @@ class GeneratePhase(RunState):
 
     async def _attempt(self, request: GenerateRequest) -> GenerateResponse:
         """One attempt: the backpressure slot, the attempt's timeout, the type check."""
-        cfg = self._cfg
+        cfg = self._state.config
         strategy = cfg.backpressure
         retry = cfg.retry
         timeout = retry.attempt_timeout if retry is not None else None
         if strategy is not None:
-            async with strategy.slot(request, _BackpressureEvents(self)) as slot:
+            async with strategy.slot(request, _BackpressureEvents(self._state)) as slot:
                 if timeout is not None:
                     with trio.fail_after(timeout):
                         response = checked_response(await cfg.generate(request))
@@ -173,10 +185,13 @@ class GeneratePhase(RunState):
             response = checked_response(response)
         return response
 
-    async def _generate(self, request: GenerateRequest, inflight: Inflight) -> GenerateResponse:
-        cfg = self._cfg
-        hub = self._hub
-        run_id = self.run_id
+    async def run(self, request: GenerateRequest, inflight: Inflight) -> GenerateResponse:
+        """The step's answer: attempts until one succeeds or a failure is not retried;
+        what they cost is added to ``inflight`` and the run."""
+        state = self._state
+        cfg = state.config
+        hub = state.hub
+        run_id = state.run_id
         step = request.step
         retry = cfg.retry
         budget = self._budget
@@ -186,11 +201,11 @@ class GeneratePhase(RunState):
             if fast and "generate.delta" in hub.wanted:
                 fast = False
             if budget is not None:
-                await self._settle_pending_budget()
-                await self._enforce_budget(budget.charge_request())
+                await budget.settle_pending()
+                await budget.enforce(budget.tracker.charge_request())
             if "generate.started" in hub.wanted:
                 await hub.emit(
-                    GenerateStarted(run_id=run_id, step=step, time=self._now(), attempt=attempt)
+                    GenerateStarted(run_id=run_id, step=step, time=state.now(), attempt=attempt)
                 )
             try:
                 if fast:
@@ -208,16 +223,16 @@ class GeneratePhase(RunState):
                 spent = getattr(exc, "usage", None)
                 if isinstance(spent, Usage):
                     inflight.usage = inflight.usage + spent
-                    self._usage = self._usage + spent
+                    state.usage = state.usage + spent
                     if budget is not None:
-                        self._budget_pending = budget.charge_usage(spent)
+                        budget.pending = budget.tracker.charge_usage(spent)
                 retrying = retry is not None and retry.should_retry(exc, attempt)
                 if "generate.error" in hub.wanted:
                     await hub.emit(
                         GenerateError(
                             run_id=run_id,
                             step=step,
-                            time=self._now(),
+                            time=state.now(),
                             attempt=attempt,
                             error=str(exc),
                             error_type=type(exc).__name__,
@@ -235,7 +250,7 @@ class GeneratePhase(RunState):
                         GenerateRetry(
                             run_id=run_id,
                             step=step,
-                            time=self._now(),
+                            time=state.now(),
                             attempt=attempt,
                             delay=delay,
                             error=str(exc),
@@ -250,17 +265,17 @@ class GeneratePhase(RunState):
             # compaction's summary); only a step that paid nothing yet skips the sum.
             spent = inflight.usage
             inflight.usage = usage if spent is NO_USAGE else spent + usage
-            self._usage = total = self._usage + usage
+            state.usage = total = state.usage + usage
             if budget is not None:
                 # Enforced once the answer is in the transcript: it was paid for.
-                self._budget_pending = budget.charge_usage(usage, response.model)
-        self._liveness._progress(self._step, self._usage)
+                budget.pending = budget.tracker.charge_usage(usage, response.model)
+        state.liveness._progress(state.step, state.usage)
         if "generate.completed" in hub.wanted:
             await hub.emit(
                 GenerateCompleted(
                     run_id=run_id,
                     step=step,
-                    time=self._now(),
+                    time=state.now(),
                     attempt=attempt,
                     content=response.content,
                     tool_calls=tuple(response.tool_calls),
@@ -276,7 +291,7 @@ class GeneratePhase(RunState):
                     GenerateRouted(
                         run_id=run_id,
                         step=step,
-                        time=self._now(),
+                        time=state.now(),
                         attempt=attempt,
                         route=route,
                         provider=provider,
@@ -287,7 +302,7 @@ class GeneratePhase(RunState):
         if usage is not None and "usage.accumulated" in hub.wanted:
             await hub.emit(
                 UsageAccumulated(
-                    run_id=run_id, step=step, time=self._now(), usage=usage, total=total
+                    run_id=run_id, step=step, time=state.now(), usage=usage, total=total
                 )
             )
         if cfg.hooks is not NO_HOOKS and cfg.hooks.validate_response:
@@ -302,5 +317,5 @@ class GeneratePhase(RunState):
                         )
                     response = replacement
             if "response.validated" in hub.wanted:
-                await hub.emit(ResponseValidated(run_id=run_id, step=step, time=self._now()))
+                await hub.emit(ResponseValidated(run_id=run_id, step=step, time=state.now()))
         return response

@@ -3,7 +3,7 @@
 ::
 
     open_run(...)            run nursery: leaving it means every child has ended
-    ├── loop task            ActiveRun._drive: the run scope, the step loop, clean-up
+    ├── loop task            RunTask.drive: the run scope, the step loop, clean-up
     ├── stall watchdog       (stall_policy=) returns once the run's liveness is terminal
     ├── extension tasks      (a durable run's lease renewer) return once the run ends
     └── abort_on watcher     (abort_on=) returns once the run has finished
@@ -98,14 +98,14 @@ async def _abort_when(run: ActiveRun, wait: Callable[[], Awaitable[object]]) -> 
 @asynccontextmanager
 async def _open_configured_run(config: RunConfig, live: Conversation) -> AsyncIterator[ActiveRun]:
     run = ActiveRun(config, live)
-    ext = run._ext
+    ext = run._state.ext
     if ext.wrap_generate:
         run.reconfigure(config)
     for extension in ext.attached:
         extension.attached(run)
     body_error: BaseException | None = None
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(run._drive, name=f"operative run {run.run_id}")
+        nursery.start_soon(run._task.drive, run, name=f"operative run {run.run_id}")
         if config.stall_policy is not None:
             watchdog = create_stall_watchdog(run._liveness, config.stall_policy, on_abort=run.abort)
             # It returns by itself once the run's liveness is terminal.
@@ -126,7 +126,7 @@ async def _open_configured_run(config: RunConfig, live: Conversation) -> AsyncIt
                 # nothing terminal is recorded, and a durable run is left to recover().
                 # A cancellation of the caller reaches the run's task by itself.
                 if not only_cancelled(exc):
-                    run._cancel(
+                    run._scope.cancel(
                         CancelReason(
                             _ABORTED,
                             f"interrupted ({type(exc).__name__}): a shutdown, not an abort",

@@ -1,101 +1,126 @@
-"""``ActiveRun``: one run's handle and its loop task (``open_run`` starts it).
+"""``ActiveRun``: one run's handle, composed of the parts that run it.
 
 ::
 
     open_run(...)            run nursery (``_open_run``): every child has ended on leaving
-    └── loop task            the run scope (a CancelScope): abort, deadline, budgets
-        └── step k           generate → assistant message → tools → results → stop?
-            └── tool nursery one child task per call (none for a single call)
+    └── loop task            ``RunTask.drive``: the run scope (``RunScope``): abort,
+        │                    deadline, budgets; the run's end and its result
+        └── step k           ``StepLoop``: generate → assistant message → tools → stop?
+            ├── generate     ``GeneratePhase``: attempts, retries, backpressure, spend
+            └── tool nursery ``ToolPhase``: one child task per call (none for one call)
 
-Whoever cancels the run scope first records why (``_CancelReason``), so the finish
-reason is exact. Clean-up after cancellation (repairing the transcript, the terminal
-event) runs shielded; what may block in it is bounded by ``cleanup_timeout``.
+Each part owns the state it writes:
+
+- ``RunState``: what several parts write — the configuration, the step counter, the
+  spend, the steps, the step in flight, a pending switch — and the run's fixed wiring
+  (event hub, liveness tracker, extensions); every part holds it;
+- ``RunScope``: the cancel scope, its deadlines, the first reason it was cancelled for;
+- ``RunBudget`` (only for a run with ``budget=``): the tracker, and the status a model
+  call left to enforce once its answer is recorded;
+- ``FinalAnswer``: an answer replacing the last step's, the structured output, its
+  validation;
+- ``GeneratePhase``: nothing beyond one call (attempts are its locals); adds the spend;
+- ``ToolPhase``: the step's results (in ``Inflight``), the elicitation handler;
+- ``StepLoop``: the ids of the transcript's calls, the context manager, the steering
+  cursor;
+- ``RunTask``: the run's result, and ``done``.
+
+No part keeps the run handle (it is passed down to what extensions and tools are
+given), so a run that has ended is freed by reference counting, not by the collector.
 """
 
 from __future__ import annotations
 
-import functools
-import logging
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import attrs
+import msgspec
 import trio
 
-from ..conversation import (
-    cancelled_result,
-    repair_dangling_tool_calls,
-    tool_result_message,
-)
-from ..hooks import call_hook
+from ..conversation import Conversation
+from ..hooks import HookContext
 from ..liveness import (
     LivenessSnapshot,
+    LivenessTracker,
     SnapshotObserver,
     SnapshotStream,
     SnapshotSubscription,
-    terminal_status,
 )
-from ._errors import CleanupError, HookError, InvalidArgument, OutputValidationError
-from ._event_hub import EventStream, Listener, Overflow
-from ._events import (
-    RunAborted,
-    RunCompleted,
-    RunError,
-    RunStarted,
-    SteeringAccepted,
-    SteeringFailed,
-    SteeringRejected,
-    SteeringSuperseded,
-    StepAborted,
-)
-from ._extension import ResumePoint
+from ._errors import CleanupError, InvalidArgument, OutputValidationError
+from ._event_hub import EventHub, EventStream, Listener, Overflow
+from ._events import Event
+from ._extension import Extension, Switch, extensions_for
+from ._final_answer import FinalAnswer
+from ._generate_phase import GeneratePhase
+from ._model import GenerateFunction
+from ._options import RunConfig
 from ._results import RunResult, StepResult
-from ._run_state import CancelReason, is_shutdown
+from ._run_budget import RunBudget
+from ._run_scope import RunScope
+from ._run_state import CancelReason, RunState, run_clock
+from ._run_task import RunTask
 from ._step import StepLoop
-from ._types import FinishReason
+from ._tool_phase import ToolPhase
+from ._types import FinishReason, Usage
 
 if TYPE_CHECKING:
-    from ..budgets import BudgetStatus
-    from ..steering import SteeringOutcome
+    from ..context import ContextManager
 
 __all__ = ["ActiveRun"]
 
-_UNFINISHED_DURABLE = (
-    "committing its outcome took over cleanup_timeout={timeout:g}s; the stored run stays "
-    "claimable, and recover() finishes it from its journal"
-)
-_UNFINISHED = "the clean-up of {extension!r} took over cleanup_timeout={timeout:g}s"
-_FAILED_DURABLE = (
-    "its outcome was not committed ({error}); the stored run stays claimable, and recover() "
-    "finishes it from its journal"
-)
-_FAILED = "its clean-up failed ({error})"
-
-logger = logging.getLogger("operative.run")
-
 _ABORTED = FinishReason.ABORTED
 _ERROR = FinishReason.ERROR
-_BUDGET_EXCEEDED = FinishReason.BUDGET_EXCEEDED
-_STEERING_EVENTS: dict[str, Any] = {
-    "accepted": SteeringAccepted,
-    "rejected": SteeringRejected,
-    "superseded": SteeringSuperseded,
-    "failed": SteeringFailed,
-}
 
 
-class ActiveRun(StepLoop):
+class ActiveRun:
     """A run in progress, yielded by :func:`open_run` (and ``agent.open_run``).
 
     Attach listeners or start iterating events right after entering the block: the loop
     starts only once the block first yields control, so nothing is missed.
     """
 
-    __slots__ = ()
+    __slots__ = (
+        "_answer",
+        "_budget",
+        "_done",
+        "_hub",
+        "_liveness",
+        "_loop",
+        "_scope",
+        "_state",
+        "_task",
+        "conversation",
+        "run_id",
+    )
+
+    def __init__(self, config: RunConfig, conversation: Conversation) -> None:
+        # The handle composes the parts; ``_hub`` and ``_liveness`` are also the state's.
+        self.run_id: str = config.run_id
+        self.conversation: Conversation = conversation
+        """The run's live conversation (shared with the caller when one was passed)."""
+        now = run_clock()
+        ext = extensions_for(config)
+        hub = self._hub = EventHub()
+        liveness = self._liveness = LivenessTracker(
+            self.run_id,
+            clock=now,
+            durability="process-local" if ext.durable is None else "durable",
+        )
+        state = self._state = RunState(config, conversation, now, hub, liveness, ext)
+        done = self._done = trio.Event()
+        """Set once the run has ended and its result is recorded (by ``RunTask``)."""
+        scope = self._scope = RunScope(done)
+        budget = self._budget = (
+            None if config.budget is None else RunBudget(config.budget, state, scope.cancel)
+        )
+        answer = self._answer = FinalAnswer(state)
+        loop = self._loop = StepLoop(
+            state, budget, answer, GeneratePhase(state, budget), ToolPhase(state, budget)
+        )
+        self._task = RunTask(state, scope, budget, answer, loop, done)
 
     def __repr__(self) -> str:
-        return f"<ActiveRun {self.run_id} {self._liveness.status} step={self._step}>"
+        return f"<ActiveRun {self.run_id} {self._liveness.status} step={self._state.step}>"
 
     # -- control ---------------------------------------------------------------------
 
@@ -105,7 +130,7 @@ class ActiveRun(StepLoop):
         Synchronous: it takes effect at the run's next checkpoint. Unfinished tool calls
         get ``cancelled`` results. Calling it again, or after the run ended, does nothing.
         """
-        self._cancel(CancelReason(_ABORTED, reason or "aborted"))
+        self._scope.cancel(CancelReason(_ABORTED, reason or "aborted"))
 
     def complete(self) -> None:
         """End every event stream now, without stopping the run (listeners stay)."""
@@ -157,7 +182,7 @@ class ActiveRun(StepLoop):
     @property
     def is_durably_started(self) -> bool:
         """True once this run's durable record is committed (never for in-memory runs)."""
-        durable = self._ext.durable
+        durable = self._state.ext.durable
         return durable is not None and durable.is_durably_started()
 
     async def wait_durably_started(self) -> None:
@@ -167,7 +192,7 @@ class ActiveRun(StepLoop):
         Raises:
             InvalidArgument: the run is not durable (no ``durable=`` was given).
         """
-        durable = self._ext.durable
+        durable = self._state.ext.durable
         if durable is None:
             raise InvalidArgument(
                 "this run is not durable: pass durable=Durable(engine=..., "
@@ -177,7 +202,7 @@ class ActiveRun(StepLoop):
 
     def statistics(self) -> dict[str, int]:
         """Counters for debugging: steps so far, listener failures."""
-        return {"steps": len(self._steps), "listener_errors": self._hub.listener_errors}
+        return {"steps": len(self._state.steps), "listener_errors": self._hub.listener_errors}
 
     # -- outcome ---------------------------------------------------------------------
 
@@ -195,7 +220,7 @@ class ActiveRun(StepLoop):
                 Raised again on every call; ``.result`` is the run's own result.
         """
         await self._done.wait()
-        result = self._result
+        result = self._task.result
         assert result is not None
         if result.error.__class__ is CleanupError:
             raise result.error
@@ -212,7 +237,7 @@ class ActiveRun(StepLoop):
             CleanupError: the clean-up did not finish (the acknowledgement failed).
         """
         await self._done.wait()
-        result = self._result
+        result = self._task.result
         assert result is not None
         if result.error.__class__ is CleanupError:
             raise result.error
@@ -243,7 +268,7 @@ class ActiveRun(StepLoop):
             InvalidArgument: the run has no ``output`` type.
             OutputValidationError: the final answer never validated.
         """
-        if self._cfg.output is None:
+        if self._state.config.output is None:
             raise InvalidArgument("this run has no output type: pass output= to get one")
         result = await self.unwrap()
         validation = result.schema_validation
@@ -257,308 +282,168 @@ class ActiveRun(StepLoop):
 
     # -- the loop --------------------------------------------------------------------
 
-    async def _drive(self) -> None:
-        finish: FinishReason | None = None
-        error: BaseException | None = None
-        escaping: BaseException | None = None
-        self._now = trio.lowlevel.current_clock().current_time
-        self._liveness._clock = self._now  # the same clock, one call less per pulse
-        started_at = self._now()
-        self._liveness.start()
-        hub = self._hub
-        if hub.wants("run.started"):
-            hub.emit_nowait(
-                RunStarted(run_id=self.run_id, time=started_at, agent_name=self._cfg.agent_name)
-            )
-        # A call left open by an earlier, cut-short turn is answered before the model
-        # sees the transcript (providers reject open calls); the run never leaves one.
-        repair_dangling_tool_calls(
-            self.conversation, "the turn that made this call ended before it settled"
+    # -- for extensions --------------------------------------------------------------
+    # What a feature attached through the extension seam may read and call. Nothing
+    # here is on the loop's hot path.
+
+    @property
+    def config(self) -> RunConfig:
+        """The run's validated configuration (it changes when a switch is applied)."""
+        return self._state.config
+
+    @property
+    def extensions(self) -> tuple[Extension, ...]:
+        """The extensions attached to this run, in order."""
+        return self._state.ext.all
+
+    @property
+    def ended_result(self) -> RunResult | None:
+        """The run's result once it has ended (synchronous; ``None`` before)."""
+        return self._task.result
+
+    @property
+    def resumed(self) -> bool:
+        """True for a run rebuilt from a durable journal (it ran before a crash)."""
+        return bool(getattr(self._state.config.durable, "resumes_journal", False))
+
+    @property
+    def cancel_message(self) -> str | None:
+        """Why the run was asked to stop (an abort, a deadline, a budget), if it was."""
+        reason = self._scope.reason
+        return None if reason is None else reason.message
+
+    @property
+    def current_step(self) -> int:
+        """The step in progress (0 before the first)."""
+        return self._state.step
+
+    @property
+    def steps(self) -> tuple[StepResult, ...]:
+        """The steps completed so far."""
+        return tuple(self._state.steps)
+
+    @property
+    def usage(self) -> Usage:
+        """What the run has spent so far."""
+        return self._state.usage
+
+    def now(self) -> float:
+        """The run's clock (trio's)."""
+        return self._state.now()
+
+    def wants(self, type: str) -> bool:
+        """Whether anyone listens for events of ``type`` (build them only then)."""
+        return self._hub.wants(type)
+
+    async def emit(self, event: Event) -> None:
+        """Send ``event`` to the run's listeners and streams (waits for a full stream)."""
+        await self._hub.emit(event)
+
+    def emit_nowait(self, event: Event) -> None:
+        """Send ``event`` without waiting (a full stream merges or drops, as configured)."""
+        self._hub.emit_nowait(event)
+
+    def wrap_generate(self, generate: GenerateFunction) -> GenerateFunction:
+        """``generate`` wrapped by every extension that wraps the run's model calls."""
+        for extension in self._state.ext.wrap_generate:
+            generate = extension.wrap_generate(generate)
+        return generate
+
+    def reconfigure(self, config: RunConfig) -> None:
+        """Run on under ``config`` from the next step (its generate is wrapped here)."""
+        self._state.config = msgspec.structs.replace(
+            config, generate=self.wrap_generate(config.generate)
         )
-        # Ids an earlier turn used are taken: a server that says "call_0" every turn
-        # must not produce two calls with one id in the transcript.
-        for message in self.conversation.messages:
-            if message.tool_calls:
-                self._seen_call_ids.update(call.id for call in message.tool_calls)
-        request = self._cfg.request_context
-        if request is not None and request.deadline is not None:
-            # The request's deadline is wall-clock time; the run scope's is trio's.
-            self._add_deadline(
-                self._now() + (request.deadline - time.time()),
-                CancelReason(_ABORTED, "the request this run acts for passed its deadline"),
-            )
-        budget = self._budget
-        if budget is not None:
-            budget.start(started_at)
-            if budget.deadline is not None:
-                self._add_deadline(
-                    budget.deadline, CancelReason(_BUDGET_EXCEEDED, "budget exceeded: duration")
-                )
-        budget_status: BudgetStatus | None = None
-        remove_steering_listener = self._listen_to_steering()
-        try:
-            with self._scope:
-                try:
-                    ext = self._ext
-                    resume: ResumePoint | None = None
-                    for extension in ext.run_started:
-                        resume = await extension.run_started(self) or resume
-                    for hook in self._cfg.hooks.on_run_start:
-                        await call_hook(hook, self._hook_context())
-                    if ext.wrap_loop or resume is not None:
-                        loop: Callable[[], Awaitable[FinishReason]] = functools.partial(
-                            self._loop, resume
-                        )
-                        for extension in ext.wrap_loop:
-                            loop = extension.wrap_loop(self, loop)
-                        finish = await loop()
-                    else:
-                        finish = await self._loop()
-                except Exception as exc:
-                    finish, error = await self._recover(exc)
-        except Exception as exc:
-            # A failure that met a cancellation of the run scope (e.g. a tool task that
-            # raised while an abort was landing): the scope took the Cancelled out of
-            # the group; what is left is the run's error, not the caller's.
-            finish, error = _ERROR, exc
-        except BaseException as exc:  # cancelled from outside the run, KeyboardInterrupt
-            escaping = exc
-        reason: str | None = None
-        if finish is not None and error is None and self._cancel_reason is not None:
-            # Asked to stop (an abort, a stall, a budget) in the tick the loop came back
-            # in, with no checkpoint left to raise it: the first recorded reason stands.
-            finish, reason = self._cancel_reason.finish_reason, self._cancel_reason.message
-        if finish is None:
-            cancel = self._cancel_reason
-            if escaping is not None:
-                finish = _ABORTED
-                reason = cancel.message if cancel else "the run's caller was cancelled"
-            else:
-                if cancel is None:
-                    cancel = self._deadline_reason()
-                    if cancel is not None and cancel.finish_reason is _BUDGET_EXCEEDED:
-                        assert budget is not None
-                        budget_status = budget.check_time(self._now())
-                        if budget_status.exceeded is not None:
-                            cancel = CancelReason(_BUDGET_EXCEEDED, budget_status.exceeded.message)
-                assert cancel is not None, "the run scope was cancelled without a reason"
-                finish, reason = cancel.finish_reason, cancel.message
-        if remove_steering_listener is not None:
-            remove_steering_listener()
-        # Cancelled from outside with no abort asked for, or interrupted (Ctrl-C): the
-        # process is shutting down, and a durable run is left for another worker (or
-        # recover()) instead of ending here.
-        cancel = self._cancel_reason
-        if cancel is not None:
-            shutdown = cancel.shutdown  # an abort asked for first still ends the run
-        else:
-            shutdown = escaping is not None and is_shutdown(escaping)
-        await self._finish(finish, error, reason, budget_status, shutdown=shutdown)
-        if escaping is not None:
-            raise escaping
 
-    def _listen_to_steering(self) -> Callable[[], None] | None:
-        """Announce the outcomes of the session's steering commands as run events."""
-        add = getattr(self._cfg.steering, "add_listener", None)
-        if add is None:
-            return None
-        hub = self._hub
+    @property
+    def pending_switch(self) -> Switch | None:
+        """The switch a tool asked for in this step, not applied yet."""
+        return self._state.switch
 
-        def announce(outcome: SteeringOutcome) -> None:
-            event_class = _STEERING_EVENTS.get(outcome.status)
-            if event_class is None or not hub.wants(outcome.event_type):
-                return
-            command = outcome.command
-            hub.emit_nowait(
-                event_class(
-                    run_id=self.run_id,
-                    step=self._step,
-                    time=self._now(),
-                    session_id=outcome.session_id,
-                    command_id=outcome.command_id,
-                    command=command.__struct_config__.tag,
-                    config_version=outcome.config_version,
-                    reason=outcome.reason,
-                )
-            )
+    def request_switch(self, switch: Switch) -> None:
+        """Apply ``switch`` at the end of this step (``await switch.apply(run)``).
 
-        remove: Callable[[], None] = add(announce)
-        return remove
-
-    async def _recover(self, exc: Exception) -> tuple[FinishReason, BaseException | None]:
-        """Offer a failure to the ``on_error`` hooks; one may turn it into an answer."""
-        hooks = self._cfg.hooks.on_error
-        if not hooks:
-            return _ERROR, exc
-        context = self._hook_context()
-        for hook in hooks:
-            try:
-                answer = await call_hook(hook, exc, context)
-            except Exception as hook_exc:
-                return _ERROR, hook_exc
-            if answer is not None:
-                if not isinstance(answer, str):
-                    return _ERROR, HookError(
-                        f"on_error hook {hook!r} returned {type(answer).__name__}; "
-                        "return a str (the final answer) or None"
-                    )
-                self._content_override = answer
-                self._recovered_error = f"{type(exc).__name__}: {exc}"
-                return FinishReason.STOP_CONDITION, None
-        return _ERROR, exc
-
-    async def _finish(
-        self,
-        finish: FinishReason,
-        error: BaseException | None,
-        reason: str | None,
-        budget_status: BudgetStatus | None = None,
-        *,
-        shutdown: bool = False,
-    ) -> None:
-        """Repair, record and announce the end of the run.
-
-        Everything here is synchronous except the budget monitor's callbacks for a run
-        that ran out of time and the ``on_run_end`` hooks, which run shielded from
-        cancellation and bounded by ``cleanup_timeout``.
+        One switch per step: a second request raises :class:`InvalidArgument`.
         """
-        cfg = self._cfg
-        hub = self._hub
-        run_id = self.run_id
-        now = self._now()
-        inflight = self._inflight
-        self._inflight = None
-        why = reason or (f"{type(error).__name__}: {error}" if error is not None else "")
-        # A completed step announced itself (emission is all or nothing); only a step cut
-        # short is settled here.
-        if inflight is not None and not inflight.completed:
-            if inflight.generated:
-                if inflight.settled:
-                    # The step's results are in the transcript already; what cut it
-                    # short came after (its journal record, its event).
-                    results = tuple(r for r in inflight.results if r is not None)
-                else:
-                    results = tuple(
-                        r if r is not None else cancelled_result(call, why)
-                        for r, call in zip(
-                            inflight.results or [None] * len(inflight.calls),
-                            inflight.calls,
-                            strict=True,
-                        )
-                    )
-                    self.conversation.extend([tool_result_message(r) for r in results])
-                self._steps.append(
-                    StepResult(
-                        step=inflight.step,
-                        content=inflight.content,
-                        tool_calls=inflight.calls,
-                        results=results,
-                        usage=inflight.usage,
-                        run_usage=self._usage,
-                        aborted=True,
-                        stop_reason=inflight.stop_reason,
-                    )
-                )
-            hub.emit_nowait(StepAborted(run_id=run_id, step=inflight.step, time=now, reason=why))
+        state = self._state
+        if state.switch is not None:
+            raise InvalidArgument("this step already switched the run's configuration")
+        state.switch = switch
 
-        steps = tuple(self._steps)
-        content = self._content_override
-        if content is None:
-            content = steps[-1].content if steps else ""
-        result = RunResult(
-            conversation=self.conversation,
-            steps=steps,
-            content=content,
-            usage=self._usage,
-            finish_reason=finish,
-            error=error,
-            output=self._output,
-            schema_validation=self._schema_validation,
-            run_id=run_id,
-            abort_reason=reason,
-        )
-        if budget_status is not None:
-            for event in self._budget_events(budget_status):
-                hub.emit_nowait(event)
-        unfinished: str | None = None
-        cause: BaseException | None = None
-        if cfg.hooks.on_run_end or (budget_status is not None and self._budget is not None):
-            with trio.CancelScope(shield=True), trio.move_on_after(cfg.cleanup_timeout) as cleanup:
-                if budget_status is not None and self._budget is not None:
-                    try:
-                        await self._budget.notify(budget_status)
-                    except Exception as exc:
-                        logger.exception("budget callback of run %s raised", run_id)
-                        result = attrs.evolve(result, finish_reason=_ERROR, error=exc)
-                for hook in cfg.hooks.on_run_end:
-                    try:
-                        await call_hook(hook, result)
-                    except Exception as exc:
-                        logger.exception("on_run_end hook %r raised", hook)
-                        if result.finish_reason is not _ERROR:
-                            result = attrs.evolve(result, finish_reason=_ERROR, error=exc)
-            if cleanup.cancelled_caught:
-                unfinished = (
-                    f"its on_run_end hooks did not finish within cleanup_timeout="
-                    f"{cfg.cleanup_timeout:g}s"
-                )
-        for extension in self._ext.run_ending:
-            failed: BaseException | None = None
-            with trio.CancelScope(shield=True), trio.move_on_after(cfg.cleanup_timeout) as cleanup:
-                try:
-                    result = await extension.run_ending(self, result, shutdown=shutdown)
-                except Exception as exc:
-                    failed = exc
-            if cleanup.cancelled_caught:
-                template = _UNFINISHED_DURABLE if extension.durable else _UNFINISHED
-                unfinished = template.format(timeout=cfg.cleanup_timeout, extension=extension)
-            elif failed is not None:
-                cause = failed
-                template = _FAILED_DURABLE if extension.durable else _FAILED
-                unfinished = template.format(error=f"{type(failed).__name__}: {failed}")
-        if unfinished is not None:
-            logger.error("run %s ended (%s) but %s", run_id, result.finish_reason, unfinished)
-            failure = CleanupError(
-                f"run {run_id} ended ({result.finish_reason}) but {unfinished}",
-                run_id=run_id,
-                result=result,
-            )
-            failure.__cause__ = cause
-            result = attrs.evolve(result, finish_reason=_ERROR, error=failure)
-        self._result = result
-        finish = result.finish_reason
-        end = self._now()
-        if finish is _ERROR:
-            terminal: Any = RunError(
-                run_id=run_id,
-                step=self._step,
-                time=end,
-                error=str(result.error),
-                error_type=type(result.error).__name__,
-                usage=self._usage,
-                steps=len(steps),
-            )
-        elif finish is _ABORTED:
-            terminal = RunAborted(
-                run_id=run_id,
-                step=self._step,
-                time=end,
-                reason=reason or "",
-                usage=self._usage,
-                steps=len(steps),
-            )
-        else:
-            terminal = RunCompleted(
-                run_id=run_id,
-                step=self._step,
-                time=end,
-                finish_reason=finish,
-                content=content,
-                usage=self._usage,
-                steps=len(steps),
-                recovered_error=self._recovered_error,
-            )
-        self._liveness._end(terminal_status(finish), finish, self._step, self._usage)
-        hub.emit_nowait(terminal)
-        self._done.set()
-        hub.close()
+    def resume_from(self, steps: Sequence[StepResult], usage: Usage) -> None:
+        """Take up the steps and spend of a run rebuilt from a journal (before its loop)."""
+        state = self._state
+        state.steps.extend(steps)
+        state.usage = usage
+
+    def charge(self, usage: Usage, *, step: int | None = None, spent: Any = None) -> Any:
+        """Add ``usage`` (spent on the run's behalf, e.g. by a subagent) to the run and,
+        when ``step`` is in flight, to that step; charge the budget with ``spent`` (a
+        ``BudgetSpent``; derived from ``usage`` when omitted). Synchronous, so it is safe
+        during a cancellation. Returns the budget status to pass to :meth:`enforce`."""
+        state = self._state
+        state.usage = state.usage + usage
+        inflight = state.inflight
+        if inflight is not None and inflight.step == step:
+            inflight.usage = inflight.usage + usage
+        budget = self._budget
+        if budget is None:
+            return None
+        if spent is None:
+            from ..budgets import BudgetSpent, usage_tokens
+
+            spent = BudgetSpent(tokens=usage_tokens(usage), requests=0)
+        return budget.tracker.charge_child(spent)
+
+    async def enforce(self, status: Any) -> None:
+        """Report a budget status from :meth:`charge`; end the run if a limit is crossed."""
+        if status is not None and self._budget is not None:
+            await self._budget.enforce(status)
+
+    def budget_remaining(self) -> Any:
+        """What is left of the run's budget (a ``Budget``), or ``None`` without one."""
+        if self._budget is None:
+            return None
+        return self._budget.tracker.remaining(self._state.now())
+
+    def budget_spent(self) -> Any:
+        """What the run's budget counted so far (a ``BudgetSpent``), or ``None``."""
+        return None if self._budget is None else self._budget.tracker.spent
+
+    def traceparent(self) -> str | None:
+        """The W3C ``traceparent`` of the run's trace, when an extension traces it."""
+        for extension in self._state.ext.all:
+            parent = extension.traceparent()
+            if parent is not None:
+                return parent
+        return None
+
+    # -- kernel internals some features and tests still reach ------------------------
+    # (guardrails replace and validate the answer, the tracer reads the context
+    # manager); each delegates to the part that owns the state.
+
+    @property
+    def _cfg(self) -> RunConfig:
+        return self._state.config
+
+    @property
+    def _result(self) -> RunResult | None:
+        return self._task.result
+
+    @property
+    def _context(self) -> ContextManager | None:
+        return self._loop.context
+
+    @property
+    def _content_override(self) -> str | None:
+        return self._answer.content_override
+
+    @_content_override.setter
+    def _content_override(self, content: str | None) -> None:
+        self._answer.content_override = content
+
+    def _hook_context(self) -> HookContext:
+        return self._state.hook_context()
+
+    def _validate_final(self, content: str) -> tuple[bool, str | None]:
+        return self._answer.validate(content)

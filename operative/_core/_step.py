@@ -5,18 +5,24 @@ never of the stored transcript); ``select_tools`` and ``prepare_step`` hooks; th
 generate phase (``_generate_phase``); the assistant message; the tool phase
 (``_tool_phase``); one tool-result message per call, in call order; ``step.completed``;
 ``on_step`` hooks; stop conditions (and structured-output validation at a stop).
+
+The loop owns what only it writes: the ids the transcript's calls hold (a call id names
+one call), the run's context manager, and the steering cursor (a paused run parks here,
+between steps). The step counter, the steps and the step in flight are the run's
+(``RunState``); the final answer's validation is ``FinalAnswer``'s.
 """
 
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import msgspec
 import trio
 
 from ..conversation import ConversationHistory, Message, new_message_id, tool_result_message
 from ..hooks import call_hook
+from ..liveness import DeclaredWait
 from ._errors import HookError
 from ._events import (
     ContextBudgetWarning,
@@ -26,52 +32,119 @@ from ._events import (
     StepStarted,
 )
 from ._extension import ResumePoint
+from ._final_answer import FinalAnswer
 from ._generate_phase import GeneratePhase
 from ._model import GenerateRequest
-from ._output import validate_output
-from ._results import SchemaValidation, StepResult
-from ._run_state import NO_USAGE, Inflight
+from ._results import StepResult
+from ._run_budget import RunBudget
+from ._run_state import NO_USAGE, Inflight, RunState
+from ._tool_calls import normalize_calls
 from ._tool_phase import ToolPhase, select_specs
 from ._types import FinishReason, ToolResult
 
 if TYPE_CHECKING:
+    from ..context import ContextManager
+    from ..steering import SteeringCursor
     from ._run import ActiveRun
 
 __all__ = ["StepLoop"]
 
 
-class StepLoop(GeneratePhase, ToolPhase):
-    """The loop over steps, built from the generate and tool phases."""
+class StepLoop:
+    """The loop over one run's steps, driving its generate and tool phases."""
 
-    __slots__ = ()
+    __slots__ = (
+        "_answer",
+        "_budget",
+        "_generate",
+        "_state",
+        "_steering",
+        "_steering_wait",
+        "_tools",
+        "call_ids",
+        "context",
+    )
 
-    async def _loop(self, resume: ResumePoint | None = None) -> FinishReason:
-        cfg = self._cfg
-        hub = self._hub
-        conversation = self.conversation
-        run_id = self.run_id
+    def __init__(
+        self,
+        state: RunState,
+        budget: RunBudget | None,
+        answer: FinalAnswer,
+        generate: GeneratePhase,
+        tools: ToolPhase,
+    ) -> None:
+        self._state = state
+        self._budget = budget
+        self._answer = answer
+        self._generate = generate
+        self._tools = tools
+        self.call_ids: set[str] = set()
+        """The ids of the calls in the transcript (see :meth:`take_call_ids`)."""
+        config = state.config
+        # Optional subsystems are imported only by runs that use them.
+        self.context: ContextManager | None = None
+        """What assembles each step's request from the transcript (``context_management``)."""
+        if config.context_management is not None:
+            from ..context import ContextManager
+
+            self.context = ContextManager(config.context_management)
+        self._steering_wait: DeclaredWait | None = None
+        self._steering: SteeringCursor | None = None
+        if config.steering is not None:
+            from ..steering import SteeringCursor
+
+            self._steering = SteeringCursor(
+                config.steering,
+                state.run_id,
+                on_park=self._steering_parked,
+                on_unpark=self._steering_resumed,
+            )
+
+    def take_call_ids(self) -> None:
+        """Take the ids of the calls the transcript holds already: a server that says
+        ``call_0`` every turn must not produce two calls with one id in the transcript."""
+        call_ids = self.call_ids
+        for message in self._state.conversation.messages:
+            if message.tool_calls:
+                call_ids.update(call.id for call in message.tool_calls)
+
+    def _steering_parked(self, state: object) -> None:
+        self._steering_wait = self._state.liveness.declare_wait("steering")
+
+    def _steering_resumed(self) -> None:
+        self._state.liveness.clear_wait(self._steering_wait)
+        self._steering_wait = None
+
+    async def run(self, run: ActiveRun, resume: ResumePoint | None = None) -> FinishReason:
+        """Run steps until a stop condition holds or ``maximum_steps`` have run (a run
+        rebuilt from a journal goes on from ``resume``). ``run`` is the handle the
+        extensions and a switch are given (passed down, not kept: no reference cycle)."""
+        state = self._state
+        cfg = state.config
+        hub = state.hub
+        conversation = state.conversation
+        run_id = state.run_id
         hooks = cfg.hooks
         specs = cfg.toolbox.specs()
         budget = self._budget
         steering = self._steering
-        ext = self._ext
-        run = cast("ActiveRun", self)  # what extensions are given
+        ext = state.ext
         first = 1
         if resume is not None:
             # A run rebuilt from a journal goes on from its last recorded step; one that
             # had already met a stop condition when it was cut ends here (unless that
             # step switched agents: the agent that handed off is not consulted).
             first = resume.next_step
-            if resume.check_stop and self._steps:
-                stopped = await self._stopped(self._steps[-1])
+            if resume.check_stop and state.steps:
+                stopped = await self.stopped(state.steps[-1])
                 if stopped is not None:
                     return stopped
         for step in range(first, cfg.maximum_steps + 1):
             for extension in ext.step_started:
                 await extension.step_started(run, step)
             await trio.lowlevel.checkpoint()
-            self._step = step
-            self._liveness._progress(step, self._usage)
+            state.step = step
+            state.liveness._progress(step, state.usage)
             if steering is not None:
                 # A paused run parks here, between steps, with nothing in flight.
                 for applied in await steering.at_step_entry(step):
@@ -81,11 +154,11 @@ class StepLoop(GeneratePhase, ToolPhase):
                 from ..steering import check_selection
 
                 check_selection(cfg.selection, step=step)
-            inflight = self._inflight = Inflight(step)
+            inflight = state.inflight = Inflight(step)
             if "step.started" in hub.wanted:
-                await hub.emit(StepStarted(run_id=run_id, step=step, time=self._now()))
-            if budget is not None and budget.budget.max_duration is not None:
-                await self._enforce_budget(budget.check_time(self._now()))
+                await hub.emit(StepStarted(run_id=run_id, step=step, time=state.now()))
+            if budget is not None and budget.timed:
+                await budget.enforce(budget.tracker.check_time(state.now()))
             offered: frozenset[str] | None = None
             replayed = None
             for extension in ext.replayed:
@@ -98,7 +171,7 @@ class StepLoop(GeneratePhase, ToolPhase):
                 inflight.usage = replayed.usage or NO_USAGE
             else:
                 history = conversation.current
-                if self._context is not None:
+                if self.context is not None:
                     history = await self._assemble_context(history, inflight)
                 request = GenerateRequest(
                     conversation=history,
@@ -111,11 +184,11 @@ class StepLoop(GeneratePhase, ToolPhase):
                 )
                 if hooks.select_tools or hooks.prepare_step:
                     request, offered = await self._prepare(request)
-                response = await self._generate(request, inflight)
+                response = await self._generate.run(request, inflight)
 
             calls = response.tool_calls
             if calls:
-                calls = self._normalize_calls(calls)
+                calls = normalize_calls(calls, self.call_ids)
             inflight.calls = calls
             content = inflight.content = response.content
             if content.__class__ is str:
@@ -142,19 +215,19 @@ class StepLoop(GeneratePhase, ToolPhase):
                     StepGenerated(
                         run_id=run_id,
                         step=step,
-                        time=self._now(),
+                        time=state.now(),
                         content=response.content,
                         tool_calls=calls,
                         stop_reason=stop_reason,
                     )
                 )
-            if self._budget_pending is not None:
+            if budget is not None and budget.pending is not None:
                 # The answer is recorded; if it spent past a limit, its calls do not run.
-                await self._settle_pending_budget()
+                await budget.settle_pending()
 
             results: tuple[ToolResult, ...] = ()
             if calls:
-                results = await self._run_tools(inflight, offered)
+                results = await self._tools.run(run, inflight, offered)
                 conversation._extend_built([tool_result_message(r) for r in results])
                 inflight.settled = True
             step_result = StepResult(
@@ -163,19 +236,19 @@ class StepLoop(GeneratePhase, ToolPhase):
                 tool_calls=calls,
                 results=results,
                 usage=inflight.usage,
-                run_usage=self._usage,
+                run_usage=state.usage,
                 stop_reason=stop_reason,
             )
             for extension in ext.step_completed:
                 await extension.step_completed(run, step_result)
-            self._steps.append(step_result)
+            state.steps.append(step_result)
             inflight.completed = True
             if "step.completed" in hub.wanted:
                 await hub.emit(
                     StepCompleted(
                         run_id=run_id,
                         step=step,
-                        time=self._now(),
+                        time=state.now(),
                         content=step_result.content,
                         tool_calls=calls,
                         results=results,
@@ -183,30 +256,31 @@ class StepLoop(GeneratePhase, ToolPhase):
                         stop_reason=stop_reason,
                     )
                 )
-            self._inflight = None
+            state.inflight = None
             if hooks.on_step:
-                context = self._hook_context()
+                context = state.hook_context()
                 for hook in hooks.on_step:
                     await call_hook(hook, step_result, context)
 
-            if self._switch is not None:
+            switch = state.switch
+            if switch is not None:
                 # A tool switched the run's configuration (a handoff to another agent):
                 # the run goes on under the new generate, tools and stop conditions from
                 # the next step (the old stop conditions are not consulted for this one).
-                switch, self._switch = self._switch, None
-                await switch.apply(self)
-                cfg = self._cfg
+                state.switch = None
+                await switch.apply(run)
+                cfg = state.config
                 hooks = cfg.hooks
                 specs = cfg.toolbox.specs()
                 continue
 
             if cfg.stop_when:
-                stopped = await self._stopped(step_result)
+                stopped = await self.stopped(step_result)
                 if stopped is not None:
                     return stopped
 
         if hooks.on_maximum_steps:
-            context = self._hook_context()
+            context = state.hook_context()
             for hook in hooks.on_maximum_steps:
                 replacement = await call_hook(hook, context)
                 if replacement is not None:
@@ -215,19 +289,20 @@ class StepLoop(GeneratePhase, ToolPhase):
                             f"on_maximum_steps hook {hook!r} returned "
                             f"{type(replacement).__name__}; return a str or None"
                         )
-                    self._content_override = replacement
-        if cfg.output is not None and self._schema_validation is None and self._steps:
-            self._validate_final(self._content_override or self._steps[-1].content)
+                    self._answer.content_override = replacement
+        if cfg.output is not None and self._answer.validation is None and state.steps:
+            self._answer.validate(self._answer.content_override or state.steps[-1].content)
         return FinishReason.MAXIMUM_STEPS
 
-    async def _stopped(self, step_result: StepResult) -> FinishReason | None:
+    async def stopped(self, step_result: StepResult) -> FinishReason | None:
         """``STOP_CONDITION`` when a stop condition holds (and the output validates)."""
-        for condition in self._cfg.stop_when:
+        cfg = self._state.config
+        for condition in cfg.stop_when:
             stop = condition(step_result)
             if stop.__class__ is not bool and inspect.isawaitable(stop):
                 stop = await stop
             if stop:
-                if self._cfg.output is not None and not self._accept_output(step_result):
+                if cfg.output is not None and not self._answer.accept(step_result):
                     return None  # the model gets another attempt at the output
                 return FinishReason.STOP_CONDITION
         return None
@@ -236,18 +311,20 @@ class StepLoop(GeneratePhase, ToolPhase):
         self, history: ConversationHistory, inflight: Inflight
     ) -> ConversationHistory:
         """What this step sends: the transcript, compacted when over the context budget."""
-        assert self._context is not None
-        hub = self._hub
-        prepared = await self._context.prepare(history, step=inflight.step)
+        manager = self.context
+        assert manager is not None
+        state = self._state
+        hub = state.hub
+        prepared = await manager.prepare(history, step=inflight.step)
         if prepared.warned and "context.budget-warning" in hub.wanted:
             await hub.emit(
                 ContextBudgetWarning(
-                    run_id=self.run_id,
+                    run_id=state.run_id,
                     step=inflight.step,
-                    time=self._now(),
+                    time=state.now(),
                     tokens=prepared.tokens,
                     budget=prepared.budget,
-                    warn_at=self._context.options.warn_at,
+                    warn_at=manager.options.warn_at,
                 )
             )
         compaction = prepared.compaction
@@ -256,15 +333,16 @@ class StepLoop(GeneratePhase, ToolPhase):
             if usage is not None:
                 # A summarizing call is a generate call too: the run pays for it.
                 inflight.usage = inflight.usage + usage
-                self._usage = self._usage + usage
-                if self._budget is not None:
-                    await self._enforce_budget(self._budget.charge_usage(usage))
+                state.usage = state.usage + usage
+                budget = self._budget
+                if budget is not None:
+                    await budget.enforce(budget.tracker.charge_usage(usage))
             if "context.compacted" in hub.wanted:
                 await hub.emit(
                     ContextCompacted(
-                        run_id=self.run_id,
+                        run_id=state.run_id,
                         step=inflight.step,
-                        time=self._now(),
+                        time=state.now(),
                         removed=compaction.removed,
                         tokens_before=compaction.tokens_before,
                         tokens_after=compaction.tokens_after,
@@ -277,7 +355,8 @@ class StepLoop(GeneratePhase, ToolPhase):
     async def _prepare(
         self, request: GenerateRequest
     ) -> tuple[GenerateRequest, frozenset[str] | None]:
-        hooks = self._cfg.hooks
+        cfg = self._state.config
+        hooks = cfg.hooks
         offered: frozenset[str] | None = None
         if hooks.select_tools:
             specs = request.tools
@@ -301,27 +380,6 @@ class StepLoop(GeneratePhase, ToolPhase):
             offered = frozenset(spec.name for spec in request.tools)
         elif hooks.prepare_step:
             names = frozenset(spec.name for spec in request.tools)
-            if len(names) != len(self._cfg.toolbox.specs()):
+            if len(names) != len(cfg.toolbox.specs()):
                 offered = names
         return request, offered
-
-    def _accept_output(self, step: StepResult) -> bool:
-        """Validate a final answer; False means the model gets another attempt."""
-        ok, error = self._validate_final(step.content)
-        if ok or self._schema_attempts > self._cfg.schema_retries:
-            return True
-        self.conversation.append_user_message(
-            "Your answer did not match the required output format: "
-            f"{error}. Reply again with only the corrected JSON."
-        )
-        return False
-
-    def _validate_final(self, content: str) -> tuple[bool, str | None]:
-        self._schema_attempts += 1
-        ok, value, error = validate_output(content, self._cfg.output)
-        if ok:
-            self._output = value
-        self._schema_validation = SchemaValidation(
-            success=ok, error=error, attempts=self._schema_attempts
-        )
-        return ok, error

@@ -9,147 +9,87 @@
 Results reach the transcript in the order the model asked for them, whatever order they
 finish in; every call gets exactly one result, including calls filtered by a hook, not
 offered at this step, or cut short (those are settled by clean-up as ``cancelled``).
+What the calls and their values must be to be stored is checked in ``_tool_calls``.
 
-Nothing a model or a tool returns reaches the transcript or storage unchecked: a call
-whose fields have the wrong types fails the step with ``InvalidResponseError``; a call
-whose arguments JSON cannot hold, or that nest deeper than ``MAX_JSON_DEPTH``, is
-recorded with its arguments replaced (``{"operative.refused": why}``) and answered with
-an ``error`` result without running; a tool value JSON cannot hold (``10**5000``, a
-tuple-keyed dict, a list that contains itself, too deep a value) becomes an ``error``
-result.
+A call that needs approval parks its task here until a person decides (a declared
+``approval`` wait); the hooks around tools (``before_tool_execution``,
+``validate_tool_result``, ``after_tool_execution``) run here too.
 """
 
 from __future__ import annotations
 
 import math
-import os
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
-import msgspec
 import trio
 
 from ..hooks import HookContext, call_hook
 from ..tools import ExecutionContext
-from ._codec import MAX_JSON_DEPTH, json_problem, json_too_deep
-from ._errors import ApprovalError, HookError, InvalidResponseError
+from ._errors import ApprovalError, HookError
 from ._events import ToolResultValidated, ToolsExecuted, ToolsExecuting
-from ._model import call_problem
 from ._options import _NO_HOOKS as NO_HOOKS
+from ._run_budget import RunBudget
 from ._run_state import Inflight, RunState
+from ._tool_calls import (
+    PLAIN_VALUES,
+    SMALL_INT,
+    RefusedCalls,
+    refused_result,
+    sendable,
+    sendable_execute,
+    unsendable,
+)
 from ._types import ToolCall, ToolResult
 
 if TYPE_CHECKING:
     from ._run import ActiveRun
 
-__all__ = ["REFUSED_ARGUMENTS", "ToolPhase", "select_specs"]
-
-REFUSED_ARGUMENTS = "operative.refused"
-"""The key of the arguments recorded in place of arguments the loop refused to store."""
-
-_PLAIN_VALUES = (str, bool, float, type(None))
-_SMALL_INT = 2**64
-_SHALLOW = 2 * MAX_JSON_DEPTH + 1
+__all__ = ["ToolPhase", "select_specs"]
 
 
-class ToolPhase(RunState):
-    """Running a step's tool calls."""
+class ToolPhase:
+    """Running a step's tool calls, for one run."""
 
-    __slots__ = ()
+    __slots__ = ("_budget", "_elicit", "_state")
 
-    def _normalize_calls(self, calls: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
-        """Check the calls' fields and give every call a run-unique id.
+    def __init__(self, state: RunState, budget: RunBudget | None) -> None:
+        self._state = state
+        self._budget = budget
+        self._elicit: Callable[[Any], Awaitable[Any]] | None = (
+            self._elicit_while_waiting if state.config.on_elicitation is not None else None
+        )
 
-        Some servers reuse ids (``call_0`` every turn) or send none; a call id must name
-        exactly one call in the transcript, so repeats and blanks get fresh ids. A field
-        of the wrong type raises :class:`InvalidResponseError`. Arguments that cannot be
-        stored (not JSON, or nested deeper than ``MAX_JSON_DEPTH``) are replaced by
-        ``{"operative.refused": why}``; the tuple returned then carries the refusals
-        (``_RefusedCalls``), and the tool phase answers those calls with ``error``
-        results instead of running them. A replayed call recorded that way is refused
-        again, never run.
-        """
-        if type(calls) is not tuple:
-            calls = tuple(calls)
-        seen = self._seen_call_ids
-        fixed: list[ToolCall] | None = None
-        refused: dict[str, str] | None = None
-        for index, call in enumerate(calls):
-            # The calls' field types were checked when the response was built; what is
-            # left is the arguments' depth (a JSON text of n characters nests at most
-            # n / 2 levels) and whether the id is taken.
-            if (
-                call.__class__ is ToolCall
-                and (call_id := call.id)
-                and call_id not in seen
-                and (
-                    ((arguments := call.arguments).__class__ is str and len(arguments) <= _SHALLOW)
-                    or _storable_arguments(arguments)
-                )
-            ):
-                if fixed is not None:
-                    fixed.append(call)
-                seen.add(call_id)
-                continue
-            if not isinstance(call, ToolCall):
-                raise InvalidResponseError(
-                    f"tool_calls[{index}] is {type(call).__name__}, not a ToolCall: build "
-                    "ToolCall(id=..., name=..., arguments=...)"
-                )
-            problem = call_problem(call)
-            if problem is not None:
-                raise InvalidResponseError(
-                    f"tool_calls[{index}] {problem}; the generate function (a provider "
-                    "adapter or a test double) built the call wrongly, and nothing of the "
-                    "response was recorded"
-                )
-            replaced = call
-            arguments = call.arguments
-            if isinstance(arguments, dict) and REFUSED_ARGUMENTS in arguments:
-                refusal: str | None = str(arguments[REFUSED_ARGUMENTS])  # recorded before
-            else:
-                refusal = _arguments_problem(arguments)
-                if refusal is not None:
-                    replaced = msgspec.structs.replace(
-                        replaced, arguments={REFUSED_ARGUMENTS: refusal}
-                    )
-            new_id = call.id
-            if not new_id or new_id in seen:
-                new_id = f"{new_id or 'call'}~{os.urandom(4).hex()}"
-                replaced = msgspec.structs.replace(replaced, id=new_id)
-            if refusal is not None:
-                if refused is None:
-                    refused = {}
-                refused[new_id] = refusal
-            if replaced is not call and fixed is None:
-                fixed = list(calls[:index])
-            if fixed is not None:
-                fixed.append(replaced)
-            seen.add(new_id)
-        checked = tuple(fixed) if fixed is not None else calls
-        if refused is not None:
-            return _RefusedCalls(checked, refused)
-        return checked
+    async def _elicit_while_waiting(self, request: Any) -> Any:
+        """The host answers a tool's question: a declared wait, never a stall."""
+        handler = self._state.config.on_elicitation
+        assert handler is not None
+        with self._state.liveness.waiting("elicitation", detail=str(request.request_id)):
+            return await handler(request)
 
-    async def _run_tools(
-        self, inflight: Inflight, offered: frozenset[str] | None
+    async def run(
+        self, run: ActiveRun, inflight: Inflight, offered: frozenset[str] | None
     ) -> tuple[ToolResult, ...]:
-        cfg = self._cfg
-        hub = self._hub
+        """Run the calls of ``inflight`` (those ``offered``, when not all tools were);
+        their results, in call order, also kept in ``inflight.results`` meanwhile.
+        ``run`` is the handle the tools and the extensions are given."""
+        state = self._state
+        cfg = state.config
+        hub = state.hub
         hooks = cfg.hooks
         hooked = hooks is not NO_HOOKS  # one test instead of three for a run without hooks
-        run_id = self.run_id
+        run_id = state.run_id
         step = inflight.step
         calls = inflight.calls
         results: list[ToolResult | None] = [None] * len(calls)
         inflight.results = results
         context: HookContext | None = None
         to_run: list[tuple[int, ToolCall]] = list(enumerate(calls))
-        if offered is not None or calls.__class__ is _RefusedCalls:
+        if offered is not None or calls.__class__ is RefusedCalls:
             refused: dict[str, str] | None = getattr(calls, "refused", None)
             for index, call in to_run:
                 if refused is not None and call.id in refused:
-                    results[index] = _refused(call, refused[call.id])
+                    results[index] = refused_result(call, refused[call.id])
                 elif offered is not None and call.name not in offered:
                     results[index] = ToolResult(
                         call_id=call.id,
@@ -160,13 +100,14 @@ class ToolPhase(RunState):
                     )
             to_run = [(i, c) for i, c in to_run if results[i] is None]
         if hooked and hooks.before_tool_execution:
-            context = self._hook_context()
+            context = state.hook_context()
             to_run = await self._before_tools(to_run, results, context)
-        if self._budget is not None and to_run:
+        budget = self._budget
+        if budget is not None and to_run:
             # All or nothing: when the step's calls would pass max_tool_calls, none runs.
-            await self._enforce_budget(self._budget.charge_tool_calls(len(to_run)))
+            await budget.enforce(budget.tracker.charge_tool_calls(len(to_run)))
         if "tools.executing" in hub.wanted:
-            await hub.emit(ToolsExecuting(run_id=run_id, step=step, time=self._now(), calls=calls))
+            await hub.emit(ToolsExecuting(run_id=run_id, step=step, time=state.now(), calls=calls))
         execution = ExecutionContext(
             run_id=run_id,
             step=step,
@@ -174,27 +115,27 @@ class ToolPhase(RunState):
             request_context=cfg.request_context,
             on_elicitation=self._elicit,
             emit=hub.emit,
-            run=self,
+            run=run,
         )
         execute: Callable[[ToolCall, ExecutionContext], Awaitable[ToolResult]] = (
             cfg.toolbox.execute if cfg.on_approval is None else self._execute_or_park
         )
-        wrappers = self._ext.wrap_tool
+        wrappers = state.ext.wrap_tool
         if wrappers:
             # What guardrails see, traces show and the journal stores is already sendable.
-            execute = _sendable_execute(execute)
+            execute = sendable_execute(execute)
             for extension in wrappers:
-                execute = extension.wrap_tool(cast("ActiveRun", self), execute, step)
+                execute = extension.wrap_tool(run, execute, step)
         if len(to_run) == 1:
             index, call = to_run[0]
             try:
                 result = await execute(call, execution)
             except RecursionError as exc:
-                result = _unsendable(call, exc)
+                result = unsendable(call, exc)
             value = result.value
             kind = value.__class__
-            if kind not in _PLAIN_VALUES and not (kind is int and -_SMALL_INT < value < _SMALL_INT):
-                result = _sendable(result)  # a container, or a big int: is it JSON?
+            if kind not in PLAIN_VALUES and not (kind is int and -SMALL_INT < value < SMALL_INT):
+                result = sendable(result)  # a container, or a big int: is it JSON?
             results[index] = result
         elif to_run:
             limiter = trio.CapacityLimiter(cfg.tool_concurrency) if cfg.tool_concurrency else None
@@ -202,41 +143,41 @@ class ToolPhase(RunState):
             async def run_one(index: int, call: ToolCall) -> None:
                 try:
                     if limiter is None:
-                        results[index] = _sendable(await execute(call, execution))
+                        results[index] = sendable(await execute(call, execution))
                     else:
                         async with limiter:
-                            results[index] = _sendable(await execute(call, execution))
+                            results[index] = sendable(await execute(call, execution))
                 except RecursionError as exc:
-                    results[index] = _unsendable(call, exc)
+                    results[index] = unsendable(call, exc)
 
             async with trio.open_nursery() as nursery:
                 for index, call in to_run:
                     nursery.start_soon(run_one, index, call, name=f"tool {call.name} {call.id}")
-        self._liveness._progress(step, self._usage)
+        state.liveness._progress(step, state.usage)
         settled: list[ToolResult] = results  # type: ignore[assignment]
         if hooked and hooks.validate_tool_result:
-            context = context or self._hook_context()
+            context = context or state.hook_context()
             for index, result in enumerate(settled):
                 for hook in hooks.validate_tool_result:
                     replacement = await call_hook(hook, result, context)
                     if replacement is not None:
-                        result = _sendable(_checked_result(replacement, result, hook))
+                        result = sendable(_checked_result(replacement, result, hook))
                 settled[index] = result
         if "tool-result.validated" in hub.wanted:
             for result in settled:
                 await hub.emit(
-                    ToolResultValidated(run_id=run_id, step=step, time=self._now(), result=result)
+                    ToolResultValidated(run_id=run_id, step=step, time=state.now(), result=result)
                 )
         if hooked and hooks.after_tool_execution:
-            context = context or self._hook_context()
+            context = context or state.hook_context()
             for hook in hooks.after_tool_execution:
                 replacement = await call_hook(hook, tuple(settled), context)
                 if replacement is not None:
-                    settled = [_sendable(r) for r in _checked_results(replacement, settled, hook)]
+                    settled = [sendable(r) for r in _checked_results(replacement, settled, hook)]
                     inflight.results = list(settled)
         final = tuple(settled)
         if "tools.executed" in hub.wanted:
-            await hub.emit(ToolsExecuted(run_id=run_id, step=step, time=self._now(), results=final))
+            await hub.emit(ToolsExecuted(run_id=run_id, step=step, time=state.now(), results=final))
         return final
 
     async def _execute_or_park(self, call: ToolCall, execution: ExecutionContext) -> ToolResult:
@@ -247,27 +188,29 @@ class ToolPhase(RunState):
         cancels the wait like any other. With ``approval_timeout`` a missing decision
         becomes a ``denied`` result.
         """
-        cfg = self._cfg
+        state = self._state
+        cfg = state.config
         toolbox = cfg.toolbox
         result = await toolbox.execute(call, execution)
         pending = result.pending_approval
         if result.outcome != "action-required" or pending is None or cfg.on_approval is None:
             return result
-        parking = self._ext.tool_parked
+        parking = state.ext.tool_parked
         for extension in parking:
             # A durable journal records it as not running: a process stopped at the
             # prompt has not run it, so whoever recovers the run asks again.
-            await extension.tool_parked(cast("ActiveRun", self), execution.step, call, parked=True)
+            await extension.tool_parked(execution.run, execution.step, call, parked=True)
         timeout = cfg.approval_timeout
-        deadline = self._now() + timeout if timeout is not None else None
-        wait = self._liveness.declare_wait(
+        deadline = state.now() + timeout if timeout is not None else None
+        liveness = state.liveness
+        wait = liveness.declare_wait(
             "approval", deadline=deadline, detail=f"{pending.tool_name} ({pending.approval_id})"
         )
         try:
             with trio.move_on_at(deadline if deadline is not None else math.inf) as scope:
                 decision = await call_hook(cfg.on_approval, pending)
         finally:
-            self._liveness.clear_wait(wait)
+            liveness.clear_wait(wait)
         request = cfg.request_context
         try:
             if scope.cancelled_caught:
@@ -279,9 +222,7 @@ class ToolPhase(RunState):
             approved, reason = _approved(decision)
             if approved:
                 for extension in parking:
-                    await extension.tool_parked(
-                        cast("ActiveRun", self), execution.step, call, parked=False
-                    )
+                    await extension.tool_parked(execution.run, execution.step, call, parked=False)
                 return await toolbox.resume_approval(
                     pending, request_context=request, context=execution
                 )
@@ -303,7 +244,7 @@ class ToolPhase(RunState):
     ) -> list[tuple[int, ToolCall]]:
         by_id = {call.id: index for index, call in to_run}
         current = tuple(call for _, call in to_run)
-        for hook in self._cfg.hooks.before_tool_execution:
+        for hook in self._state.config.hooks.before_tool_execution:
             replacement = await call_hook(hook, current, context)
             if replacement is None:
                 continue
@@ -375,99 +316,3 @@ def _checked_results(replacement: Any, original: list[ToolResult], hook: Any) ->
             "call order, with the same call ids (or None)"
         )
     return replaced
-
-
-class _RefusedCalls(tuple):  # type: ignore[type-arg]
-    """A step's calls, some of whose arguments were refused (``refused``: id -> why)."""
-
-    refused: dict[str, str]
-
-    def __new__(cls, calls: tuple[ToolCall, ...], refused: dict[str, str]) -> _RefusedCalls:
-        self = super().__new__(cls, calls)
-        self.refused = refused
-        return self
-
-
-def _storable_arguments(arguments: object) -> bool:
-    """The test of the common case: a JSON string not too deep, a small plain mapping."""
-    if arguments.__class__ is str:
-        return not json_too_deep(arguments)
-    return (
-        arguments.__class__ is dict
-        and REFUSED_ARGUMENTS not in arguments
-        and json_problem(arguments) is None
-    )
-
-
-def _arguments_problem(arguments: dict[str, Any] | str) -> str | None:
-    """Why a call's arguments cannot be stored (and so are not run), or ``None``."""
-    if isinstance(arguments, str):
-        if json_too_deep(arguments):
-            return f"its arguments are nested deeper than {MAX_JSON_DEPTH} levels"
-        return None
-    problem = json_problem(arguments)
-    return None if problem is None else f"its arguments are {problem}"
-
-
-def _refused(call: ToolCall, why: object) -> ToolResult:
-    return ToolResult(
-        call_id=call.id,
-        tool_name=call.name,
-        outcome="error",
-        error=(
-            f"The call to {call.name!r} did not run: {why}. Call it again with plain JSON "
-            f"arguments nested at most {MAX_JSON_DEPTH} levels deep."
-        ),
-        detail="arguments refused before the call ran; the transcript keeps only the reason",
-    )
-
-
-def _sendable(result: ToolResult) -> ToolResult:
-    """``result``, or an ``error`` result when its value cannot be stored or sent."""
-    if result.outcome != "success":
-        return result
-    value = result.value
-    value_class = value.__class__
-    if value_class in _PLAIN_VALUES or (value_class is int and -_SMALL_INT < value < _SMALL_INT):
-        return result
-    problem = json_problem(value)
-    if problem is None:
-        return result
-    return ToolResult(
-        call_id=result.call_id,
-        tool_name=result.tool_name,
-        outcome="error",
-        error=(
-            f"Tool {result.tool_name!r} returned a value that cannot be sent to the model: "
-            f"it is {problem}."
-        ),
-        detail=f"{type(value).__name__} value refused: {problem}",
-    )
-
-
-def _unsendable(call: ToolCall, exc: RecursionError) -> ToolResult:
-    """The result of a call whose value was too deep (or self-containing) to convert."""
-    return ToolResult(
-        call_id=call.id,
-        tool_name=call.name,
-        outcome="error",
-        error=(
-            f"Tool {call.name!r} returned a value that cannot be sent to the model: it is "
-            f"nested deeper than {MAX_JSON_DEPTH} levels, or contains itself."
-        ),
-        detail=f"RecursionError: {exc}",
-    )
-
-
-def _sendable_execute(
-    execute: Callable[[ToolCall, ExecutionContext], Awaitable[ToolResult]],
-) -> Callable[[ToolCall, ExecutionContext], Awaitable[ToolResult]]:
-    """``execute`` whose results are sendable (the innermost layer under wrappers)."""
-
-    async def execute_sendable(call: ToolCall, context: ExecutionContext) -> ToolResult:
-        try:
-            return _sendable(await execute(call, context))
-        except RecursionError as exc:
-            return _unsendable(call, exc)
-
-    return execute_sendable
