@@ -17,6 +17,7 @@ from ._agents import DEMO_PROMPT
 from ._errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError
 from ._inspect import runs_list, runs_show, sessions_delete, sessions_list, sessions_show
 from ._invocation import invocation
+from ._mcp import add_mcp_command
 from ._output import Output
 from ._running import run_chat, run_demo, run_recover
 from ._serve import run_serve
@@ -154,6 +155,7 @@ def build_parser(env: Mapping[str, str], *, prog: str = "operative") -> argparse
         "--port", type=_port, default=8000, help="port, 0 for a free one (default: %(default)s)"
     )
     serve.set_defaults(handler=run_serve, needs_stdin=False)
+    add_mcp_command(commands, _Parser)
     return parser
 
 
