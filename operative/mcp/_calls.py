@@ -11,7 +11,7 @@ the SDK send ``notifications/cancelled`` for it; the session stays open for othe
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from typing import Any
 
@@ -38,7 +38,7 @@ async def send_call(
     arguments: dict[str, Any],
     *,
     label: str,
-    error: Callable[[MCPError], Exception],
+    error: Callable[[MCPError], Awaitable[Exception]],
 ) -> Any:
     """The value the model reads for calling ``remote`` with ``arguments``.
 
@@ -84,7 +84,7 @@ async def _send(
     arguments: dict[str, Any],
     on_progress: Any,
     label: str,
-    error: Callable[[MCPError], Exception],
+    error: Callable[[MCPError], Awaitable[Exception]],
 ) -> Any:
     asked = False
     while True:
@@ -92,7 +92,7 @@ async def _send(
             result = await session.call_tool(remote, arguments, progress_callback=on_progress)
         except MCPError as exc:
             if exc.code != types.URL_ELICITATION_REQUIRED or asked:
-                raise error(exc) from None
+                raise await error(exc) from None
             await _visit_urls(call, exc, label)
             asked = True
             continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -46,6 +47,8 @@ _LOG_LEVELS = {
     "emergency": logging.CRITICAL,
 }
 _MAX_PAGES = 1000
+_EXIT_WAIT = 1.0
+"""Seconds a closed connection's process gets to be seen exit, so the error says how."""
 
 
 @attrs.define(eq=False)
@@ -58,11 +61,17 @@ class _Connection:
     closing: trio.Event = attrs.field(factory=trio.Event)
     failure: BaseException | None = None
 
+    @property
+    def lost(self) -> bool:
+        """The server went away (its process exited, or the transport failed)."""
+        process = self.process
+        return self.failure is not None or (process is not None and process.returncode is not None)
+
     def describe_loss(self, label: str) -> str:
         if self.process is not None and self.process.returncode is not None:
             return self.process.describe_exit()
         if self.failure is not None:
-            return f"the connection to the MCP server {label} failed: {self.failure!r}"
+            return f"the connection to the MCP server {label} failed: {_describe(self.failure)}"
         return f"the MCP server {label} closed the connection"
 
 
@@ -255,7 +264,7 @@ class MCPServer:
                     _logger.warning("%s", connection.describe_loss(self.name))
                     return
                 failures.append(f"over {transport}: {_describe(exc, started)}")
-                if isinstance(exc, MCPError):
+                if any(isinstance(leaf, MCPError) for leaf in _leaves(exc)):
                     continue  # it answered, but not in this transport's terms
                 break  # nothing answers there: another transport will not either
             if connection is not None:
@@ -286,6 +295,8 @@ class MCPServer:
                 f"the MCP server {self.name} is not open: open it with `async with server:` "
                 "and start the runs that use it inside that block"
             )
+        if connection.lost:
+            raise MCPConnectionError(connection.describe_loss(self.name))
         return connection
 
     async def list_tools(self) -> list[Tool]:
@@ -328,7 +339,7 @@ class MCPServer:
             try:
                 page = await connection.session.list_tools(params=params)
             except MCPError as exc:
-                raise _error(exc, connection, self.name, "tools/list") from None
+                raise await _error(exc, connection, self.name, "tools/list") from None
             definitions.extend(page.tools)
             cursor = page.next_cursor
             if not cursor:
@@ -344,7 +355,9 @@ class MCPServer:
                 remote,
                 arguments,
                 label=self.name,
-                error=lambda exc: _error(exc, connection, self.name, f"the call to {remote!r}"),
+                error=partial(
+                    _error, connection=connection, label=self.name, what=f"the call to {remote!r}"
+                ),
             )
 
     # -- what the server asks and tells --------------------------------------------
@@ -387,22 +400,34 @@ class MCPServer:
             _logger.warning("the MCP server %s sent something unreadable: %r", self.name, message)
 
 
-def _error(
+async def _error(
     exc: MCPError, connection: _Connection, label: str, what: str
 ) -> MCPConnectionError | MCPProtocolError:
-    """A JSON-RPC error as the operative error that says what happened."""
+    """A JSON-RPC error as the operative error that says what happened (for a closed
+    connection, why: a server process that is going away gets a moment to be seen go)."""
     if exc.code == types.CONNECTION_CLOSED:
+        process = connection.process
+        if process is not None:
+            with trio.move_on_after(_EXIT_WAIT):
+                await process.exited.wait()
         return MCPConnectionError(f"{what} failed: {connection.describe_loss(label)}")
+    await trio.lowlevel.checkpoint()
     return MCPProtocolError(
         f"{what} failed: the MCP server {label} answered with error {exc.code}: {exc.message}",
         code=exc.code,
     )
 
 
-def _describe(exc: BaseException, started: list[ServerProcess | None]) -> str:
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside ``exc``'s groups (the SDK's task groups wrap them)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def _describe(exc: BaseException, started: Sequence[ServerProcess | None] = ()) -> str:
     """Why connecting failed: the errors, and what a server process said as it died."""
-    leaves = exc.exceptions if isinstance(exc, BaseExceptionGroup) else (exc,)
-    described = "; ".join(f"{type(leaf).__name__}: {leaf}" for leaf in leaves)
+    described = "; ".join(f"{type(leaf).__name__}: {leaf}" for leaf in _leaves(exc))
     process = started[0] if started else None
     if process is not None and process.returncode is not None:
         described += f" ({process.describe_exit()})"

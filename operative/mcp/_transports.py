@@ -14,9 +14,9 @@ from typing import Any
 
 import attrs
 from mcp.client.sse import sse_client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from ._http import streamable_http
 from ._stdio import ServerProcess, stdio_transport
 
 __all__ = ["HttpTarget", "StdioTarget", "Target", "open_streams"]
@@ -73,7 +73,7 @@ async def open_streams(
     if transport == "streamable-http":
         async with (
             create_mcp_http_client(headers=headers) as client,
-            streamable_http_client(target.url, http_client=client) as streams,
+            streamable_http(target.url, client) as streams,
         ):
             yield streams, None
         return

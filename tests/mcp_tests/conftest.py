@@ -1,0 +1,175 @@
+"""Real MCP servers for the tests, started by the tests and stopped by PID.
+
+- ``mcp-server-time`` (PyPI, a dev dependency) runs as ``python -m mcp_server_time``.
+- ``@modelcontextprotocol/server-everything`` (npm) is installed on first use into
+  ``~/.cache/operative-tests/npm/`` and reused; it runs with Node over stdio, or over
+  HTTP with ``_loopback.mjs`` preloaded, which binds every listening socket to 127.0.0.1
+  (the server itself would listen on all interfaces) on a free port and prints it.
+
+Without Node, npm or the registry those tests skip, except under CI (``CI`` or
+``OPERATIVE_REQUIRE_MCP`` set), where they fail.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from functools import partial
+from pathlib import Path
+
+import attrs
+import pytest
+import trio
+
+EVERYTHING = "@modelcontextprotocol/server-everything@2026.8.31"
+LOOPBACK = Path(__file__).with_name("_loopback.mjs")
+_LISTENING = re.compile(rb"operative-test listening 127\.0\.0\.1:(\d+)")
+
+
+def _required() -> bool:
+    names = ("CI", "OPERATIVE_REQUIRE_MCP")
+    return any(os.environ.get(name, "") not in ("", "0") for name in names)
+
+
+def _unavailable(reason: str) -> None:
+    if _required():
+        pytest.fail(f"the MCP servers are required (CI) but {reason}")
+    pytest.skip(f"MCP server tests skipped: {reason}")
+
+
+def _cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "operative-tests" / "npm"
+
+
+@pytest.fixture(scope="session")
+def everything_script() -> Path:
+    """server-everything's entry point (installed with npm into the cache on first use)."""
+    name, _, version = EVERYTHING.rpartition("@")
+    target = _cache_root() / f"server-everything-{version}"
+    script = target / "node_modules" / name / "dist" / "index.js"
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        _unavailable("node and npm are not on PATH")
+    if script.is_file():
+        return script
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_name(f"{target.name}.{os.getpid()}")
+    done = subprocess.run(
+        ["npm", "install", "--prefix", str(staging), "--no-audit", "--no-fund", EVERYTHING],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if done.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        _unavailable(f"npm could not install {EVERYTHING}: {done.stderr.strip()[-500:]}")
+    try:
+        staging.rename(target)
+    except OSError:  # another run installed it first
+        shutil.rmtree(staging, ignore_errors=True)
+    return script
+
+
+@pytest.fixture
+def time_server() -> tuple[str, list[str]]:
+    """The command and arguments that start mcp-server-time over stdio."""
+    pytest.importorskip("mcp_server_time")
+    return sys.executable, ["-m", "mcp_server_time"]
+
+
+@pytest.fixture
+def everything_stdio(everything_script: Path) -> tuple[str, list[str]]:
+    """The command and arguments that start server-everything over stdio."""
+    return "node", [str(everything_script), "stdio"]
+
+
+@attrs.frozen
+class HttpServer:
+    """A server-everything process serving HTTP on 127.0.0.1."""
+
+    url: str
+    pid: int
+    output: bytearray
+
+
+async def _serve_http(
+    nursery: trio.Nursery, script: Path, mode: str, path: str
+) -> AsyncIterator[HttpServer]:
+    process: trio.Process = await nursery.start(
+        partial(
+            trio.run_process,
+            ["node", "--import", str(LOOPBACK), str(script), mode],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "PORT": "0"},
+            check=False,
+        )
+    )
+    output = bytearray()
+    ports: list[int] = []
+    ready = trio.Event()
+
+    async def drain() -> None:
+        # Read its log for as long as it runs, so it never blocks on the pipe.
+        assert process.stderr is not None
+        async for chunk in process.stderr:
+            output.extend(chunk)
+            if not ports and (found := _LISTENING.search(output)):
+                ports.append(int(found.group(1)))
+                ready.set()
+        ready.set()
+
+    nursery.start_soon(drain)
+    with trio.fail_after(30):
+        await ready.wait()
+    assert ports, f"server-everything did not start: {output.decode(errors='replace')}"
+    yield HttpServer(url=f"http://127.0.0.1:{ports[0]}{path}", pid=process.pid, output=output)
+    process.terminate()
+    with trio.fail_after(10):
+        await process.wait()
+    assert not pid_alive(process.pid)
+
+
+@pytest.fixture
+async def everything_http(
+    nursery: trio.Nursery, everything_script: Path
+) -> AsyncIterator[HttpServer]:
+    """server-everything over streamable HTTP on 127.0.0.1 (a free port)."""
+    async for server in _serve_http(nursery, everything_script, "streamableHttp", "/mcp"):
+        yield server
+
+
+@pytest.fixture
+async def everything_sse(
+    nursery: trio.Nursery, everything_script: Path
+) -> AsyncIterator[HttpServer]:
+    """server-everything over the legacy HTTP+SSE transport on 127.0.0.1."""
+    async for server in _serve_http(nursery, everything_script, "sse", "/sse"):
+        yield server
+
+
+def child_pids() -> set[int]:
+    """The PIDs of this process's children (every thread's), from /proc."""
+    children: set[int] = set()
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            text = (task / "children").read_text()
+        except OSError:
+            continue
+        children.update(int(pid) for pid in text.split())
+    return children
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process exists under ``pid`` (and is not a zombie)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
