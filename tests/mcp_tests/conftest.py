@@ -8,6 +8,11 @@
 
 Without Node, npm or the registry those tests skip, except under CI (``CI`` or
 ``OPERATIVE_REQUIRE_MCP`` set), where they fail.
+
+This package is ``tests/mcp_tests``, not ``tests/mcp``: ``tests/`` is on ``sys.path``
+while the suite runs (it has no ``__init__.py``), so a test package named ``mcp`` would
+be imported instead of the SDK; and without an ``__init__.py`` its ``conftest.py`` would
+clash with ``tests/conftest.py`` under mypy.
 """
 
 from __future__ import annotations
