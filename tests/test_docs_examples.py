@@ -131,3 +131,26 @@ def test_index_sample_runs_as_a_program(capsys: pytest.CaptureFixture[str]) -> N
     expected = re.findall(r"print\(.*\)\s+# (.*)$", block, flags=re.MULTILINE)
     assert expected
     assert capsys.readouterr().out.splitlines() == expected
+
+
+async def test_mcp_page_samples_run_against_real_servers(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """docs/mcp.md's samples start real MCP servers (processes), so they run on the real
+    clock: virtual time would jump while a server answers. Each top-level
+    ``print(...)  # text`` prints exactly ``text``."""
+    pytest.importorskip("mcp_server_time")
+    blocks = _python_blocks(ROOT / "docs" / "mcp.md")
+    assert blocks
+    namespace: dict[str, Any] = {"__name__": "docs.mcp"}
+    expected: list[str] = []
+    with trio.fail_after(120):
+        for index, block in enumerate(blocks):
+            code = compile(
+                block, f"docs/mcp.md sample {index + 1}", "exec", flags=PyCF_TOP_LEVEL_AWAIT
+            )
+            pending = eval(code, namespace)
+            if pending is not None:
+                await pending
+            expected += re.findall(r"^print\(.*\)  +# (.*)$", block, flags=re.MULTILINE)
+    assert capsys.readouterr().out.splitlines() == expected
