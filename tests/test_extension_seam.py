@@ -508,7 +508,9 @@ class ToOtherModel:
         last = run.conversation.messages[-1]
         self.log.append(("apply", run.current_step, len(run.steps), last.role))
         run.reconfigure(
-            msgspec.structs.replace(run.config, generate=self.generate, stop_when=(STOP,))
+            msgspec.structs.replace(
+                run.config, generate=run.wrap_generate(self.generate), stop_when=(STOP,)
+            )
         )
 
     def replay(self, run: ActiveRun, step: StepResult, *, last: bool) -> None:

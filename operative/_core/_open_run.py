@@ -100,7 +100,9 @@ async def _open_configured_run(config: RunConfig, live: Conversation) -> AsyncIt
     run = ActiveRun(config, live)
     ext = run._state.ext
     if ext.wrap_generate:
-        run.reconfigure(config)
+        run.reconfigure(
+            msgspec.structs.replace(config, generate=run.wrap_generate(config.generate))
+        )
     for extension in ext.attached:
         extension.attached(run)
     body_error: BaseException | None = None

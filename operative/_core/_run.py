@@ -34,7 +34,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 import trio
 
 from ..conversation import Conversation
@@ -350,10 +349,10 @@ class ActiveRun:
         return generate
 
     def reconfigure(self, config: RunConfig) -> None:
-        """Run on under ``config`` from the next step (its generate is wrapped here)."""
-        self._state.config = msgspec.structs.replace(
-            config, generate=self.wrap_generate(config.generate)
-        )
+        """Run on under ``config`` from the next step, as given. A new generate function
+        is not wrapped here: pass ``run.wrap_generate(generate)`` in it, so the run's
+        tracing (and any other wrapper) covers it exactly once."""
+        self._state.config = config
 
     @property
     def pending_switch(self) -> Switch | None:

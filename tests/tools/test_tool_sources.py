@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 
 from operative import (
+    Extension,
     FinishReason,
+    GenerateRequest,
     GenerateResponse,
     InvalidArgument,
     Tool,
@@ -110,6 +112,34 @@ async def test_a_source_that_cannot_list_its_tools_fails_the_run_before_any_mode
     assert result.finish_reason is FinishReason.ERROR
     assert isinstance(result.error, ConnectionError)
     assert model.requests == []
+
+
+async def test_reading_sources_does_not_wrap_the_generate_function_twice() -> None:
+    wraps: list[str] = []
+
+    class Wrapping(Extension):
+        def wrap_generate(self, generate: Any) -> Any:
+            wraps.append("wrap")
+
+            async def wrapped(request: GenerateRequest) -> GenerateResponse:
+                return await generate(request)
+
+            return wrapped
+
+    class Feature:
+        def extension(self, config: Any) -> Extension:
+            return Wrapping()
+
+    async with open_run(
+        generate=ScriptedModel(["ok"]),
+        conversation=_history(),
+        tools=[Source("echo")],
+        extensions=[Feature()],
+        stop_when=stop_when.no_tool_calls(),
+    ) as run:
+        pass
+    assert (await run.result()).finish_reason is not FinishReason.ERROR
+    assert wraps == ["wrap"]
 
 
 def test_tool_sources_option_refuses_what_is_not_a_source() -> None:
