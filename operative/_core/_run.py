@@ -399,6 +399,34 @@ class ActiveRun:
         if status is not None and self._budget is not None:
             await self._budget.enforce(status)
 
+    def hook_context(self) -> HookContext:
+        """What hooks are given about the run now (run id, agent, step, conversation,
+        request context, principal): for a feature that calls user checks."""
+        return self._state.hook_context()
+
+    @property
+    def answer(self) -> str:
+        """The run's final answer as it stands (the last step's content, or what replaced
+        it)."""
+        override = self._answer.content_override
+        if override is not None:
+            return override
+        steps = self._state.steps
+        return steps[-1].content if steps else ""
+
+    def replace_answer(self, content: str) -> None:
+        """Make ``content`` the run's final answer (an output guardrail's rewrite); a run
+        with a structured ``output`` type validates it again. The transcript is the
+        caller's to change."""
+        self._answer.content_override = content
+        if self._state.config.output is not None:
+            self._answer.validate(content)
+
+    @property
+    def context_manager(self) -> ContextManager | None:
+        """The run's context manager (``context_management=``), or ``None``."""
+        return self._loop.context
+
     def budget_remaining(self) -> Any:
         """What is left of the run's budget (a ``Budget``), or ``None`` without one."""
         if self._budget is None:
@@ -417,9 +445,8 @@ class ActiveRun:
                 return parent
         return None
 
-    # -- kernel internals some features and tests still reach ------------------------
-    # (guardrails replace and validate the answer, the tracer reads the context
-    # manager); each delegates to the part that owns the state.
+    # -- kernel internals some tests still reach ------------------------------------
+    # (each delegates to the part that owns the state)
 
     @property
     def _cfg(self) -> RunConfig:
@@ -428,21 +455,3 @@ class ActiveRun:
     @property
     def _result(self) -> RunResult | None:
         return self._task.result
-
-    @property
-    def _context(self) -> ContextManager | None:
-        return self._loop.context
-
-    @property
-    def _content_override(self) -> str | None:
-        return self._answer.content_override
-
-    @_content_override.setter
-    def _content_override(self, content: str | None) -> None:
-        self._answer.content_override = content
-
-    def _hook_context(self) -> HookContext:
-        return self._state.hook_context()
-
-    def _validate_final(self, content: str) -> tuple[bool, str | None]:
-        return self._answer.validate(content)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 import msgspec
 
 from .._core._errors import InvalidArgument
+from .._core._model import GenerateFunction
 from ..conversation import ConversationHistory, Message
 from ._compaction import (
     DEFAULT_SUMMARY_INSTRUCTIONS as DEFAULT_SUMMARY_INSTRUCTIONS,
@@ -268,6 +269,14 @@ class ContextManager:
         self._compactions = 0
         self._summaries = 0
         self._recounts = 0
+
+    def wrap_summary_model(self, wrap: Callable[[GenerateFunction], GenerateFunction]) -> None:
+        """Wrap the model a summarizing strategy calls (``Summarize.generate``), for this
+        manager only (the agent's ``ContextManagement`` is left as it is): tracing marks
+        those calls as a compaction's. Other strategies call no model: nothing to wrap."""
+        strategy = self._strategy
+        if isinstance(strategy, Summarize):
+            self._strategy = attrs.evolve(strategy, generate=wrap(strategy.generate))
 
     @property
     def options(self) -> ContextManagement:

@@ -183,7 +183,7 @@ class GuardrailRunner(Extension):
         for guard in self._guards.input:
             text = _input_text(run)
             verdict = await self._verdict(
-                guard.name, "input", guard.check, text, run._hook_context(), call_id=None
+                guard.name, "input", guard.check, text, run.hook_context(), call_id=None
             )
             if verdict is None:
                 continue
@@ -205,7 +205,7 @@ class GuardrailRunner(Extension):
         assert run is not None
         assert self._gate is not None
         text = _input_text(run)
-        context = run._hook_context()
+        context = run.hook_context()
         async with trio.open_nursery() as nursery:
             for guard in self._guards.parallel_input:
                 nursery.start_soon(
@@ -274,7 +274,7 @@ class GuardrailRunner(Extension):
                 continue
             assert guard.on_call is not None
             verdict = await self._verdict(
-                guard.name, "tool-call", guard.on_call, call, run._hook_context(), call_id=call.id
+                guard.name, "tool-call", guard.on_call, call, run.hook_context(), call_id=call.id
             )
             if verdict is None:
                 continue
@@ -296,7 +296,7 @@ class GuardrailRunner(Extension):
                 guard.on_result,
                 call,
                 result,
-                run._hook_context(),
+                run.hook_context(),
                 call_id=call.id,
             )
             if verdict is None:
@@ -321,10 +321,9 @@ class GuardrailRunner(Extension):
         run = self._run
         assert run is not None
         for guard in self._guards.output:
-            override = run._content_override
-            content = override if override is not None else run.steps[-1].content
+            content = run.answer
             verdict = await self._verdict(
-                guard.name, "output", guard.check, content, run._hook_context(), call_id=None
+                guard.name, "output", guard.check, content, run.hook_context(), call_id=None
             )
             if verdict is None:
                 continue
@@ -338,8 +337,6 @@ class GuardrailRunner(Extension):
                     f"{type(verdict.value).__name__}; rewrite(value) takes the new text (a str)"
                 )
             _replace_answer(run, content, verdict.value)
-            if run.config.output is not None:
-                run._validate_final(verdict.value)
             await self._rewrote(guard.name, "output", verdict, None)
 
 
@@ -369,7 +366,7 @@ def _replace_input(run: ActiveRun, text: str, name: str) -> None:
 
 def _replace_answer(run: ActiveRun, old: str, new: str) -> None:
     """The run's answer becomes ``new``, in the result and in the transcript."""
-    run._content_override = new
+    run.replace_answer(new)
     messages = list(run.conversation.messages)
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]

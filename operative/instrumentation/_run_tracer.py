@@ -19,7 +19,6 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import attrs
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.context import Context
@@ -29,7 +28,6 @@ from .._core._extension import Execute, Extension
 from .._core._instrument_hook import current_conversation_id
 from .._core._model import GenerateFunction, GenerateRequest, GenerateResponse
 from .._core._types import ToolCall, ToolResult
-from ..context._compaction import Summarize
 from . import _semconv as sc
 
 if TYPE_CHECKING:
@@ -172,14 +170,11 @@ class RunTracer(Extension):
 
     def attached(self, run: Any) -> None:
         self._run = run
-        manager = run._context
+        manager = run.context_manager
         if manager is not None:
-            strategy = manager._strategy
-            if isinstance(strategy, Summarize):
-                # A per-run copy: the agent's ContextManagement is left as it is.
-                generate = strategy.generate
-                traced = self._traced(generate, sc.provider_of(generate), compaction=True)
-                manager._strategy = attrs.evolve(strategy, generate=traced)
+            manager.wrap_summary_model(
+                lambda generate: self._traced(generate, sc.provider_of(generate), compaction=True)
+            )
         run.add_listener("run.started", self._run_started)
         run.add_listener("step.started", self._step_started)
         run.add_listener("step.completed", self._step_completed)
