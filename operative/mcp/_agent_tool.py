@@ -25,7 +25,9 @@ def agent_tool(
     ``output`` type).
 
     This is what an agent in the list given to :func:`serve_stdio` or :func:`mcp_app`
-    becomes; call it yourself to pick the name or description the client sees. While
+    becomes; call it yourself to pick the name or description the client sees. It is
+    read-only (``readOnlyHint``) only when every tool the agent has is; an agent whose
+    tools are not known before it runs (tool sources, a lazy agent) may mutate. While
     the agent runs, each finished step is reported as progress (``"step 2 of the
     writer agent finished"``), so a client that asked for progress sees it work; a
     client that cancels the call aborts the run. A run that errs, is aborted or runs
@@ -63,5 +65,16 @@ def agent_tool(
         name=shape.name,
         description=shape.description,
         timeout=timeout,
+        mutates=_may_mutate(agent),
         output_type=agent.options.get("output") if isinstance(agent, Agent) else None,
     )
+
+
+def _may_mutate(agent: RunnableAgent) -> bool:
+    """Whether a run of ``agent`` may change the world: it has a mutating tool, or tools
+    not known until it runs (tool sources, a lazy agent's definition)."""
+    if not isinstance(agent, Agent):
+        return True
+    if agent.options.get("tool_sources"):
+        return True
+    return any(tool.mutates for tool in agent.toolbox)

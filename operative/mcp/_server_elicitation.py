@@ -131,7 +131,15 @@ def _field(field: dict[str, Any], definitions: dict[str, Any]) -> dict[str, Any]
         target = definitions.get(ref.removeprefix("#/$defs/"))
         if isinstance(target, dict):
             field = {**target, **{k: v for k, v in field.items() if k != "$ref"}}
-    field = {k: v for k, v in field.items() if k != "$defs"}
+    field = _typed_enum({k: v for k, v in field.items() if k != "$defs"})
+    items = field.get("items")
+    if field.get("type") == "array" and isinstance(items, dict):
+        field["items"] = _typed_enum(dict(items))
+    return field
+
+
+def _typed_enum(field: dict[str, Any]) -> dict[str, Any]:
+    """A string enum with its ``"type": "string"`` (MCP forms require it)."""
     values = field.get("enum")
     strings = isinstance(values, list) and values and all(isinstance(v, str) for v in values)
     if strings and "type" not in field:
