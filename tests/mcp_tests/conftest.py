@@ -25,10 +25,14 @@ import sys
 from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
 import trio
+
+from operative import Conversation, Event, GenerateResponse, RunResult, ToolCall, open_run
+from operative.testing import ScriptedModel
 
 EVERYTHING = "@modelcontextprotocol/server-everything@2026.8.31"
 LOOPBACK = Path(__file__).with_name("_loopback.mjs")
@@ -178,3 +182,40 @@ def pid_alive(pid: int) -> bool:
     except OSError:
         return False
     return "\nState:\tZ" not in status
+
+
+FAULTY = Path(__file__).with_name("_faulty_server.py")
+
+
+def faulty_server(log: Path | None = None) -> tuple[str, list[str]]:
+    """The command that starts ``_faulty_server.py`` (logging what it receives to ``log``)."""
+    return sys.executable, [str(FAULTY), *([str(log)] if log is not None else [])]
+
+
+def script(*steps: list[tuple[str, dict[str, Any]]], answer: str = "done") -> ScriptedModel:
+    """A model that makes the given calls, a step at a time (ids ``s<step>c<n>``), then
+    answers."""
+    responses: list[GenerateResponse | str] = [
+        GenerateResponse(
+            tool_calls=tuple(
+                ToolCall(id=f"s{number}c{index}", name=name, arguments=arguments)
+                for index, (name, arguments) in enumerate(calls)
+            )
+        )
+        for number, calls in enumerate(steps, start=1)
+    ]
+    return ScriptedModel([*responses, answer])
+
+
+async def run_calls(
+    tools: list[Any], *calls: tuple[str, dict[str, Any]], **options: Any
+) -> tuple[RunResult, list[Event]]:
+    """One run whose model makes ``calls`` in one step; its result and events."""
+    conversation = Conversation()
+    conversation.append_user_message("go")
+    with trio.fail_after(60):
+        async with open_run(
+            generate=script(list(calls)), conversation=conversation, tools=tools, **options
+        ) as run:
+            events = [event async for event in run.events()]
+    return await run.result(), events
