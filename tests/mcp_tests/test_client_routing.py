@@ -198,9 +198,10 @@ def test_a_sampling_request_maps_its_messages_limits_and_preferences() -> None:
     )
     request = generate_request(params, label="'demo'", run_id="r1")
     first, second = request.conversation.messages
-    text, image = first.content
-    assert text == TextPart(text="What is in this picture?")
-    assert image == ImagePart(data=b"png", media_type="image/png")
+    assert first.content == (
+        TextPart(text="What is in this picture?"),
+        ImagePart(data=b"png", media_type="image/png"),
+    )
     assert (second.role, second.text) == ("assistant", "A cat.")
     assert request.settings == {"max_tokens": 20}
     assert request.conversation.metadata == {
