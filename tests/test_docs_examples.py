@@ -134,18 +134,25 @@ def test_index_sample_runs_as_a_program(capsys: pytest.CaptureFixture[str]) -> N
 
 
 async def test_mcp_page_samples_run_against_real_servers(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """docs/mcp.md's samples start real MCP servers (processes), so they run on the real
-    clock: virtual time would jump while a server answers. Each top-level
-    ``print(...)  # text`` prints exactly ``text``."""
+    clock: virtual time would jump while a server answers. A block whose first line is
+    ``# file: NAME`` is a file the page asks the reader to save: it is written to the
+    working directory instead of run. Each top-level ``print(...)  # text`` prints
+    exactly ``text``."""
     pytest.importorskip("mcp_server_time")
+    monkeypatch.chdir(tmp_path)
     blocks = _python_blocks(ROOT / "docs" / "mcp.md")
     assert blocks
     namespace: dict[str, Any] = {"__name__": "docs.mcp"}
     expected: list[str] = []
     with trio.fail_after(120):
         for index, block in enumerate(blocks):
+            saved = re.match(r"# file: (\S+)\n", block)
+            if saved is not None:
+                (tmp_path / saved.group(1)).write_text(block)
+                continue
             code = compile(
                 block, f"docs/mcp.md sample {index + 1}", "exec", flags=PyCF_TOP_LEVEL_AWAIT
             )
