@@ -106,7 +106,7 @@ def _servable(value: Any) -> bool:
 
 
 async def run_mcp_serve(args: argparse.Namespace, out: Output) -> int:
-    """Serve until stdin closes (stdio) or until interrupted (HTTP)."""
+    """Serve until stdin closes (stdio) or until Ctrl-C or SIGTERM."""
     try:
         from ..mcp import mcp_app, serve_stdio
     except ImportError as error:
@@ -121,7 +121,16 @@ async def run_mcp_serve(args: argparse.Namespace, out: Output) -> int:
     except InvalidArgument as error:
         raise UsageError(f"{args.target}: {error}") from None
     if args.http is None:
-        await serve_stdio(toolbox, name=args.name)
+        # Until stdin closes, or Ctrl-C (SIGINT) or SIGTERM: either way a clean exit.
+        async with trio.open_nursery() as nursery:
+
+            async def stop_when_signalled() -> None:
+                await _until_stopped()
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(stop_when_signalled)
+            await serve_stdio(toolbox, name=args.name)
+            nursery.cancel_scope.cancel()
         return EXIT_OK
     try:
         from hypercorn.config import Config
@@ -154,18 +163,19 @@ async def run_mcp_serve(args: argparse.Namespace, out: Output) -> int:
 
 def _listen(host: str, port: int) -> list[socket.socket]:
     """Bind ``host:port`` now: an address in use or not this machine's is a UsageError."""
-    from hypercorn.config import Config
-
-    config = Config()
-    config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
     try:
-        return config.create_sockets().insecure_sockets
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
     except socket.gaierror as error:
         raise UsageError(
             f"--http {host}:{port}: {host!r} is not an address of this machine "
             f"({error.strerror}); give an IP address such as 127.0.0.1"
         ) from None
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
     except OSError as error:
+        sock.close()
         if error.errno == errno.EADDRINUSE:
             why = "the port is in use; pass another port (0 picks a free one)"
         elif error.errno == errno.EADDRNOTAVAIL:
@@ -175,3 +185,4 @@ def _listen(host: str, port: int) -> list[socket.socket]:
         else:
             why = f"{error.strerror}; pass another address or port"
         raise UsageError(f"cannot listen on --http {host}:{port}: {why}") from None
+    return [sock]

@@ -32,6 +32,7 @@ from ..tools import ExecutionContext, Tool, Toolbox
 from ._agent_tool import agent_tool
 from ._server_content import call_result, error_result, tool_definition
 from ._server_elicitation import ClientQuestions
+from ._stdin import stdin_lines
 
 __all__ = ["ServedTools", "build_server", "serve_stdio", "served_toolbox"]
 
@@ -50,8 +51,10 @@ async def serve_stdio(tools: ServedTools, *, name: str = "operative") -> None:
     """Serve ``tools`` over this process's standard input and output until stdin closes.
 
     The client starts this process and speaks MCP on its pipes (``operative mcp serve
-    MODULE:OBJECT`` does it from the command line). While it serves, file descriptor 1
-    points at standard error, so a stray ``print`` cannot corrupt the protocol.
+    MODULE:OBJECT`` does it from the command line). While it serves, file descriptor 0
+    reads the null device and 1 points at standard error, so neither a stray ``print``
+    nor a child process reading its stdin can touch the protocol. Standard input is read
+    by Trio itself, so cancelling the call (Ctrl-C) stops the server at once.
 
     Args:
         tools: a :class:`~operative.Toolbox`, a list of tools and agents, or a
@@ -59,7 +62,10 @@ async def serve_stdio(tools: ServedTools, *, name: str = "operative") -> None:
         name: the server's name, as the client's ``initialize`` reads it.
     """
     server = build_server(tools, name=name)
-    async with stdio_server() as (read_stream, write_stream):
+    async with (
+        stdin_lines() as lines,
+        stdio_server(stdin=lines) as (read_stream, write_stream),
+    ):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
