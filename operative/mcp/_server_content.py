@@ -12,7 +12,7 @@ The definition:
 A call's value (the tool's return value, already plain JSON):
 
 - a ``str`` is one text block;
-- a list of content parts is those blocks: each part a dict with ``"type"`` ``text``
+- a content part, or a list of them, is those blocks: each part a dict with ``"type"`` ``text``
   (``text``), ``image`` or ``audio`` (``data`` in base64 and ``mime_type``; what an
   :class:`~operative.ImagePart` with ``data=`` becomes), ``resource`` (an embedded
   resource: ``uri``, optional ``mime_type``, and ``text`` or a base64 ``blob``) or
@@ -96,7 +96,9 @@ def error_result(message: str) -> types.CallToolResult:
 
 
 def _content_blocks(value: Any) -> list[types.ContentBlock] | None:
-    """``value`` as content blocks when it is a non-empty list of content parts."""
+    """``value`` as content blocks when it is a content part or a list of them."""
+    if _is_part(value):
+        return [_block(value)]
     if not isinstance(value, list) or not value:
         return None
     if not all(_is_part(item) for item in value):
