@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import attrs
 import mcp_types as types
 import trio
 from mcp.client.session import ClientRequestContext, ClientSession, IncomingMessage
@@ -20,13 +18,13 @@ from .._core._errors import InvalidArgument, ToolDefinitionError
 from .._core._model import GenerateFunction
 from ..tools import Tool, ToolContext
 from ._calls import send_call
+from ._connection import CLIENT_INFO, Connection, error_for, hold_connection
 from ._elicitation import answer_elicitation
-from ._errors import MCPConnectionError, MCPNotConnectedError, MCPProtocolError
+from ._errors import MCPConnectionError, MCPNotConnectedError
 from ._routing import CallRouter
 from ._sampling import answer_sampling
-from ._stdio import ServerProcess
 from ._tools import make_tool
-from ._transports import HttpTarget, StdioTarget, Target, open_streams
+from ._transports import HttpTarget, StdioTarget, Target
 
 __all__ = ["MCPServer"]
 
@@ -47,32 +45,6 @@ _LOG_LEVELS = {
     "emergency": logging.CRITICAL,
 }
 _MAX_PAGES = 1000
-_EXIT_WAIT = 1.0
-"""Seconds a closed connection's process gets to be seen exit, so the error says how."""
-
-
-@attrs.define(eq=False)
-class _Connection:
-    """An open session and what is known about its transport."""
-
-    session: ClientSession
-    transport: str
-    process: ServerProcess | None
-    closing: trio.Event = attrs.field(factory=trio.Event)
-    failure: BaseException | None = None
-
-    @property
-    def lost(self) -> bool:
-        """The server went away (its process exited, or the transport failed)."""
-        process = self.process
-        return self.failure is not None or (process is not None and process.returncode is not None)
-
-    def describe_loss(self, label: str) -> str:
-        if self.process is not None and self.process.returncode is not None:
-            return self.process.describe_exit()
-        if self.failure is not None:
-            return f"the connection to the MCP server {label} failed: {_describe(self.failure)}"
-        return f"the MCP server {label} closed the connection"
 
 
 class MCPServer:
@@ -120,7 +92,7 @@ class MCPServer:
         self._timeout = timeout
         self._connect_timeout = float(connect_timeout)
         self._router = CallRouter()
-        self._connection: _Connection | None = None
+        self._connection: Connection | None = None
         self._nursery: Any = None
         self._tools: list[Tool] | None = None
         self._listed_at = -1
@@ -235,44 +207,13 @@ class MCPServer:
         await manager.__aexit__(None, None, None)
 
     async def _run_connection(self, task_status: Any) -> None:
-        """Connect, hand the connection to ``__aenter__``, hold it until the block ends.
-
-        Runs in a task of its own, so a transport that fails after the handshake ends
-        the connection (calls in flight get an error naming why), not the block.
-        """
-        failures: list[str] = []
-        for transport in self._target.transports:
-            connection: _Connection | None = None
-            started: list[ServerProcess | None] = []
-            try:
-                deadline = trio.current_time() + self._connect_timeout
-                with trio.CancelScope(deadline=deadline) as scope:
-                    async with open_streams(self._target, transport, self.name) as (
-                        (read, write),
-                        process,
-                    ):
-                        started.append(process)
-                        async with self._session(read, write) as session:
-                            await session.initialize()
-                            scope.deadline = math.inf
-                            connection = _Connection(session, transport, process)
-                            task_status.started(connection)
-                            await connection.closing.wait()
-            except Exception as exc:
-                if connection is not None:
-                    connection.failure = exc
-                    _logger.warning("%s", connection.describe_loss(self.name))
-                    return
-                failures.append(f"over {transport}: {_describe(exc, started)}")
-                if any(isinstance(leaf, MCPError) for leaf in _leaves(exc)):
-                    continue  # it answered, but not in this transport's terms
-                break  # nothing answers there: another transport will not either
-            if connection is not None:
-                return
-            failures.append(f"over {transport}: no answer within {self._connect_timeout:g} s")
-            break
-        raise MCPConnectionError(
-            f"could not connect to the MCP server {self.name} ({'; '.join(failures)})"
+        """Connect and hold the connection until the block ends (see ``_connection``)."""
+        await hold_connection(
+            self._target,
+            self.name,
+            self._session,
+            connect_timeout=self._connect_timeout,
+            task_status=task_status,
         )
 
     def _session(self, read: Any, write: Any) -> ClientSession:
@@ -283,12 +224,12 @@ class MCPServer:
             elicitation_callback=self._on_elicitation,
             logging_callback=self._on_log,
             message_handler=self._on_message,
-            client_info=types.Implementation(name="operative", version=_version()),
+            client_info=CLIENT_INFO,
         )
 
     # -- tools ----------------------------------------------------------------------
 
-    def _open(self) -> _Connection:
+    def _open(self) -> Connection:
         connection = self._connection
         if connection is None:
             raise MCPNotConnectedError(
@@ -331,7 +272,7 @@ class MCPServer:
             self._tools, self._listed_at = tools, changes
         return list(tools)
 
-    async def _definitions(self, connection: _Connection) -> list[types.Tool]:
+    async def _definitions(self, connection: Connection) -> list[types.Tool]:
         definitions: list[types.Tool] = []
         cursor: str | None = None
         for _ in range(_MAX_PAGES):
@@ -339,7 +280,7 @@ class MCPServer:
             try:
                 page = await connection.session.list_tools(params=params)
             except MCPError as exc:
-                raise await _error(exc, connection, self.name, "tools/list") from None
+                raise await error_for(exc, connection, self.name, "tools/list") from None
             definitions.extend(page.tools)
             cursor = page.next_cursor
             if not cursor:
@@ -356,7 +297,10 @@ class MCPServer:
                 arguments,
                 label=self.name,
                 error=partial(
-                    _error, connection=connection, label=self.name, what=f"the call to {remote!r}"
+                    error_for,
+                    connection=connection,
+                    label=self.name,
+                    what=f"the call to {remote!r}",
                 ),
             )
 
@@ -398,46 +342,3 @@ class MCPServer:
             self._changes += 1
         elif isinstance(message, Exception):
             _logger.warning("the MCP server %s sent something unreadable: %r", self.name, message)
-
-
-async def _error(
-    exc: MCPError, connection: _Connection, label: str, what: str
-) -> MCPConnectionError | MCPProtocolError:
-    """A JSON-RPC error as the operative error that says what happened (for a closed
-    connection, why: a server process that is going away gets a moment to be seen go)."""
-    if exc.code == types.CONNECTION_CLOSED:
-        process = connection.process
-        if process is not None:
-            with trio.move_on_after(_EXIT_WAIT):
-                await process.exited.wait()
-        return MCPConnectionError(f"{what} failed: {connection.describe_loss(label)}")
-    await trio.lowlevel.checkpoint()
-    return MCPProtocolError(
-        f"{what} failed: the MCP server {label} answered with error {exc.code}: {exc.message}",
-        code=exc.code,
-    )
-
-
-def _leaves(exc: BaseException) -> list[BaseException]:
-    """The exceptions inside ``exc``'s groups (the SDK's task groups wrap them)."""
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
-    return [exc]
-
-
-def _describe(exc: BaseException, started: Sequence[ServerProcess | None] = ()) -> str:
-    """Why connecting failed: the errors, and what a server process said as it died."""
-    described = "; ".join(f"{type(leaf).__name__}: {leaf}" for leaf in _leaves(exc))
-    process = started[0] if started else None
-    if process is not None and process.returncode is not None:
-        described += f" ({process.describe_exit()})"
-    return described
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("operative")
-    except PackageNotFoundError:
-        return "0"
