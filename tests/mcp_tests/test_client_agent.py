@@ -92,7 +92,7 @@ async def test_an_agent_uses_both_servers_over_both_transports(
 async def test_an_abort_cancels_calls_in_flight_on_both_transports(
     everything_stdio: tuple[str, list[str]], everything_http: HttpServer
 ) -> None:
-    long = {"duration": 20, "steps": 20}
+    long = {"duration": 20, "steps": 100}
     with trio.fail_after(60):
         async with (
             MCPServer.stdio(*everything_stdio, prefix="local") as local,

@@ -17,7 +17,7 @@ from operative.mcp import MCPServer
 from .conftest import HttpServer, run_calls, script
 
 TAP = str(Path(__file__).with_name("_tap.py"))
-LONG = ("trigger-long-running-operation", {"duration": 20, "steps": 20})
+LONG = ("trigger-long-running-operation", {"duration": 20, "steps": 100})
 
 
 def _tapped(log: Path, command: tuple[str, list[str]]) -> tuple[str, list[str]]:
