@@ -183,7 +183,6 @@ async def test_an_http_server_killed_mid_session_fails_the_call_not_the_block(
         assert settled.error is not None
         assert "MCPConnectionError" in settled.error
         await trio.lowlevel.checkpoint()  # the block goes on
-    everything_http.output.clear()
 
 
 async def test_an_sse_only_server_is_reached_over_sse(everything_sse: HttpServer) -> None:
