@@ -4,8 +4,8 @@ sampling, progress, log messages; and the rule when the transport does not say w
 from __future__ import annotations
 
 import base64
-import re
 import logging
+import re
 from collections.abc import Iterator
 from typing import Any
 
