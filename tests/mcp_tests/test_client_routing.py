@@ -29,7 +29,7 @@ from operative.testing import ScriptedModel
 
 from .conftest import HttpServer, run_calls, script
 
-LONG = ("trigger-long-running-operation", {"duration": 1.5, "steps": 3})
+LONG = ("trigger-long-running-operation", {"duration": 2.0, "steps": 4})
 
 
 class Person:
