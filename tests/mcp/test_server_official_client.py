@@ -167,27 +167,36 @@ async def test_official_client_over_streamable_http(tmp_path: Path) -> None:
         cwd=CLIENTS,
         env={**os.environ, "NO_COLOR": "1"},
     )
-    assert server.stdout is not None
-    assert server.stderr is not None
-    output = b""
-    try:
-        with trio.fail_after(60):
-            while (
-                found := re.search(rb"serving MCP at (http://127\.0\.0\.1:\d+/mcp)", output)
-            ) is None:
-                chunk = await server.stdout.receive_some()
-                assert chunk, output.decode() + (await server.stderr.receive_some()).decode()
-                output += chunk
-        url = found.group(1).decode()
-        report = await run_client("http", str(tmp_path), url)
-        assert report["server"] == "operative"
-        check_report(report)
-    finally:
-        os.kill(server.pid, signal.SIGTERM)
-        with trio.fail_after(20):
-            code = await server.wait()
-    assert code == 0
-    with trio.fail_after(10):
-        while chunk := await server.stdout.receive_some():
-            output += chunk
+    stdout, stderr = server.stdout, server.stderr
+    assert stdout is not None
+    assert stderr is not None
+    output = bytearray()
+    errors = bytearray()
+    pattern = re.compile(rb"serving MCP at (http://127\.0\.0\.1:\d+/mcp)")
+    listening = trio.Event()
+
+    async def drain(stream: trio.abc.ReceiveStream, into: bytearray) -> None:
+        # Read for as long as the server runs, so it never blocks on a full pipe.
+        while chunk := await stream.receive_some():
+            into += chunk
+            if pattern.search(output):
+                listening.set()
+        listening.set()  # it ended: the wait below finds no address and says why
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(drain, stdout, output)
+        nursery.start_soon(drain, stderr, errors)
+        try:
+            with trio.fail_after(60):
+                await listening.wait()
+            found = pattern.search(output)
+            assert found is not None, errors.decode(errors="replace")
+            report = await run_client("http", str(tmp_path), found.group(1).decode())
+            assert report["server"] == "operative"
+            check_report(report)
+        finally:
+            os.kill(server.pid, signal.SIGTERM)
+            with trio.fail_after(20):
+                code = await server.wait()
+    assert code == 0, errors.decode(errors="replace")
     assert output.decode().rstrip().endswith("stopped")
