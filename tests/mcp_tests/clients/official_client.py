@@ -4,7 +4,7 @@ server, as any MCP host would use it; it prints one JSON report of what it saw.
     python official_client.py stdio MARKER_DIR -- COMMAND ARGS...
     python official_client.py http MARKER_DIR URL
 
-It is not operative code (asyncio is fine here): tests/mcp/test_server_official_client.py
+It is not operative code (asyncio is fine here): tests/mcp_tests/test_server_official_client.py
 runs it in a process of its own and checks the report.
 """
 

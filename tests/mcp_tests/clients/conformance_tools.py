@@ -1,7 +1,7 @@
 """The tools the MCP conformance suite's server scenarios call, written as operative tools.
 
 Served with ``python -m operative mcp serve conformance_tools:tools --http 127.0.0.1:0``
-(run from this directory) by tests/mcp/test_conformance.py. Each tool does what its
+(run from this directory) by tests/mcp_tests/test_conformance.py. Each tool does what its
 scenario's description asks, with nothing but operative's own API: return values become
 content (text, content parts, structured JSON), ``report_progress`` becomes progress
 notifications, ``elicit`` becomes ``elicitation/create``, a raised error an ``isError``
