@@ -15,6 +15,7 @@ import trio.testing
 from operative import (
     ActiveRun,
     CleanupError,
+    ContextManagement,
     Conversation,
     Extension,
     FinishReason,
@@ -23,6 +24,7 @@ from operative import (
     GenerateResponse,
     InvalidArgument,
     ResumePoint,
+    RetryOptions,
     RunResult,
     StepResult,
     ToolCall,
@@ -35,6 +37,7 @@ from operative import (
     tool,
 )
 from operative.budgets import Budget
+from operative.context import summarize
 from operative.durable import (
     Durable,
     SqliteCheckpointStore,
@@ -618,3 +621,376 @@ async def test_charge_adds_usage_to_the_run_and_its_step(
     assert result.finish_reason == FinishReason.BUDGET_EXCEEDED
     assert result.usage.total == 115
     assert len(result.steps) == 1
+
+
+# -- the boundaries of spending and limits -------------------------------------------------
+
+
+class PaidFailure(ConnectionError):
+    """A failed attempt that was still paid for (a provider error carrying usage)."""
+
+    def __init__(self, usage: Usage) -> None:
+        super().__init__("the connection dropped after the model answered")
+        self.usage = usage
+
+
+class Metering(Recorder):
+    """A :class:`Recorder` that also overrides the boundaries of spending and limits,
+    logging their arguments, and asks for each spend to be settled (logged when the run
+    awaits it)."""
+
+    def _settle(self, source: str) -> Any:
+        async def settle(run: ActiveRun) -> None:
+            self.log.append(("settled", source, run.current_step))
+
+        return settle
+
+    async def step_entered(self, run: ActiveRun, step: int) -> None:
+        self._see("step_entered", step)
+
+    def spent(
+        self,
+        run: ActiveRun,
+        step: int | None,
+        usage: Usage,
+        model: str | None,
+        *,
+        source: Any,
+        detail: Any = None,
+    ) -> Any:
+        self._see("spent", step, usage.total, model, source, detail)
+        return self._settle(source)
+
+    async def before_attempt(self, run: ActiveRun, request: GenerateRequest, attempt: int) -> None:
+        self._see("before_attempt", request.step, attempt)
+
+    async def tools_starting(self, run: ActiveRun, step: int, calls: tuple[ToolCall, ...]) -> None:
+        self._see("tools_starting", step, tuple(call.id for call in calls))
+
+    async def run_stopped(self, run: ActiveRun, result: RunResult) -> None:
+        self._see("run_stopped", result.finish_reason)
+
+
+class Meter(Recording):
+    def extension(self, config: Any) -> Recorder:
+        self.logs.append([])
+        return Metering(self.logs[-1], self.probe)
+
+
+async def test_the_boundaries_of_spending_come_in_order_with_their_arguments(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """``step_entered`` once the step is current and announced; ``before_attempt``
+    before each attempt, retries included; ``spent`` for a failed attempt's usage (no
+    model), the answer's (its model) and a ``run.charge`` (its step and ``spent=``
+    detail); each settle awaited once what it paid for is recorded: a failed attempt's
+    before the next attempt, the answer's after ``step.generated`` and before
+    ``tools_starting``, a charge's at ``run.enforce``; ``tools_starting`` with the calls
+    that will run (not one a hook skipped); ``run_stopped`` before the ``on_run_end``
+    hooks and ``run_ending``."""
+
+    @tool
+    async def delegate(context: ToolContext) -> str:
+        """Pay for work done elsewhere."""
+        run = context.execution.run
+        await run.enforce(
+            run.charge(Usage.of(prompt=7, completion=3), step=context.step, spent="x")
+        )
+        return "delegated"
+
+    model = ScriptedModel(
+        [
+            PaidFailure(Usage.of(prompt=4, completion=1)),
+            GenerateResponse(
+                tool_calls=(
+                    ToolCall(id="d", name="delegate", arguments={}),
+                    ToolCall(id="skipped", name="add", arguments={"a": 1, "b": 1}),
+                ),
+                usage=Usage.of(prompt=10, completion=5),
+                model="model-a",
+            ),
+            GenerateResponse(content="done", usage=Usage.of(prompt=20, completion=2)),
+        ]
+    )
+    meter = Meter(probe=lambda run: (run.current_step, run.usage.total))
+
+    def skip(calls: Any, context: Any) -> Any:
+        return [call for call in calls if call.id != "skipped"]
+
+    async with open_run(
+        generate=model,
+        stop_when=STOP,
+        conversation=user("go"),
+        tools=[delegate, add],
+        retry=RetryOptions(max_attempts=2, initial_delay=1, jitter=False),
+        before_tool_execution=skip,
+        on_run_end=lambda result: meter.logs[0].append(("on_run_end",)),
+        extensions=[meter],
+    ) as run:
+        run.add_listener("step.generated", lambda event: meter.logs[0].append(("event",)))
+        result = await run.result()
+    assert result.content == "done"
+    (log,) = meter.logs
+    assert log[5:] == [
+        ("step_started", 1, (0, 0)),
+        ("step_entered", 1, (1, 0)),
+        ("replayed", 1, (1, 0)),
+        ("before_attempt", 1, 1, (1, 0)),
+        ("spent", 1, 5, None, "failed-attempt", None, (1, 5)),
+        ("settled", "failed-attempt", 1),
+        ("before_attempt", 1, 2, (1, 5)),
+        ("spent", 1, 15, "model-a", "attempt", None, (1, 20)),
+        ("generated", 1, (1, 20)),
+        ("event",),
+        ("settled", "attempt", 1),
+        ("tools_starting", 1, ("d",), (1, 20)),
+        ("wrap_tool", 1, (1, 20)),
+        ("tool", "delegate", (1, 20)),
+        ("spent", 1, 10, None, "charge", "x", (1, 30)),
+        ("settled", "charge", 1),
+        ("step_completed", 1, (1, 30)),
+        ("step_started", 2, (1, 30)),
+        ("step_entered", 2, (2, 30)),
+        ("replayed", 2, (2, 30)),
+        ("before_attempt", 2, 1, (2, 30)),
+        ("spent", 2, 22, None, "attempt", None, (2, 52)),
+        ("generated", 2, (2, 52)),
+        ("event",),
+        ("settled", "attempt", 2),
+        ("step_completed", 2, (2, 52)),
+        ("run_stopped", FinishReason.STOP_CONDITION, (2, 52)),
+        ("on_run_end",),
+        ("run_ending", FinishReason.STOP_CONDITION, False, (2, 52)),
+    ]
+
+
+async def test_a_compactions_summary_is_spent_and_settled_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The summarizing call of a context compaction is spent (``source="compaction"``,
+    no model) before the step's first attempt, and settled right away."""
+    summarizer = ScriptedModel([GenerateResponse(content="earlier: 0-5", usage=Usage.of(30, 5))])
+    history = Conversation()
+    for turn in range(6):
+        history.append_user_message(f"question {turn} " + "x" * 2000)
+        history.append_assistant_message(f"answer {turn} " + "y" * 2000)
+    history.append_user_message("last question")
+    meter = Meter()
+    async with open_run(
+        generate=ScriptedModel([GenerateResponse(content="ok", usage=Usage.of(10, 1))]),
+        stop_when=STOP,
+        conversation=history.current,
+        context_management=ContextManagement(
+            max_tokens=2_000, strategy=summarize(summarizer, keep_last=1)
+        ),
+        extensions=[meter],
+    ) as run:
+        result = await run.result()
+    assert result.usage == Usage.of(40, 6)
+    assert names(meter.logs[0])[7:12] == [
+        ("replayed", 1),
+        ("spent", 1, 35, None, "compaction", None),
+        ("settled", "compaction"),
+        ("before_attempt", 1, 1),
+        ("spent", 1, 11, None, "attempt", None),
+    ]
+
+
+async def test_the_boundaries_of_spending_are_never_called_unless_overridden(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A run whose one extension overrides none of ``step_entered``, ``spent``,
+    ``before_attempt``, ``tools_starting``, ``run_stopped`` never calls them, not even
+    for a failed attempt's usage or a charge: each is skipped by an empty tuple (and
+    ``run.charge`` has nothing to settle)."""
+    calls: list[str] = []
+    boundaries = ("step_entered", "spent", "before_attempt", "tools_starting", "run_stopped")
+
+    class Quiet(Extension):
+        def __init__(self) -> None:
+            for boundary in boundaries:
+                # Shadow the no-op on the instance: a call would be recorded.
+                setattr(self, boundary, lambda *args, _name=boundary, **kwargs: calls.append(_name))
+
+    class QuietFeature:
+        def extension(self, config: Any) -> Extension:
+            return Quiet()
+
+    charged: list[Any] = []
+
+    @tool
+    async def delegate(context: ToolContext) -> str:
+        """Pay for work done elsewhere."""
+        charged.append(context.execution.run.charge(Usage.of(1, 1), step=context.step))
+        return "delegated"
+
+    model = ScriptedModel(
+        [
+            PaidFailure(Usage.of(prompt=4, completion=1)),
+            GenerateResponse(
+                tool_calls=(ToolCall(id="d", name="delegate", arguments={}),),
+                usage=Usage.of(10, 5),
+            ),
+            GenerateResponse(content="done", usage=Usage.of(20, 2)),
+        ]
+    )
+    async with open_run(
+        generate=model,
+        stop_when=STOP,
+        conversation=user("go"),
+        tools=[delegate],
+        retry=RetryOptions(max_attempts=2, jitter=False),
+        extensions=[QuietFeature()],
+    ) as run:
+        (extension,) = run.extensions
+        result = await run.result()
+    assert result.content == "done"
+    assert result.usage == Usage.of(35, 9)
+    assert charged == [None]
+    assert calls == []
+    ext = run._state.ext
+    assert [getattr(ext, boundary) for boundary in boundaries] == [()] * len(boundaries)
+    assert ext.all == (extension,)
+
+
+class Limiting(Extension):
+    """Stops the run at one boundary, with ``run.stop``."""
+
+    def __init__(self, at: str) -> None:
+        self.at = at
+
+    async def _stop(self, run: ActiveRun, where: str) -> None:
+        if where == self.at:
+            run.stop(FinishReason.BUDGET_EXCEEDED, f"limit reached at {where}")
+            await trio.lowlevel.checkpoint()
+
+    async def step_entered(self, run: ActiveRun, step: int) -> None:
+        await self._stop(run, f"step_entered {step}")
+
+    async def before_attempt(self, run: ActiveRun, request: GenerateRequest, attempt: int) -> None:
+        await self._stop(run, f"before_attempt {request.step}")
+
+    async def tools_starting(self, run: ActiveRun, step: int, calls: tuple[ToolCall, ...]) -> None:
+        await self._stop(run, f"tools_starting {step}")
+
+
+class Limit:
+    def __init__(self, at: str) -> None:
+        self.at = at
+
+    def extension(self, config: Any) -> Extension:
+        return Limiting(self.at)
+
+
+@pytest.mark.parametrize(
+    ("at", "model_calls", "outcomes"),
+    [
+        ("step_entered 2", 1, [["success"]]),
+        ("before_attempt 2", 1, [["success"]]),
+        ("before_attempt 1", 0, []),
+        ("tools_starting 1", 1, [["cancelled", "cancelled"]]),
+    ],
+)
+async def test_an_extension_stops_the_run_where_it_is_called(
+    autojump_clock: trio.testing.MockClock, at: str, model_calls: int, outcomes: list[Any]
+) -> None:
+    """``run.stop`` in ``step_entered`` or ``before_attempt`` ends the run before the
+    model is called; in ``tools_starting``, before any of the step's calls runs (each is
+    settled ``cancelled``). The run ends with the reason given."""
+    ran: list[str] = []
+
+    @tool
+    async def note(text: str) -> str:
+        """Note something."""
+        ran.append(text)
+        return text
+
+    model = ScriptedModel(
+        [
+            GenerateResponse(
+                tool_calls=(
+                    ToolCall(id="a", name="note", arguments={"text": "a"}),
+                    ToolCall(id="b", name="note", arguments={"text": "b"}),
+                )
+                if at == "tools_starting 1"
+                else (ToolCall(id="a", name="note", arguments={"text": "a"}),)
+            ),
+            "never",
+        ]
+    )
+    async with open_run(
+        generate=model,
+        stop_when=STOP,
+        conversation=user("go"),
+        tools=[note],
+        extensions=[Limit(at)],
+    ) as run:
+        result = await run.result()
+    assert result.finish_reason == FinishReason.BUDGET_EXCEEDED
+    assert result.abort_reason == f"limit reached at {at}"
+    assert model.calls == model_calls
+    assert [[r.outcome for r in step.results] for step in result.steps] == outcomes
+    assert ran == (["a"] if outcomes == [["success"]] else [])
+
+
+async def test_a_deadline_an_extension_adds_says_why_when_it_ends_the_run(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """``run.add_deadline`` from ``run_started`` (measured from ``run.started_at``)
+    bounds the run scope; the function given as its message is asked, once, only when
+    that deadline ended the run; ``run_stopped`` then sees the result, and an exception
+    there makes the run's result that error."""
+    asked: list[float] = []
+
+    class Deadline(Extension):
+        async def run_started(self, run: ActiveRun) -> ResumePoint | None:
+            assert run.started_at is not None
+            run.add_deadline(run.started_at + 30, FinishReason.BUDGET_EXCEEDED, self.why)
+            return None
+
+        def why(self) -> str:
+            asked.append(trio.current_time())
+            return "out of time"
+
+        async def run_stopped(self, run: ActiveRun, result: RunResult) -> None:
+            raise RuntimeError(f"could not report: {result.abort_reason}")
+
+    class WithDeadline:
+        def extension(self, config: Any) -> Extension:
+            return Deadline()
+
+    @tool
+    async def wait(seconds: float) -> str:
+        """Wait."""
+        await trio.sleep(seconds)
+        return "waited"
+
+    def script() -> ScriptedModel:
+        return ScriptedModel(
+            [
+                GenerateResponse(
+                    tool_calls=(ToolCall(id="w", name="wait", arguments={"seconds": 3600}),)
+                ),
+            ]
+        )
+
+    start = trio.current_time()
+    async with open_run(
+        generate=script(),
+        stop_when=STOP,
+        conversation=user("go"),
+        tools=[wait],
+        extensions=[WithDeadline()],
+    ) as run:
+        result = await run.result()
+    assert asked == [start + 30]
+    assert run.started_at == start
+    assert result.finish_reason == FinishReason.ERROR
+    assert result.abort_reason == "out of time"
+    assert isinstance(result.error, RuntimeError)
+    assert str(result.error) == "could not report: out of time"
+    assert result.steps[0].results[0].outcome == "cancelled"
+
+    asked.clear()
+    with pytest.raises(InvalidArgument, match="a failure is raised"):
+        run.stop(FinishReason.ERROR, "no")

@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 FEATURES = frozenset(
     {
+        "budgets",
         "durable",
         "guardrails",
         "multiagent",

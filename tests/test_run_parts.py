@@ -15,19 +15,19 @@ from operative._core import (
     _final_answer,
     _generate_phase,
     _run,
-    _run_budget,
     _run_scope,
     _run_state,
     _run_task,
     _step,
     _tool_phase,
 )
+from operative.budgets._extension import BudgetExtension
 
 _PARTS = (
     _run.ActiveRun,
     _run_state.RunState,
     _run_scope.RunScope,
-    _run_budget.RunBudget,
+    BudgetExtension,
     _final_answer.FinalAnswer,
     _generate_phase.GeneratePhase,
     _tool_phase.ToolPhase,

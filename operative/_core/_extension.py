@@ -1,9 +1,9 @@
 """The extension seam: how a feature attaches to a run without the loop knowing it.
 
-A *feature* is an option value (``durable=Durable(...)``, ``guardrails=[...]``, an
-instrumentation, or anything in ``extensions=[...]``) with an ``extension(config)``
-method. When a run opens, each feature makes one :class:`Extension` for that run. The
-loop calls extensions at named boundaries::
+A *feature* is an option value (``budget=Budget(...)``, ``durable=Durable(...)``,
+``guardrails=[...]``, an instrumentation, or anything in ``extensions=[...]``) with an
+``extension(config)`` method. When a run opens, each feature makes one
+:class:`Extension` for that run. The loop calls extensions at named boundaries::
 
     open_run
     ├── wrap_generate(fn)      the run's generate function (again after a config switch)
@@ -14,19 +14,36 @@ loop calls extensions at named boundaries::
         ├── wrap_loop(run, f)  the step loop, wrapped (a guardrail's trip scope)
         ├── step k
         │   ├── step_started(run, k)       before the step's first checkpoint
+        │   ├── step_entered(run, k)       the step is current, ``step.started`` sent
         │   ├── replayed(run, k)           a recorded answer instead of a model call
+        │   ├── spent(run, k, usage, ...)  a compaction's summary was paid for
+        │   ├── generate attempt n         (each retry too)
+        │   │   ├── before_attempt(run, request, n)   the model is not called yet
+        │   │   └── spent(run, k, usage, ...)         its usage (a failed one's too)
         │   ├── generated(run, k, resp)    the answer is in the transcript
+        │   ├── tools_starting(run, k, cs) the calls about to run, none started yet
         │   ├── wrap_tool(run, exe, k)     each call's execution, wrapped
+        │   │   └── spent(run, k, ...)     ``run.charge``: a subagent's spend
         │   ├── tool_parked(run, k, call)  a call waits for a person
         │   └── step_completed(run, sr)    the step's results are in the transcript
-        └── run_ending(run, result)        shielded, bounded by ``cleanup_timeout``
+        ├── run_stopped(run, result)       the result is decided; before on_run_end hooks
+        └── run_ending(run, result)        after them; shielded, bounded by cleanup_timeout
 
 An extension overrides only the boundaries it needs. The run looks up, once, which
 boundaries are overridden; the loop then calls only those, so a run with no feature
 pays one empty-tuple check per boundary.
 
-Order: extensions are called in the order their features are listed — the tool
-sources of ``tools=`` (read first, so every other feature sees their tools), then
+Stopping a run: a boundary that may end the run (``step_started``, ``step_entered``,
+``before_attempt``, ``tools_starting``, a :data:`Settle`) calls ``run.stop(reason,
+message)`` (or ``run.abort``) and awaits a checkpoint: the run scope is cancelled there,
+whatever was in flight is repaired, and the run ends with that finish reason (the
+first reason recorded wins). ``spent`` itself is synchronous (it also runs while a
+subagent is being cancelled): what it wants done about a spend, it returns as a
+:data:`Settle`, which the run awaits once what was paid for is recorded.
+
+Order: extensions are called in the order their features are listed — ``budget=``
+(its deadline bounds whatever the others do at run start), the tool sources of
+``tools=`` (read before the other features, so each sees their tools), then
 ``guardrails=``, ``extensions=``, the instrumentation, and ``durable=`` last.
 ``wrap_*`` results nest in that order too: the last extension's wrapper is outermost
 (the durable journal sees what every other wrapper made of a call).
@@ -34,8 +51,10 @@ sources of ``tools=`` (read first, so every other feature sees their tools), the
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 import attrs
 
@@ -45,7 +64,7 @@ if TYPE_CHECKING:
     import trio
 
     from ..tools import ExecutionContext
-    from ._model import GenerateFunction, GenerateResponse
+    from ._model import GenerateFunction, GenerateRequest, GenerateResponse
     from ._options import RunConfig
     from ._results import RunResult, StepResult
     from ._run import ActiveRun
@@ -57,11 +76,22 @@ __all__ = [
     "Extensions",
     "Feature",
     "ResumePoint",
+    "Settle",
+    "SpendSource",
     "Switch",
 ]
 
 Execute = Callable[[ToolCall, "ExecutionContext"], Awaitable[ToolResult]]
 """How the tool phase runs one call."""
+
+Settle: TypeAlias = Callable[["ActiveRun"], Awaitable[None]]
+"""What an extension's ``spent`` asks the run to do about a spend once what it paid for
+is recorded: an async function of the run, which may stop it (a budget's limit)."""
+
+SpendSource: TypeAlias = Literal["attempt", "failed-attempt", "compaction", "charge"]
+"""What spent the usage passed to ``spent``: a generate attempt that answered, one that
+failed (it still reported usage), a compaction's summarizing call, or work done for the
+run elsewhere and charged through ``run.charge`` (a subagent)."""
 
 
 @runtime_checkable
@@ -138,7 +168,41 @@ class Extension:
         return loop
 
     async def step_started(self, run: ActiveRun, step: int) -> None:
-        """Step ``step`` begins; nothing of it has happened yet."""
+        """Step ``step`` begins; nothing of it has happened yet (``run.current_step`` is
+        still the step before)."""
+
+    async def step_entered(self, run: ActiveRun, step: int) -> None:
+        """Step ``step`` is under way: it is ``run.current_step`` and ``step.started`` is
+        sent; its request is not assembled yet. May stop the run (a limit on time)."""
+
+    def spent(
+        self,
+        run: ActiveRun,
+        step: int | None,
+        usage: Usage,
+        model: str | None,
+        *,
+        source: SpendSource,
+        detail: Any = None,
+    ) -> Settle | None:
+        """``usage`` was paid for on the run's behalf and added to ``run.usage`` (and to
+        step ``step``'s, when it is in flight; ``None``: the run's only). ``model`` names
+        the model when the answer did; ``source`` says what spent it; ``detail`` is what
+        a ``run.charge(..., spent=detail)`` caller passed along (a subagent's
+        ``BudgetSpent``), else ``None``.
+
+        Synchronous: count, log, decide. What should happen about it (report a crossed
+        limit, stop the run) is returned as a :data:`Settle`, which the run awaits once
+        what was paid for is recorded: a failed attempt's before the next attempt (not
+        at all if the failure ends the run), an answer's once it is in the transcript and
+        ``step.generated`` is sent (before any of its calls runs), a compaction's at
+        once, a charge's when its caller awaits ``run.enforce``.
+        """
+        return None
+
+    async def before_attempt(self, run: ActiveRun, request: GenerateRequest, attempt: int) -> None:
+        """Generate attempt ``attempt`` of the step (1, then each retry) is about to send
+        ``request``. May stop the run: the attempt is then never made."""
 
     def replayed(self, run: ActiveRun, step: int) -> GenerateResponse | None:
         """A recorded answer for ``step``, used instead of calling the model."""
@@ -150,6 +214,11 @@ class Extension:
         """The step's answer is in the transcript; ``usage`` is what the step cost so far
         (failed attempts and a compaction's summary included)."""
 
+    async def tools_starting(self, run: ActiveRun, step: int, calls: tuple[ToolCall, ...]) -> None:
+        """``calls``, the step's calls that are about to run (after the hooks that may
+        skip some), none of them started. May stop the run: then none of them runs, and
+        each gets a ``cancelled`` result."""
+
     def wrap_tool(self, run: ActiveRun, execute: Execute, step: int) -> Execute:
         """How each call of ``step`` executes, wrapped (results are JSON-sendable)."""
         return execute
@@ -159,6 +228,15 @@ class Extension:
 
     async def step_completed(self, run: ActiveRun, step: StepResult) -> None:
         """The step's tool results are in the transcript; its event is not sent yet."""
+
+    async def run_stopped(self, run: ActiveRun, result: RunResult) -> None:
+        """The run has stopped and ``result`` is decided: report it (events, callbacks).
+
+        Runs before the ``on_run_end`` hooks, shielded with them and bounded by the same
+        ``cleanup_timeout``. An exception makes the run's result an error (its
+        ``finish_reason`` ``"error"``, the exception its ``error``), as a failing
+        ``on_run_end`` hook does; the run does not log it.
+        """
 
     async def run_ending(self, run: ActiveRun, result: RunResult, *, shutdown: bool) -> RunResult:
         """Record the end of the run; return the result (possibly changed).
@@ -179,8 +257,19 @@ class Extension:
     async def wait_durably_started(self) -> None:
         """Return once the run's durable record is committed; raise what stopped it."""
 
+    # -- queries a feature may answer (the first answer that is not None wins) ---------
+
     def traceparent(self) -> str | None:
         """The W3C ``traceparent`` of the run's trace, for features that record it."""
+        return None
+
+    def budget_remaining(self, run: ActiveRun) -> Any:
+        """What is left of the run's budget, as a budget for a child run (a subagent):
+        ``run.budget_remaining()``. Answered by the feature that keeps the budget."""
+        return None
+
+    def budget_spent(self) -> Any:
+        """What the run's budget has counted so far: ``run.budget_spent()``."""
         return None
 
 
@@ -191,11 +280,16 @@ BOUNDARIES = (
     "run_started",
     "wrap_loop",
     "step_started",
+    "step_entered",
     "replayed",
+    "spent",
+    "before_attempt",
     "generated",
+    "tools_starting",
     "wrap_tool",
     "tool_parked",
     "step_completed",
+    "run_stopped",
     "run_ending",
 )
 
@@ -215,27 +309,40 @@ class Extensions:
     run_started: tuple[Extension, ...]
     wrap_loop: tuple[Extension, ...]
     step_started: tuple[Extension, ...]
+    step_entered: tuple[Extension, ...]
     replayed: tuple[Extension, ...]
+    spent: tuple[Extension, ...]
+    before_attempt: tuple[Extension, ...]
     generated: tuple[Extension, ...]
+    tools_starting: tuple[Extension, ...]
     wrap_tool: tuple[Extension, ...]
     tool_parked: tuple[Extension, ...]
     step_completed: tuple[Extension, ...]
+    run_stopped: tuple[Extension, ...]
     run_ending: tuple[Extension, ...]
 
     def __init__(self, extensions: tuple[Extension, ...]) -> None:
+        # Once per run, so kept cheap: every boundary starts empty, and each extension
+        # is added to those its class overrides (read now: a class patched later counts),
+        # found by comparing all of the class's boundaries with the no-ops at once.
         self.all = extensions
-        self.durable: Extension | None = None
+        durable: Extension | None = None
+        for boundary in BOUNDARIES:
+            setattr(self, boundary, ())
         for extension in extensions:
             if extension.durable:
-                self.durable = extension
-        for boundary in BOUNDARIES:
-            base = getattr(Extension, boundary)
-            setattr(
-                self,
-                boundary,
-                tuple(e for e in extensions if getattr(type(e), boundary) is not base),
-            )
+                durable = extension
+            overrides = map(operator.is_not, _boundaries_of(type(extension)), _NO_OPS)
+            for boundary in itertools.compress(BOUNDARIES, overrides):
+                setattr(self, boundary, (*getattr(self, boundary), extension))
+        self.durable = durable
 
+
+_boundaries_of = operator.attrgetter(*BOUNDARIES)
+"""A class's boundaries, in the order of ``BOUNDARIES``."""
+
+_NO_OPS = _boundaries_of(Extension)
+"""The no-op each boundary of a class that does not override it is."""
 
 NO_EXTENSIONS = Extensions(())
 
@@ -253,6 +360,8 @@ class _Made:
 def extensions_for(config: RunConfig) -> Extensions:
     """Ask each feature of ``config`` for its extension to this run."""
     features: list[Any] = []
+    if config.budget is not None:
+        features.append(config.budget)
     if config.tool_sources:
         from ._tool_sources import ToolSources
 
@@ -272,3 +381,22 @@ def extensions_for(config: RunConfig) -> Extensions:
         if extension is not None:
             made.append(extension)
     return Extensions(tuple(made)) if made else NO_EXTENSIONS
+
+
+def charge_extensions(
+    run: ActiveRun,
+    spending: tuple[Extension, ...],
+    step: int | None,
+    usage: Usage,
+    model: str | None,
+    source: SpendSource,
+    detail: Any = None,
+) -> tuple[Settle, ...]:
+    """Tell each extension of ``spending`` (those overriding ``spent``) what was paid
+    for; what they ask to be done about it, to await once it is recorded."""
+    settles: tuple[Settle, ...] = ()
+    for extension in spending:
+        settle = extension.spent(run, step, usage, model, source=source, detail=detail)
+        if settle is not None:
+            settles += (settle,)
+    return settles

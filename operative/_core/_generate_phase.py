@@ -6,15 +6,20 @@
     └── generate attempt(s)   each in its own scope (attempt_timeout); back-off between
         └── backpressure slot held around the call (FixedDelay, a shared GenerateLimiter)
 
-Before each attempt the budget is charged a request; after it, the usage. A failed
-attempt that reported usage was still paid for, so it counts too. What a step spends is
-added to the run's (``RunState.usage``) and the step's (``Inflight.usage``) here.
+What a step spends is added to the run's (``RunState.usage``) and the step's
+(``Inflight.usage``) here, and told to the extensions that count it (``spent``): each
+attempt's usage, a failed attempt's too (it was still paid for). Extensions may stop the
+run before an attempt (``before_attempt``: a budget's request limit); what they ask to
+be done about a spend is done once it is recorded: a failed attempt's before the next
+attempt, the answer's by ``StepLoop`` once the answer is in the transcript.
+(Each boundary is asked ``if ext.before_attempt:`` first: a truth test costs a step less
+than a loop over an empty tuple.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -34,11 +39,14 @@ from ._events import (
     ResponseValidated,
     UsageAccumulated,
 )
+from ._extension import Settle, charge_extensions
 from ._model import GenerateRequest, GenerateResponse, checked_response, response_problem
 from ._options import _NO_HOOKS as NO_HOOKS
-from ._run_budget import RunBudget
 from ._run_state import NO_USAGE, Inflight, RunState
 from ._types import Usage
+
+if TYPE_CHECKING:
+    from ._run import ActiveRun
 
 __all__ = ["GeneratePhase"]
 
@@ -108,11 +116,10 @@ def _routed(
 class GeneratePhase:
     """Calling the model for the steps of one run."""
 
-    __slots__ = ("_budget", "_state")
+    __slots__ = ("_state",)
 
-    def __init__(self, state: RunState, budget: RunBudget | None) -> None:
+    def __init__(self, state: RunState) -> None:
         self._state = state
-        self._budget = budget
 
     async def _call_model(self, request: GenerateRequest) -> GenerateResponse:
         """One attempt, with streamed deltas delivered as events when someone listens."""
@@ -185,24 +192,27 @@ class GeneratePhase:
             response = checked_response(response)
         return response
 
-    async def run(self, request: GenerateRequest, inflight: Inflight) -> GenerateResponse:
+    async def run(
+        self, run: ActiveRun, request: GenerateRequest, inflight: Inflight
+    ) -> GenerateResponse:
         """The step's answer: attempts until one succeeds or a failure is not retried;
-        what they cost is added to ``inflight`` and the run."""
+        what they cost is added to ``inflight`` and the run. ``run`` is the handle the
+        extensions are given."""
         state = self._state
         cfg = state.config
         hub = state.hub
         run_id = state.run_id
         step = request.step
         retry = cfg.retry
-        budget = self._budget
+        ext = state.ext
         attempt = 1
         fast = cfg.backpressure is None and (retry is None or retry.attempt_timeout is None)
         while True:
             if fast and "generate.delta" in hub.wanted:
                 fast = False
-            if budget is not None:
-                await budget.settle_pending()
-                await budget.enforce(budget.tracker.charge_request())
+            if ext.before_attempt:
+                for extension in ext.before_attempt:
+                    await extension.before_attempt(run, request, attempt)
             if "generate.started" in hub.wanted:
                 await hub.emit(
                     GenerateStarted(run_id=run_id, step=step, time=state.now(), attempt=attempt)
@@ -221,11 +231,14 @@ class GeneratePhase:
             except Exception as exc:
                 # A failed attempt that reported usage was still paid for.
                 spent = getattr(exc, "usage", None)
+                settles: tuple[Settle, ...] = ()
                 if isinstance(spent, Usage):
                     inflight.usage = inflight.usage + spent
                     state.usage = state.usage + spent
-                    if budget is not None:
-                        budget.pending = budget.tracker.charge_usage(spent)
+                    if ext.spent:
+                        settles = charge_extensions(
+                            run, ext.spent, step, spent, None, "failed-attempt"
+                        )
                 retrying = retry is not None and retry.should_retry(exc, attempt)
                 if "generate.error" in hub.wanted:
                     await hub.emit(
@@ -259,6 +272,8 @@ class GeneratePhase:
                     )
                 await trio.sleep(delay)
                 request = retry.next_request(request, exc, attempt)
+                for settle in settles:  # the failed attempt's spend, before the next one
+                    await settle(run)
         usage = response.usage
         if usage is not None:
             # The step may already have paid for something (a failed attempt, a context
@@ -266,9 +281,12 @@ class GeneratePhase:
             spent = inflight.usage
             inflight.usage = usage if spent is NO_USAGE else spent + usage
             state.usage = total = state.usage + usage
-            if budget is not None:
-                # Enforced once the answer is in the transcript: it was paid for.
-                budget.pending = budget.tracker.charge_usage(usage, response.model)
+            if ext.spent:
+                # Settled once the answer is in the transcript (``StepLoop``): it was
+                # paid for, whatever a limit says.
+                state.to_settle = charge_extensions(
+                    run, ext.spent, step, usage, response.model, "attempt"
+                )
         state.liveness._progress(state.step, state.usage)
         if "generate.completed" in hub.wanted:
             await hub.emit(

@@ -28,7 +28,6 @@ from ._types import RequestContext
 
 if TYPE_CHECKING:
     from ..backpressure import BackpressureStrategy
-    from ..budgets import Budget, CostBudgetMonitor
     from ..context import ContextManagement
 
 __all__ = ["RunConfig", "RunOptions", "configure_run", "make_toolbox"]
@@ -65,7 +64,7 @@ class RunOptions(TypedDict, total=False):
     abort_on: Any
     cleanup_timeout: float
     retry: RetryOptions | None
-    budget: Budget | CostBudgetMonitor | None
+    budget: Feature | None
     backpressure: BackpressureStrategy | None
     context_management: ContextManagement | None
     steering: Any
@@ -121,7 +120,9 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Returns when the caller wants the run aborted (``abort_on=``, normalised)."""
     cleanup_timeout: float = 10.0
     retry: RetryOptions | None = None
-    budget: Budget | CostBudgetMonitor | None = None
+    budget: Feature | None = None
+    """Limits on what the run spends (``operative.budgets``: a ``Budget`` or a
+    ``CostBudgetMonitor``); None: nothing counted at all."""
     backpressure: BackpressureStrategy | None = None
     context_management: ContextManagement | None = None
     steering: Any = None
@@ -373,10 +374,11 @@ def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
         fields["output_mode"] = check_output_mode(output_mode)
     budget = get("budget")
     if budget is not None:
-        # Optional subsystems load when a run uses them, keeping ``import operative`` light.
-        from ..budgets import Budget, CostBudgetMonitor
-
-        if not isinstance(budget, Budget | CostBudgetMonitor):
+        # A feature that declares it stands for budget= (checked without the protocol's
+        # isinstance, which costs a run more than everything else here).
+        if getattr(budget, "option", None) != "budget" or not callable(
+            getattr(budget, "extension", None)
+        ):
             raise InvalidArgument(
                 f"budget= takes a Budget or a CostBudgetMonitor, got {type(budget).__name__}"
             )

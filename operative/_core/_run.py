@@ -15,8 +15,6 @@ Each part owns the state it writes:
   spend, the steps, the step in flight, a pending switch — and the run's fixed wiring
   (event hub, liveness tracker, extensions); every part holds it;
 - ``RunScope``: the cancel scope, its deadlines, the first reason it was cancelled for;
-- ``RunBudget`` (only for a run with ``budget=``): the tracker, and the status a model
-  call left to enforce once its answer is recorded;
 - ``FinalAnswer``: an answer replacing the last step's, the structured output, its
   validation;
 - ``GeneratePhase``: nothing beyond one call (attempts are its locals); adds the spend;
@@ -31,7 +29,7 @@ given), so a run that has ended is freed by reference counting, not by the colle
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -48,13 +46,12 @@ from ..liveness import (
 from ._errors import CleanupError, InvalidArgument, OutputValidationError
 from ._event_hub import EventHub, EventStream, Listener, Overflow
 from ._events import Event
-from ._extension import Extension, Switch, extensions_for
+from ._extension import Extension, Settle, Switch, charge_extensions, extensions_for
 from ._final_answer import FinalAnswer
 from ._generate_phase import GeneratePhase
 from ._model import GenerateFunction
 from ._options import RunConfig
 from ._results import RunResult, StepResult
-from ._run_budget import RunBudget
 from ._run_scope import RunScope
 from ._run_state import CancelReason, RunState, run_clock
 from ._run_task import RunTask
@@ -80,7 +77,6 @@ class ActiveRun:
 
     __slots__ = (
         "_answer",
-        "_budget",
         "_done",
         "_hub",
         "_liveness",
@@ -109,14 +105,9 @@ class ActiveRun:
         done = self._done = trio.Event()
         """Set once the run has ended and its result is recorded (by ``RunTask``)."""
         scope = self._scope = RunScope(done)
-        budget = self._budget = (
-            None if config.budget is None else RunBudget(config.budget, state, scope.cancel)
-        )
         answer = self._answer = FinalAnswer(state)
-        loop = self._loop = StepLoop(
-            state, budget, answer, GeneratePhase(state, budget), ToolPhase(state, budget)
-        )
-        self._task = RunTask(state, scope, budget, answer, loop, done)
+        loop = self._loop = StepLoop(state, answer, GeneratePhase(state), ToolPhase(state))
+        self._task = RunTask(state, scope, answer, loop, done)
 
     def __repr__(self) -> str:
         return f"<ActiveRun {self.run_id} {self._liveness.status} step={self._state.step}>"
@@ -375,29 +366,62 @@ class ActiveRun:
         state.steps.extend(steps)
         state.usage = usage
 
-    def charge(self, usage: Usage, *, step: int | None = None, spent: Any = None) -> Any:
+    def charge(
+        self, usage: Usage, *, step: int | None = None, spent: Any = None
+    ) -> tuple[Settle, ...] | None:
         """Add ``usage`` (spent on the run's behalf, e.g. by a subagent) to the run and,
-        when ``step`` is in flight, to that step; charge the budget with ``spent`` (a
-        ``BudgetSpent``; derived from ``usage`` when omitted). Synchronous, so it is safe
-        during a cancellation. Returns the budget status to pass to :meth:`enforce`."""
+        when ``step`` is in flight, to that step; tell the extensions that count spending
+        (``spent``, with ``source="charge"`` and ``spent`` as its ``detail``: a budget
+        charges a ``BudgetSpent``, derived from ``usage`` when omitted). Synchronous, so
+        it is safe during a cancellation. Returns what to pass to :meth:`enforce` (``None``:
+        nothing to do)."""
         state = self._state
         state.usage = state.usage + usage
         inflight = state.inflight
         if inflight is not None and inflight.step == step:
             inflight.usage = inflight.usage + usage
-        budget = self._budget
-        if budget is None:
+        spending = state.ext.spent
+        if not spending:
             return None
-        if spent is None:
-            from ..budgets import BudgetSpent, usage_tokens
+        return charge_extensions(self, spending, step, usage, None, "charge", spent) or None
 
-            spent = BudgetSpent(tokens=usage_tokens(usage), requests=0)
-        return budget.tracker.charge_child(spent)
+    async def enforce(self, status: tuple[Settle, ...] | None) -> None:
+        """Do what the extensions asked about a :meth:`charge` (``status`` is what it
+        returned): report a crossed budget threshold, end the run at a crossed limit."""
+        if status:
+            for settle in status:
+                await settle(self)
 
-    async def enforce(self, status: Any) -> None:
-        """Report a budget status from :meth:`charge`; end the run if a limit is crossed."""
-        if status is not None and self._budget is not None:
-            await self._budget.enforce(status)
+    def stop(self, finish_reason: FinishReason, message: str) -> None:
+        """Ask the run to stop with ``finish_reason`` (a feature's limit:
+        ``FinishReason.BUDGET_EXCEEDED``) and ``message`` as its abort reason.
+
+        Like :meth:`abort`: synchronous, effective at the run's next checkpoint (await
+        ``trio.lowlevel.checkpoint()`` to stop right there), the first reason wins.
+        """
+        if not isinstance(finish_reason, FinishReason) or finish_reason is _ERROR:
+            raise InvalidArgument(
+                f"stop() takes the FinishReason the run ends with, not {finish_reason!r}; "
+                "a failure is raised, not stopped with"
+            )
+        self._scope.cancel(CancelReason(finish_reason, message))
+
+    def add_deadline(
+        self, when: float, finish_reason: FinishReason, message: str | Callable[[], str]
+    ) -> None:
+        """End the run at ``when`` (trio time) with ``finish_reason``, unless it ended
+        first. ``message`` is the abort reason, or a function that says it once the
+        deadline has ended the run (a budget tells how far past its limit it went)."""
+        if callable(message):
+            reason = CancelReason(finish_reason, "", describe=message)
+        else:
+            reason = CancelReason(finish_reason, message)
+        self._scope.add_deadline(when, reason)
+
+    @property
+    def started_at(self) -> float | None:
+        """When the run's loop started, on the run's clock (``None`` before)."""
+        return self._state.started_at
 
     def hook_context(self) -> HookContext:
         """What hooks are given about the run now (run id, agent, step, conversation,
@@ -429,13 +453,19 @@ class ActiveRun:
 
     def budget_remaining(self) -> Any:
         """What is left of the run's budget (a ``Budget``), or ``None`` without one."""
-        if self._budget is None:
-            return None
-        return self._budget.tracker.remaining(self._state.now())
+        for extension in self._state.ext.all:
+            remaining = extension.budget_remaining(self)
+            if remaining is not None:
+                return remaining
+        return None
 
     def budget_spent(self) -> Any:
         """What the run's budget counted so far (a ``BudgetSpent``), or ``None``."""
-        return None if self._budget is None else self._budget.tracker.spent
+        for extension in self._state.ext.all:
+            spent = extension.budget_spent()
+            if spent is not None:
+                return spent
+        return None
 
     def traceparent(self) -> str | None:
         """The W3C ``traceparent`` of the run's trace, when an extension traces it."""

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ..conversation import Conversation
     from ..liveness import LivenessTracker
     from ._event_hub import EventHub
-    from ._extension import Extensions, Switch
+    from ._extension import Extensions, Settle, Switch
     from ._options import RunConfig
     from ._results import StepResult
 
@@ -80,6 +80,9 @@ class CancelReason:
     finish_reason: FinishReason
     message: str
     shutdown: bool = False
+    describe: Callable[[], str] | None = attrs.field(default=None, eq=False, repr=False)
+    """For a deadline: says why once it has ended the run (a budget tells how far past
+    its limit the run went); the run reports that instead of ``message``."""
 
 
 class Inflight:
@@ -123,9 +126,11 @@ class RunState:
         "liveness",
         "now",
         "run_id",
+        "started_at",
         "step",
         "steps",
         "switch",
+        "to_settle",
         "usage",
     )
 
@@ -151,6 +156,8 @@ class RunState:
         """How the run is doing (progress, declared waits), for snapshots and watchdogs."""
         self.ext = ext
         """The features attached to the run, by the boundaries they override."""
+        self.started_at: float | None = None
+        """When the loop task started, on the run's clock. Written by ``RunTask``."""
         self.step = 0
         """The step in progress (0 before the first). Written by ``StepLoop``."""
         self.usage = Usage()
@@ -164,6 +171,9 @@ class RunState:
         self.switch: Switch | None = None
         """A switch a tool asked for in this step (``ActiveRun.request_switch``), applied
         and cleared by ``StepLoop`` at the step's end."""
+        self.to_settle: tuple[Settle, ...] = ()
+        """What extensions asked to do about the step's answer's spend once the answer
+        is recorded. Written by ``GeneratePhase``, awaited and cleared by ``StepLoop``."""
 
     def hook_context(self) -> HookContext:
         """What a hook is told about the run, now."""

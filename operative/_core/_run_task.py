@@ -4,11 +4,13 @@
 
     loop task (RunTask.drive)
     ├── start      liveness, ``run.started``, the transcript repaired, deadlines set
-    ├── run scope  ``run_started`` extensions, ``on_run_start`` hooks, the step loop
-    │              (wrapped by ``wrap_loop`` extensions); a failure goes to ``on_error``
-    └── end        shielded: the step cut short repaired, ``on_run_end`` hooks and
-                   ``run_ending`` extensions (bounded by ``cleanup_timeout``), the
-                   result recorded, the terminal event sent, the event hub closed
+    ├── run scope  ``run_started`` extensions (a budget adds its deadline),
+    │              ``on_run_start`` hooks, the step loop (wrapped by ``wrap_loop``
+    │              extensions); a failure goes to ``on_error``
+    └── end        the step cut short repaired; shielded and bounded by
+                   ``cleanup_timeout``: ``run_stopped`` extensions and ``on_run_end``
+                   hooks, then each ``run_ending`` extension; the result recorded, the
+                   terminal event sent, the event hub closed
 
 Whoever cancels the run scope first records why (``RunScope``), so the finish reason is
 exact. The task owns the run's result and sets ``done`` once it is recorded.
@@ -43,14 +45,12 @@ from ._events import (
 from ._extension import ResumePoint
 from ._final_answer import FinalAnswer
 from ._results import RunResult, StepResult
-from ._run_budget import RunBudget
 from ._run_scope import RunScope
 from ._run_state import CancelReason, RunState, is_shutdown
 from ._step import StepLoop
 from ._types import FinishReason
 
 if TYPE_CHECKING:
-    from ..budgets import BudgetStatus
     from ..steering import SteeringOutcome
     from ._run import ActiveRun
 
@@ -71,7 +71,6 @@ logger = logging.getLogger("operative.run")
 
 _ABORTED = FinishReason.ABORTED
 _ERROR = FinishReason.ERROR
-_BUDGET_EXCEEDED = FinishReason.BUDGET_EXCEEDED
 _STEERING_EVENTS: dict[str, Any] = {
     "accepted": SteeringAccepted,
     "rejected": SteeringRejected,
@@ -85,7 +84,6 @@ class RunTask:
 
     __slots__ = (
         "_answer",
-        "_budget",
         "_done",
         "_loop",
         "_scope",
@@ -97,14 +95,12 @@ class RunTask:
         self,
         state: RunState,
         scope: RunScope,
-        budget: RunBudget | None,
         answer: FinalAnswer,
         loop: StepLoop,
         done: trio.Event,
     ) -> None:
         self._state = state
         self._scope = scope
-        self._budget = budget
         self._answer = answer
         self._loop = loop
         self._done = done
@@ -122,7 +118,7 @@ class RunTask:
         escaping: BaseException | None = None
         state = self._state
         scope = self._scope
-        started_at = state.now()
+        started_at = state.started_at = state.now()
         state.liveness.start()
         hub = state.hub
         if hub.wants("run.started"):
@@ -143,15 +139,6 @@ class RunTask:
                 state.now() + (request.deadline - time.time()),
                 CancelReason(_ABORTED, "the request this run acts for passed its deadline"),
             )
-        budget = self._budget
-        if budget is not None:
-            budget.tracker.start(started_at)
-            if budget.tracker.deadline is not None:
-                scope.add_deadline(
-                    budget.tracker.deadline,
-                    CancelReason(_BUDGET_EXCEEDED, "budget exceeded: duration"),
-                )
-        budget_status: BudgetStatus | None = None
         remove_steering_listener = self._listen_to_steering()
         try:
             with scope.cancel_scope:
@@ -193,11 +180,9 @@ class RunTask:
             else:
                 if cancel is None:
                     cancel = scope.deadline_reason()
-                    if cancel is not None and cancel.finish_reason is _BUDGET_EXCEEDED:
-                        assert budget is not None
-                        budget_status = budget.tracker.check_time(state.now())
-                        if budget_status.exceeded is not None:
-                            cancel = CancelReason(_BUDGET_EXCEEDED, budget_status.exceeded.message)
+                    if cancel is not None and cancel.describe is not None:
+                        # A feature's deadline (a budget's) says how far past it the run went.
+                        cancel = CancelReason(cancel.finish_reason, cancel.describe())
                 assert cancel is not None, "the run scope was cancelled without a reason"
                 finish, reason = cancel.finish_reason, cancel.message
         if remove_steering_listener is not None:
@@ -210,7 +195,7 @@ class RunTask:
             shutdown = cancel.shutdown  # an abort asked for first still ends the run
         else:
             shutdown = escaping is not None and is_shutdown(escaping)
-        await self._finish(run, finish, error, reason, budget_status, shutdown=shutdown)
+        await self._finish(run, finish, error, reason, shutdown=shutdown)
         if escaping is not None:
             raise escaping
 
@@ -271,14 +256,13 @@ class RunTask:
         finish: FinishReason,
         error: BaseException | None,
         reason: str | None,
-        budget_status: BudgetStatus | None = None,
         *,
         shutdown: bool = False,
     ) -> None:
         """Repair, record and announce the end of the run.
 
-        Everything here is synchronous except the budget monitor's callbacks for a run
-        that ran out of time and the ``on_run_end`` hooks, which run shielded from
+        Everything here is synchronous except the ``run_stopped`` extensions and the
+        ``on_run_end`` hooks, then the ``run_ending`` extensions, which run shielded from
         cancellation and bounded by ``cleanup_timeout``.
         """
         state = self._state
@@ -287,7 +271,6 @@ class RunTask:
         run_id = state.run_id
         conversation = state.conversation
         answer = self._answer
-        budget = self._budget
         now = state.now()
         inflight = state.inflight
         state.inflight = None
@@ -340,19 +323,17 @@ class RunTask:
             run_id=run_id,
             abort_reason=reason,
         )
-        if budget_status is not None and budget is not None:
-            for event in budget.events(budget_status):
-                hub.emit_nowait(event)
         unfinished: str | None = None
         cause: BaseException | None = None
-        if cfg.hooks.on_run_end or (budget_status is not None and budget is not None):
+        stopped = state.ext.run_stopped
+        if cfg.hooks.on_run_end or stopped:
             with trio.CancelScope(shield=True), trio.move_on_after(cfg.cleanup_timeout) as cleanup:
-                if budget_status is not None and budget is not None:
+                for extension in stopped:
                     try:
-                        await budget.tracker.notify(budget_status)
+                        await extension.run_stopped(run, result)
                     except Exception as exc:
-                        logger.exception("budget callback of run %s raised", run_id)
-                        result = attrs.evolve(result, finish_reason=_ERROR, error=exc)
+                        if result.finish_reason is not _ERROR:
+                            result = attrs.evolve(result, finish_reason=_ERROR, error=exc)
                 for hook in cfg.hooks.on_run_end:
                     try:
                         await call_hook(hook, result)

@@ -2,9 +2,11 @@
 
 Each step, in order: ``step.started``; context assembly (compaction of what is sent,
 never of the stored transcript); ``select_tools`` and ``prepare_step`` hooks; the
-generate phase (``_generate_phase``); the assistant message; the tool phase
-(``_tool_phase``); one tool-result message per call, in call order; ``step.completed``;
-``on_step`` hooks; stop conditions (and structured-output validation at a stop).
+generate phase (``_generate_phase``); the assistant message; ``step.generated``, then
+what extensions asked about the answer's spend (a budget stops the run here, before the
+calls); the tool phase (``_tool_phase``); one tool-result message per call, in call
+order; ``step.completed``; ``on_step`` hooks; stop conditions (and structured-output
+validation at a stop). The extension boundaries are named where they are called.
 
 The loop owns what only it writes: the ids the transcript's calls hold (a call id names
 one call), the run's context manager, and the steering cursor (a paused run parks here,
@@ -31,12 +33,11 @@ from ._events import (
     StepGenerated,
     StepStarted,
 )
-from ._extension import ResumePoint
+from ._extension import ResumePoint, charge_extensions
 from ._final_answer import FinalAnswer
 from ._generate_phase import GeneratePhase
 from ._model import GenerateRequest
 from ._results import StepResult
-from ._run_budget import RunBudget
 from ._run_state import NO_USAGE, Inflight, RunState
 from ._tool_calls import normalize_calls
 from ._tool_phase import ToolPhase, select_specs
@@ -55,7 +56,6 @@ class StepLoop:
 
     __slots__ = (
         "_answer",
-        "_budget",
         "_generate",
         "_state",
         "_steering",
@@ -68,13 +68,11 @@ class StepLoop:
     def __init__(
         self,
         state: RunState,
-        budget: RunBudget | None,
         answer: FinalAnswer,
         generate: GeneratePhase,
         tools: ToolPhase,
     ) -> None:
         self._state = state
-        self._budget = budget
         self._answer = answer
         self._generate = generate
         self._tools = tools
@@ -126,7 +124,6 @@ class StepLoop:
         run_id = state.run_id
         hooks = cfg.hooks
         specs = cfg.toolbox.specs()
-        budget = self._budget
         steering = self._steering
         ext = state.ext
         first = 1
@@ -157,8 +154,9 @@ class StepLoop:
             inflight = state.inflight = Inflight(step)
             if "step.started" in hub.wanted:
                 await hub.emit(StepStarted(run_id=run_id, step=step, time=state.now()))
-            if budget is not None and budget.timed:
-                await budget.enforce(budget.tracker.check_time(state.now()))
+            if ext.step_entered:
+                for extension in ext.step_entered:
+                    await extension.step_entered(run, step)
             offered: frozenset[str] | None = None
             replayed = None
             for extension in ext.replayed:
@@ -172,7 +170,7 @@ class StepLoop:
             else:
                 history = conversation.current
                 if self.context is not None:
-                    history = await self._assemble_context(history, inflight)
+                    history = await self._assemble_context(run, history, inflight)
                 request = GenerateRequest(
                     conversation=history,
                     tools=specs,
@@ -184,7 +182,7 @@ class StepLoop:
                 )
                 if hooks.select_tools or hooks.prepare_step:
                     request, offered = await self._prepare(request)
-                response = await self._generate.run(request, inflight)
+                response = await self._generate.run(run, request, inflight)
 
             calls = response.tool_calls
             if calls:
@@ -221,9 +219,11 @@ class StepLoop:
                         stop_reason=stop_reason,
                     )
                 )
-            if budget is not None and budget.pending is not None:
+            if state.to_settle:
                 # The answer is recorded; if it spent past a limit, its calls do not run.
-                await budget.settle_pending()
+                settles, state.to_settle = state.to_settle, ()
+                for settle in settles:
+                    await settle(run)
 
             results: tuple[ToolResult, ...] = ()
             if calls:
@@ -308,7 +308,7 @@ class StepLoop:
         return None
 
     async def _assemble_context(
-        self, history: ConversationHistory, inflight: Inflight
+        self, run: ActiveRun, history: ConversationHistory, inflight: Inflight
     ) -> ConversationHistory:
         """What this step sends: the transcript, compacted when over the context budget."""
         manager = self.context
@@ -334,9 +334,11 @@ class StepLoop:
                 # A summarizing call is a generate call too: the run pays for it.
                 inflight.usage = inflight.usage + usage
                 state.usage = state.usage + usage
-                budget = self._budget
-                if budget is not None:
-                    await budget.enforce(budget.tracker.charge_usage(usage))
+                spending = state.ext.spent
+                if spending:
+                    step = inflight.step
+                    for settle in charge_extensions(run, spending, step, usage, None, "compaction"):
+                        await settle(run)
             if "context.compacted" in hub.wanted:
                 await hub.emit(
                     ContextCompacted(

@@ -29,7 +29,6 @@ from ..tools import ExecutionContext
 from ._errors import ApprovalError, HookError
 from ._events import ToolResultValidated, ToolsExecuted, ToolsExecuting
 from ._options import _NO_HOOKS as NO_HOOKS
-from ._run_budget import RunBudget
 from ._run_state import Inflight, RunState
 from ._tool_calls import (
     PLAIN_VALUES,
@@ -51,11 +50,10 @@ __all__ = ["ToolPhase", "select_specs"]
 class ToolPhase:
     """Running a step's tool calls, for one run."""
 
-    __slots__ = ("_budget", "_elicit", "_state")
+    __slots__ = ("_elicit", "_state")
 
-    def __init__(self, state: RunState, budget: RunBudget | None) -> None:
+    def __init__(self, state: RunState) -> None:
         self._state = state
-        self._budget = budget
         self._elicit: Callable[[Any], Awaitable[Any]] | None = (
             self._elicit_while_waiting if state.config.on_elicitation is not None else None
         )
@@ -102,10 +100,14 @@ class ToolPhase:
         if hooked and hooks.before_tool_execution:
             context = state.hook_context()
             to_run = await self._before_tools(to_run, results, context)
-        budget = self._budget
-        if budget is not None and to_run:
-            # All or nothing: when the step's calls would pass max_tool_calls, none runs.
-            await budget.enforce(budget.tracker.charge_tool_calls(len(to_run)))
+        if state.ext.tools_starting and to_run:
+            # All or nothing: an extension that stops the run here (a budget's
+            # max_tool_calls) stops every call of the step before any runs.
+            about_to_run = (
+                calls if len(to_run) == len(calls) else tuple([call for _, call in to_run])
+            )
+            for extension in state.ext.tools_starting:
+                await extension.tools_starting(run, step, about_to_run)
         if "tools.executing" in hub.wanted:
             await hub.emit(ToolsExecuting(run_id=run_id, step=step, time=state.now(), calls=calls))
         execution = ExecutionContext(

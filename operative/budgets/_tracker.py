@@ -1,256 +1,48 @@
-"""Token, cost, request, tool-call and wall-clock budgets for a run.
+"""One run's accounting against a budget: ``BudgetTracker``.
 
-A :class:`Budget` is a record of limits. The loop turns it into a :class:`BudgetTracker`
-(one per run) and charges it at fixed points: before each generate attempt
-(:meth:`~BudgetTracker.charge_request`), after each attempt that reported usage
-(:meth:`~BudgetTracker.charge_usage`), before a step's tools run
+The run's budget extension (``_extension``) charges it at fixed points: before each
+generate attempt (:meth:`~BudgetTracker.charge_request`), after each attempt that
+reported usage (:meth:`~BudgetTracker.charge_usage`), before a step's tools run
 (:meth:`~BudgetTracker.charge_tool_calls`). Every charge is synchronous and pure
 accounting; it returns a :class:`BudgetStatus` that says whether a limit was crossed
-(the loop then cancels the run scope, and the run ends with ``finish_reason ==
-"budget-exceeded"``) and which warning thresholds were newly crossed (each is reported
-once per run and limit). ``max_duration`` is not charged: it becomes the run scope's
-deadline (:attr:`~BudgetTracker.deadline`).
+(the run then ends with ``finish_reason == "budget-exceeded"``) and which warning
+thresholds were newly crossed (each is reported once per run and limit).
+``max_duration`` is not charged: it becomes the run scope's deadline
+(:attr:`~BudgetTracker.deadline`).
 
 A limit means "at most this much": a run may spend exactly ``max_tokens`` tokens, and
 the next generate attempt is then refused because nothing is left. Usage is charged
 after the fact (the tokens are spent whatever the budget says), so a run can end a
 little past its token or cost limit; requests and tool calls are refused before they
 happen, so those limits are never passed.
-
-:func:`create_cost_budget_monitor` wraps a cost budget with ``on_threshold`` /
-``on_exceeded`` callbacks; pass it wherever a ``Budget`` is accepted.
 """
 
 from __future__ import annotations
 
 import inspect
-import math
 from collections.abc import Callable, Iterable
-from typing import Literal, TypeAlias, TypeVar
+from typing import TypeVar
 
-import attrs
-import msgspec
 import trio
 
-from ._core._errors import BudgetExceededError, InvalidArgument
-from ._core._types import Usage
-from ._pricing import DEFAULT_PRICES, ModelPrice, PriceTable, cost_of
+from .._core._errors import InvalidArgument
+from .._core._types import Usage
+from .._pricing import DEFAULT_PRICES, PriceTable, cost_of
+from ._budget import (
+    OK,
+    Budget,
+    BudgetExceeded,
+    BudgetLimit,
+    BudgetSpent,
+    BudgetStatus,
+    BudgetThreshold,
+    usage_tokens,
+)
+from ._monitor import CostBudgetMonitor
 
-__all__ = [
-    "DEFAULT_PRICES",
-    "Budget",
-    "BudgetExceeded",
-    "BudgetExceededError",
-    "BudgetLimit",
-    "BudgetSpent",
-    "BudgetStatus",
-    "BudgetThreshold",
-    "BudgetTracker",
-    "CostBudgetMonitor",
-    "ExceededCallback",
-    "ModelPrice",
-    "PriceTable",
-    "ThresholdCallback",
-    "cost_of",
-    "create_cost_budget_monitor",
-    "usage_tokens",
-]
-
-BudgetLimit: TypeAlias = Literal["tokens", "cost_usd", "requests", "tool_calls", "duration"]
-"""Which limit of a budget: ``max_tokens`` is ``"tokens"``, ``max_cost_usd`` is
-``"cost_usd"``, and so on."""
-
-_FIELDS: dict[BudgetLimit, str] = {
-    "tokens": "max_tokens",
-    "cost_usd": "max_cost_usd",
-    "requests": "max_requests",
-    "tool_calls": "max_tool_calls",
-    "duration": "max_duration",
-}
-
-
-class Budget(msgspec.Struct, frozen=True, kw_only=True):
-    """How much one run may spend. Every limit is optional; ``None`` means unlimited."""
-
-    max_tokens: int | None = None
-    """Total tokens over every generate attempt (``Usage.total``)."""
-    max_cost_usd: float | None = None
-    """Cost in USD at the run's price table (see :class:`PriceTable`)."""
-    max_requests: int | None = None
-    """Generate attempts, retries included."""
-    max_tool_calls: int | None = None
-    """Tool calls executed."""
-    max_duration: float | None = None
-    """Seconds on trio's clock from the start of the run; becomes the run's deadline."""
-    thresholds: tuple[float, ...] = (0.8,)
-    """Fractions of each limit at which a ``budget.threshold`` warning is reported (once
-    per run, limit and fraction). Each in ``(0, 1]``; ``()`` for none."""
-
-    def __post_init__(self) -> None:
-        for limit, name in _FIELDS.items():
-            value = getattr(self, name)
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise InvalidArgument(f"Budget.{name} must be a number, not {value!r}")
-            if not value >= 0 or math.isinf(value):
-                raise InvalidArgument(f"Budget.{name} must be finite and >= 0, not {value!r}")
-            if limit in ("tokens", "requests", "tool_calls") and not isinstance(value, int):
-                raise InvalidArgument(f"Budget.{name} must be an int, not {value!r}")
-        for fraction in self.thresholds:
-            if (
-                isinstance(fraction, bool)
-                or not isinstance(fraction, int | float)
-                or not 0 < fraction <= 1
-            ):
-                raise InvalidArgument(
-                    f"Budget.thresholds must be fractions in (0, 1], not {fraction!r}"
-                )
-        msgspec.structs.force_setattr(self, "thresholds", tuple(sorted(set(self.thresholds))))
-
-    def limit(self, limit: BudgetLimit) -> float | None:
-        """The maximum for ``limit``, or ``None`` when it is unlimited."""
-        value: float | None = getattr(self, _FIELDS[limit])
-        return value
-
-
-class BudgetSpent(msgspec.Struct, frozen=True, kw_only=True):
-    """What a run has spent so far."""
-
-    tokens: int = 0
-    cost_usd: float = 0.0
-    """Cost of the usage whose model has a price; see ``unpriced_tokens``."""
-    requests: int = 0
-    tool_calls: int = 0
-    unpriced_tokens: int = 0
-    """Tokens of usage that could not be priced (no model, or a model the price table
-    does not know): counted in ``tokens`` but not in ``cost_usd``."""
-
-
-class BudgetThreshold(msgspec.Struct, frozen=True, kw_only=True):
-    """A warning threshold was crossed: ``spent`` reached ``fraction`` of ``maximum``."""
-
-    limit: BudgetLimit
-    fraction: float
-    maximum: float
-    spent: float
-    run_id: str = ""
-
-
-class BudgetExceeded(msgspec.Struct, frozen=True, kw_only=True):
-    """A limit was crossed: ``spent`` is what the run spent, or would have spent."""
-
-    limit: BudgetLimit
-    maximum: float
-    spent: float
-    run_id: str = ""
-
-    @property
-    def message(self) -> str:
-        """A sentence for logs, events and the run's abort reason."""
-        spent, maximum = _fmt(self.limit, self.spent), _fmt(self.limit, self.maximum)
-        return f"budget exceeded: {self.limit} {spent} of {maximum}"
-
-    def to_error(self) -> BudgetExceededError:
-        """The equivalent :class:`~operative.BudgetExceededError`."""
-        return BudgetExceededError(
-            self.message, limit=self.limit, maximum=self.maximum, spent=self.spent
-        )
-
-
-def _fmt(limit: BudgetLimit, value: float) -> str:
-    if limit == "cost_usd":
-        return f"${value:.4f}"
-    if limit == "duration":
-        return f"{value:.1f}s"
-    return f"{value:,.0f}"
-
-
-class BudgetStatus(msgspec.Struct, frozen=True, kw_only=True):
-    """What one charge did to the budget."""
-
-    exceeded: BudgetExceeded | None = None
-    """Set when a limit is (or already was) crossed: the run must stop."""
-    thresholds: tuple[BudgetThreshold, ...] = ()
-    """Warning thresholds crossed by this charge (never reported twice)."""
-    unpriced_model: str | None = None
-    """Set the first time a run with a cost limit charges usage it cannot price: the
-    model's name, or ``""`` when the usage named no model."""
-
-    @property
-    def ok(self) -> bool:
-        """No limit is crossed."""
-        return self.exceeded is None
-
-    @property
-    def reportable(self) -> bool:
-        """There is something to report (a threshold or an exceeded limit)."""
-        return self.exceeded is not None or bool(self.thresholds)
-
-
-_OK = BudgetStatus()
-
-
-def usage_tokens(usage: Usage) -> int:
-    """The tokens a usage record counts against ``max_tokens``: ``total``, or when a
-    provider left it at 0, the sum of the parts."""
-    return usage.total or (usage.prompt + usage.completion + usage.cache_read + usage.cache_write)
-
+__all__ = ["BudgetTracker"]
 
 _Info = TypeVar("_Info")
-
-ThresholdCallback: TypeAlias = Callable[[BudgetThreshold], object]
-"""``on_threshold``: a plain or async function of the crossed threshold."""
-ExceededCallback: TypeAlias = Callable[[BudgetExceeded], object]
-"""``on_exceeded``: a plain or async function of the exceeded limit."""
-
-
-@attrs.frozen(kw_only=True)
-class CostBudgetMonitor:
-    """A budget plus the callbacks to call when it nears or crosses a limit.
-
-    Pass it as a run's ``budget=``: the run tracks ``budget`` at ``prices`` and calls
-    ``on_threshold(BudgetThreshold)`` / ``on_exceeded(BudgetExceeded)`` (plain or async
-    functions) as well as emitting the ``budget.threshold`` / ``budget.exceeded``
-    events. Callbacks live here rather than on :class:`Budget` because a budget is a
-    record (it is stored with durable runs and handed to subagents); a monitor is
-    behaviour. One monitor may serve many runs: each run is accounted separately.
-    """
-
-    budget: Budget
-    prices: PriceTable = DEFAULT_PRICES
-    on_threshold: ThresholdCallback | None = None
-    on_exceeded: ExceededCallback | None = None
-
-    def tracker(self, *, run_id: str = "", model: str | None = None) -> BudgetTracker:
-        """A fresh tracker for one run."""
-        return BudgetTracker(self, run_id=run_id, model=model)
-
-
-def create_cost_budget_monitor(
-    max_cost_usd: float,
-    *,
-    thresholds: Iterable[float] = (0.5, 0.8),
-    on_threshold: ThresholdCallback | None = None,
-    on_exceeded: ExceededCallback | None = None,
-    prices: PriceTable = DEFAULT_PRICES,
-) -> CostBudgetMonitor:
-    """A monitor that stops a run at ``max_cost_usd`` and reports ``thresholds`` of it.
-
-    For a monitor over other limits too, build ``CostBudgetMonitor(budget=Budget(...),
-    ...)`` directly.
-    """
-    if not isinstance(prices, PriceTable):
-        raise InvalidArgument(f"prices= must be a PriceTable, not {type(prices).__name__}")
-    for name, callback in (("on_threshold", on_threshold), ("on_exceeded", on_exceeded)):
-        if callback is not None and not callable(callback):
-            raise InvalidArgument(f"{name}= must be callable, not {callback!r}")
-    return CostBudgetMonitor(
-        budget=Budget(max_cost_usd=max_cost_usd, thresholds=tuple(thresholds)),
-        prices=prices,
-        on_threshold=on_threshold,
-        on_exceeded=on_exceeded,
-    )
 
 
 class BudgetTracker:
@@ -358,7 +150,7 @@ class BudgetTracker:
             return self._status(self._exceed("cost_usd", budget.max_cost_usd, self._cost))
         self._requests += 1
         if budget.max_requests is None:
-            return _OK
+            return OK
         return self._status(None, self._crossings("requests", budget.max_requests, self._requests))
 
     def charge_tool_calls(self, count: int) -> BudgetStatus:
@@ -373,7 +165,7 @@ class BudgetTracker:
             return self._status(self._exceed("tool_calls", maximum, self._tool_calls + count))
         self._tool_calls += count
         if maximum is None:
-            return _OK
+            return OK
         return self._status(None, self._crossings("tool_calls", maximum, self._tool_calls))
 
     def charge_usage(
@@ -420,7 +212,7 @@ class BudgetTracker:
                 return BudgetStatus(
                     exceeded=self._record("cost_usd", budget.max_cost_usd, self._cost + cost)
                 )
-        return _OK
+        return OK
 
     def charge_child(self, spent: BudgetSpent) -> BudgetStatus:
         """Add what a child run (a subagent given :meth:`remaining`) spent."""
@@ -488,8 +280,9 @@ class BudgetTracker:
     async def notify(self, status: BudgetStatus) -> None:
         """Call the monitor's callbacks for ``status`` (nothing without a monitor).
 
-        The loop calls this after a charge whose status is ``reportable``, next to
-        emitting the events, and before it cancels the run for an exceeded limit.
+        The run's budget extension calls this after a charge whose status is
+        ``reportable``, next to emitting the events, and before it stops the run for an
+        exceeded limit.
         ``on_exceeded`` is called once per run. A callback that raises fails the run.
         """
         monitor = self.monitor
@@ -525,7 +318,7 @@ class BudgetTracker:
             if exceeded is None and self._cost > budget.max_cost_usd:
                 exceeded = self._exceed("cost_usd", budget.max_cost_usd, self._cost)
         if exceeded is None and not crossed and unpriced is None and self._exceeded is None:
-            return _OK
+            return OK
         return self._status(exceeded, crossed, unpriced)
 
     def _crossings(self, limit: BudgetLimit, maximum: float, spent: float) -> list[BudgetThreshold]:
