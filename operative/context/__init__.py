@@ -9,28 +9,28 @@ and compaction only shapes each request.
 See ``docs/context.md`` for the guide.
 """
 
-from ._manager import CONTEXT_WINDOWS as CONTEXT_WINDOWS
-from ._manager import DEFAULT_SUMMARY_INSTRUCTIONS as DEFAULT_SUMMARY_INSTRUCTIONS
-from ._manager import SUMMARY_METADATA_KEY as SUMMARY_METADATA_KEY
-from ._manager import ApproximateTokenCounter as ApproximateTokenCounter
-from ._manager import Compaction as Compaction
-from ._manager import CompactionStrategy as CompactionStrategy
+from ._compaction import DEFAULT_SUMMARY_INSTRUCTIONS as DEFAULT_SUMMARY_INSTRUCTIONS
+from ._compaction import SUMMARY_METADATA_KEY as SUMMARY_METADATA_KEY
+from ._compaction import Compaction as Compaction
+from ._compaction import CompactionStrategy as CompactionStrategy
+from ._compaction import DropOldest as DropOldest
+from ._compaction import KeepLast as KeepLast
+from ._compaction import Summarize as Summarize
+from ._compaction import drop_oldest as drop_oldest
+from ._compaction import is_summary as is_summary
+from ._compaction import keep_last as keep_last
+from ._compaction import render as render
+from ._compaction import summarize as summarize
 from ._manager import ContextManagement as ContextManagement
 from ._manager import ContextManager as ContextManager
 from ._manager import ContextStatistics as ContextStatistics
-from ._manager import DropOldest as DropOldest
-from ._manager import KeepLast as KeepLast
 from ._manager import Prepared as Prepared
-from ._manager import Summarize as Summarize
-from ._manager import TokenCounter as TokenCounter
-from ._manager import TokenCounterLike as TokenCounterLike
-from ._manager import as_token_counter as as_token_counter
-from ._manager import context_window as context_window
-from ._manager import drop_oldest as drop_oldest
-from ._manager import is_summary as is_summary
-from ._manager import keep_last as keep_last
-from ._manager import render as render
-from ._manager import summarize as summarize
+from ._tokens import CONTEXT_WINDOWS as CONTEXT_WINDOWS
+from ._tokens import ApproximateTokenCounter as ApproximateTokenCounter
+from ._tokens import TokenCounter as TokenCounter
+from ._tokens import TokenCounterLike as TokenCounterLike
+from ._tokens import as_token_counter as as_token_counter
+from ._tokens import context_window as context_window
 
 __all__ = [
     "CONTEXT_WINDOWS",

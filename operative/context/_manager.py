@@ -14,48 +14,20 @@ from ..conversation import ConversationHistory, Message
 from ._compaction import (
     DEFAULT_SUMMARY_INSTRUCTIONS as DEFAULT_SUMMARY_INSTRUCTIONS,
 )
-from ._compaction import SUMMARY_METADATA_KEY as SUMMARY_METADATA_KEY
-from ._compaction import Compaction as Compaction
-from ._compaction import CompactionStrategy as CompactionStrategy
-from ._compaction import DropOldest as DropOldest
-from ._compaction import KeepLast as KeepLast
-from ._compaction import Summarize as Summarize
-from ._compaction import drop_oldest as drop_oldest
-from ._compaction import is_summary as is_summary
-from ._compaction import keep_last as keep_last
-from ._compaction import render as render
-from ._compaction import summarize as summarize
-from ._tokens import CONTEXT_WINDOWS as CONTEXT_WINDOWS
-from ._tokens import ApproximateTokenCounter as ApproximateTokenCounter
-from ._tokens import TokenCounter as TokenCounter
-from ._tokens import TokenCounterLike as TokenCounterLike
-from ._tokens import as_token_counter as as_token_counter
-from ._tokens import context_window as context_window
+from ._compaction import (
+    Compaction,
+    CompactionStrategy,
+    Summarize,
+    drop_oldest,
+)
+from ._tokens import (
+    ApproximateTokenCounter,
+    TokenCounter,
+    as_token_counter,
+    context_window,
+)
 
-__all__ = [
-    "CONTEXT_WINDOWS",
-    "DEFAULT_SUMMARY_INSTRUCTIONS",
-    "SUMMARY_METADATA_KEY",
-    "ApproximateTokenCounter",
-    "Compaction",
-    "CompactionStrategy",
-    "ContextManagement",
-    "ContextManager",
-    "ContextStatistics",
-    "DropOldest",
-    "KeepLast",
-    "Prepared",
-    "Summarize",
-    "TokenCounter",
-    "TokenCounterLike",
-    "as_token_counter",
-    "context_window",
-    "drop_oldest",
-    "is_summary",
-    "keep_last",
-    "render",
-    "summarize",
-]
+__all__ = ["ContextManagement", "ContextManager", "ContextStatistics", "Prepared"]
 
 
 def _check_max_tokens(instance: Any, attribute: Any, value: int | None) -> None:

@@ -33,27 +33,27 @@ goes on (a long tool, a wait on another system). :func:`open_diagnostic_run` giv
 that is not an agent run (a tool-only job) a run handle's liveness.
 """
 
-from ._tracker import PULSE_KINDS as PULSE_KINDS
-from ._tracker import TERMINAL_STATUSES as TERMINAL_STATUSES
-from ._tracker import WAIT_REASONS as WAIT_REASONS
-from ._tracker import DeclaredWait as DeclaredWait
-from ._tracker import DiagnosticRun as DiagnosticRun
-from ._tracker import Heartbeat as Heartbeat
-from ._tracker import LivenessSnapshot as LivenessSnapshot
-from ._tracker import LivenessStatus as LivenessStatus
+from ._diagnostic import DiagnosticRun as DiagnosticRun
+from ._diagnostic import open_diagnostic_run as open_diagnostic_run
+from ._heartbeat import Heartbeat as Heartbeat
+from ._heartbeat import serve_heartbeat as serve_heartbeat
+from ._snapshots import PULSE_KINDS as PULSE_KINDS
+from ._snapshots import TERMINAL_STATUSES as TERMINAL_STATUSES
+from ._snapshots import WAIT_REASONS as WAIT_REASONS
+from ._snapshots import DeclaredWait as DeclaredWait
+from ._snapshots import LivenessSnapshot as LivenessSnapshot
+from ._snapshots import LivenessStatus as LivenessStatus
+from ._snapshots import PulseKind as PulseKind
+from ._snapshots import Reachability as Reachability
+from ._snapshots import SnapshotObserver as SnapshotObserver
+from ._snapshots import SnapshotStream as SnapshotStream
+from ._snapshots import SnapshotSubscription as SnapshotSubscription
+from ._snapshots import WaitReason as WaitReason
+from ._snapshots import terminal_status as terminal_status
 from ._tracker import LivenessTracker as LivenessTracker
-from ._tracker import PulseKind as PulseKind
-from ._tracker import Reachability as Reachability
-from ._tracker import SnapshotObserver as SnapshotObserver
-from ._tracker import SnapshotStream as SnapshotStream
-from ._tracker import SnapshotSubscription as SnapshotSubscription
-from ._tracker import StallPolicy as StallPolicy
-from ._tracker import StallWatchdog as StallWatchdog
-from ._tracker import WaitReason as WaitReason
-from ._tracker import create_stall_watchdog as create_stall_watchdog
-from ._tracker import open_diagnostic_run as open_diagnostic_run
-from ._tracker import serve_heartbeat as serve_heartbeat
-from ._tracker import terminal_status as terminal_status
+from ._watchdog import StallPolicy as StallPolicy
+from ._watchdog import StallWatchdog as StallWatchdog
+from ._watchdog import create_stall_watchdog as create_stall_watchdog
 
 __all__ = [
     "PULSE_KINDS",

@@ -11,43 +11,22 @@ import trio
 
 from .._core._errors import InvalidArgument
 from .._core._types import FinishReason, Usage
-from ._snapshots import PULSE_KINDS as PULSE_KINDS
-from ._snapshots import TERMINAL_STATUSES as TERMINAL_STATUSES
-from ._snapshots import WAIT_REASONS as WAIT_REASONS
-from ._snapshots import DeclaredWait as DeclaredWait
-from ._snapshots import LivenessSnapshot as LivenessSnapshot
-from ._snapshots import LivenessStatus as LivenessStatus
-from ._snapshots import PulseKind as PulseKind
-from ._snapshots import Reachability as Reachability
-from ._snapshots import SnapshotObserver as SnapshotObserver
-from ._snapshots import SnapshotStream as SnapshotStream
-from ._snapshots import SnapshotSubscription as SnapshotSubscription
-from ._snapshots import WaitReason as WaitReason
-from ._snapshots import terminal_status as terminal_status
+from ._snapshots import (
+    PULSE_KINDS,
+    TERMINAL_STATUSES,
+    WAIT_REASONS,
+    DeclaredWait,
+    LivenessSnapshot,
+    LivenessStatus,
+    PulseKind,
+    Reachability,
+    SnapshotObserver,
+    SnapshotStream,
+    SnapshotSubscription,
+    WaitReason,
+)
 
-__all__ = [
-    "PULSE_KINDS",
-    "TERMINAL_STATUSES",
-    "WAIT_REASONS",
-    "DeclaredWait",
-    "DiagnosticRun",
-    "Heartbeat",
-    "LivenessSnapshot",
-    "LivenessStatus",
-    "LivenessTracker",
-    "PulseKind",
-    "Reachability",
-    "SnapshotObserver",
-    "SnapshotStream",
-    "SnapshotSubscription",
-    "StallPolicy",
-    "StallWatchdog",
-    "WaitReason",
-    "create_stall_watchdog",
-    "open_diagnostic_run",
-    "serve_heartbeat",
-    "terminal_status",
-]
+__all__ = ["LivenessTracker"]
 
 logger = logging.getLogger("operative.liveness")
 
@@ -480,8 +459,3 @@ class LivenessTracker:
             snapshot = self.snapshot()
             for subscription in tuple(self._subscriptions):
                 subscription._deliver(snapshot)
-
-
-from ._diagnostic import DiagnosticRun, open_diagnostic_run  # noqa: E402
-from ._heartbeat import Heartbeat, serve_heartbeat  # noqa: E402
-from ._watchdog import StallPolicy, StallWatchdog, create_stall_watchdog  # noqa: E402
