@@ -1,21 +1,5 @@
-"""One run's accounting against a budget: ``BudgetTracker``.
-
-The run's budget extension (``_extension``) charges it at fixed points: before each
-generate attempt (:meth:`~BudgetTracker.charge_request`), after each attempt that
-reported usage (:meth:`~BudgetTracker.charge_usage`), before a step's tools run
-(:meth:`~BudgetTracker.charge_tool_calls`). Every charge is synchronous and pure
-accounting; it returns a :class:`BudgetStatus` that says whether a limit was crossed
-(the run then ends with ``finish_reason == "budget-exceeded"``) and which warning
-thresholds were newly crossed (each is reported once per run and limit).
-``max_duration`` is not charged: it becomes the run scope's deadline
-(:attr:`~BudgetTracker.deadline`).
-
-A limit means "at most this much": a run may spend exactly ``max_tokens`` tokens, and
-the next generate attempt is then refused because nothing is left. Usage is charged
-after the fact (the tokens are spent whatever the budget says), so a run can end a
-little past its token or cost limit; requests and tool calls are refused before they
-happen, so those limits are never passed.
-"""
+"""One run's accounting against a budget: ``BudgetTracker`` (the package's docstring
+says when a run charges it and what a limit means)."""
 
 from __future__ import annotations
 
