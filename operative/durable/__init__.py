@@ -17,7 +17,6 @@ continues it from its journal. See the "Durable runs" page of the docs.
 
 from __future__ import annotations
 
-from ._driver import Durable
 from ._postgres import PostgresCheckpointStore, PostgresEngine
 from ._protocols import CheckpointStore, DurableEngine
 from ._records import (
@@ -36,6 +35,7 @@ from ._records import (
 )
 from ._recover import recover, serve_durable_runs
 from ._replay import Replay, replay_journal, transcript
+from ._routing import Durable
 from ._sqlite import SqliteCheckpointStore, SqliteEngine
 
 __all__ = [

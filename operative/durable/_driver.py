@@ -28,12 +28,9 @@ finished by whoever recovers it.
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import os
-import socket
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import msgspec
@@ -46,18 +43,17 @@ from .._core._instrument_hook import current_conversation_id
 from .._core._model import GenerateResponse
 from .._core._types import FinishReason, ToolCall, ToolResult, Usage
 from ..conversation import Message
-from ._protocols import CheckpointStore, DurableEngine
 from ._records import Finished, Generated, Lease, RunOutcome, Started, StepDone, ToolSettled
 from ._records import ToolStarted as ToolStartedRecord
 from ._replay import Replay
+from ._routing import Durable, default_worker_id, fingerprint
 
 if TYPE_CHECKING:
-    from .._core._options import RunConfig
     from .._core._results import RunResult, StepResult
     from .._core._run import ActiveRun
     from ..tools import ExecutionContext
 
-__all__ = ["Durable", "DurableDriver", "Resumed", "default_worker_id", "fingerprint"]
+__all__ = ["UNKNOWN_OUTCOME", "DurableDriver"]
 
 logger = logging.getLogger("operative.durable")
 
@@ -67,78 +63,6 @@ UNKNOWN_OUTCOME = (
     "call settled, and the tool is not declared idempotent, so it was not run again. "
     "Check whether its effect happened before relying on it."
 )
-
-
-def default_worker_id() -> str:
-    """``host:pid:random``: unique per process, readable in the run records."""
-    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
-
-
-@attrs.frozen(kw_only=True)
-class Durable:
-    """Route a run through a durable engine: ``open_run(..., durable=Durable(...))``.
-
-    Args:
-        engine: the run records and leases (:class:`SqliteEngine`, :class:`PostgresEngine`).
-        checkpoint_store: the journal, in the same database as ``engine``.
-        run_id: the run's identity (generated when omitted).
-        worker_id: who holds the lease (default: host, pid and a random suffix).
-        lease_seconds: how long the lease lasts unrenewed; the run renews it every
-            third of this. A worker that stalls longer loses the run to another.
-        session_id: the session the run belongs to (recorded, queryable).
-    """
-
-    option: ClassVar[str] = "durable"
-
-    engine: DurableEngine
-    checkpoint_store: CheckpointStore
-    run_id: str | None = None
-    worker_id: str | None = None
-    lease_seconds: float = 30.0
-    session_id: str | None = None
-
-    def __attrs_post_init__(self) -> None:
-        if not isinstance(self.engine, DurableEngine):
-            raise InvalidArgument(
-                f"engine= takes a DurableEngine (SqliteEngine, PostgresEngine), got {self.engine!r}"
-            )
-        if not isinstance(self.checkpoint_store, CheckpointStore):
-            raise InvalidArgument(
-                "checkpoint_store= takes a CheckpointStore (SqliteCheckpointStore, "
-                f"PostgresCheckpointStore), got {self.checkpoint_store!r}"
-            )
-        if self.engine.database != self.checkpoint_store.database:
-            raise InvalidArgument(
-                f"the engine ({self.engine.database}) and the checkpoint store "
-                f"({self.checkpoint_store.database}) must share one database: a journal write "
-                "checks the run's lease in the same transaction"
-            )
-        if self.run_id is not None and (not isinstance(self.run_id, str) or not self.run_id):
-            raise InvalidArgument(f"run_id= takes a non-empty str, got {self.run_id!r}")
-        seconds = self.lease_seconds
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
-            raise InvalidArgument(f"lease_seconds= takes seconds > 0, got {seconds!r}")
-
-    def extension(self, config: RunConfig) -> DurableDriver:
-        """The run's journal writer (one per run)."""
-        return DurableDriver(self)
-
-
-def fingerprint(config: RunConfig) -> str:
-    """A digest of the options that shape a run, to notice a changed agent on recovery."""
-    shape = {
-        "tools": sorted(
-            (tool.name, tool.version, tool.spec.input_schema) for tool in config.toolbox
-        ),
-        "maximum_steps": config.maximum_steps,
-        "output_schema": config.output_schema,
-        "settings": config.settings,
-    }
-    try:
-        raw = msgspec.json.encode(shape, order="sorted")
-    except (TypeError, ValueError):
-        raw = repr(shape).encode()
-    return hashlib.sha256(raw).hexdigest()[:32]
 
 
 def _replay_switches(run: ActiveRun, steps: Any, *, complete: bool) -> bool:
@@ -633,24 +557,3 @@ class DurableDriver(Extension):
 def _idempotent(toolbox: Any, call: ToolCall) -> bool:
     tool = toolbox.get(call.name)
     return bool(getattr(tool, "idempotent", False))
-
-
-@attrs.frozen(kw_only=True)
-class Resumed:
-    """A recovered run's durable routing: the claimed lease and the replayed journal."""
-
-    option: ClassVar[str] = "durable"
-    resumes_journal: ClassVar[bool] = True
-    """The run goes on from its journal's transcript (checked when it first ran)."""
-
-    durable: Durable
-    lease: Lease
-    replay: Replay
-
-    @property
-    def run_id(self) -> str:
-        return self.lease.run_id
-
-    def extension(self, config: RunConfig) -> DurableDriver:
-        """The run's journal writer, going on from the replayed journal."""
-        return DurableDriver(self.durable, replay=self.replay, lease=self.lease)

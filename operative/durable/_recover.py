@@ -21,10 +21,10 @@ import trio
 from .._core._errors import InvalidArgument
 from .._core._results import RunResult
 from .._lazy._agent import resolve_agent
-from ._driver import Durable, Resumed, default_worker_id
 from ._protocols import CheckpointStore, DurableEngine
 from ._records import Lease
 from ._replay import replay_journal
+from ._routing import Durable, Resumed, default_worker_id
 
 __all__ = ["recover", "resume", "serve_durable_runs"]
 

@@ -24,8 +24,8 @@ from .._core._run_state import is_shutdown
 from .._lazy._agent import resolve_agent
 from ..conversation import Conversation, ConversationHistory
 from ..durable import CheckpointStore, Durable, DurableEngine, replay_journal, transcript
-from ..durable._driver import Resumed, default_worker_id
 from ..durable._records import Lease, RunRecord
+from ..durable._routing import Resumed, default_worker_id
 from ._events import RecoverStage, SessionRecoverFailed
 from ._records import RunOutcome
 

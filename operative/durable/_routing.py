@@ -1,0 +1,121 @@
+"""What ``durable=`` takes: a :class:`Durable` routing for a new run, a :class:`Resumed`
+one for a run recovered from its journal. Both are features of the extension seam: each
+gives its run a :class:`~operative.durable._driver.DurableDriver`."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+from typing import TYPE_CHECKING, ClassVar
+
+import attrs
+import msgspec
+
+from .._core._errors import InvalidArgument
+from ._protocols import CheckpointStore, DurableEngine
+from ._records import Lease
+from ._replay import Replay
+
+if TYPE_CHECKING:
+    from .._core._options import RunConfig
+    from ._driver import DurableDriver
+
+__all__ = ["Durable", "Resumed", "default_worker_id", "fingerprint"]
+
+
+def default_worker_id() -> str:
+    """``host:pid:random``: unique per process, readable in the run records."""
+    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
+
+
+@attrs.frozen(kw_only=True)
+class Durable:
+    """Route a run through a durable engine: ``open_run(..., durable=Durable(...))``.
+
+    Args:
+        engine: the run records and leases (:class:`SqliteEngine`, :class:`PostgresEngine`).
+        checkpoint_store: the journal, in the same database as ``engine``.
+        run_id: the run's identity (generated when omitted).
+        worker_id: who holds the lease (default: host, pid and a random suffix).
+        lease_seconds: how long the lease lasts unrenewed; the run renews it every
+            third of this. A worker that stalls longer loses the run to another.
+        session_id: the session the run belongs to (recorded, queryable).
+    """
+
+    option: ClassVar[str] = "durable"
+
+    engine: DurableEngine
+    checkpoint_store: CheckpointStore
+    run_id: str | None = None
+    worker_id: str | None = None
+    lease_seconds: float = 30.0
+    session_id: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.engine, DurableEngine):
+            raise InvalidArgument(
+                f"engine= takes a DurableEngine (SqliteEngine, PostgresEngine), got {self.engine!r}"
+            )
+        if not isinstance(self.checkpoint_store, CheckpointStore):
+            raise InvalidArgument(
+                "checkpoint_store= takes a CheckpointStore (SqliteCheckpointStore, "
+                f"PostgresCheckpointStore), got {self.checkpoint_store!r}"
+            )
+        if self.engine.database != self.checkpoint_store.database:
+            raise InvalidArgument(
+                f"the engine ({self.engine.database}) and the checkpoint store "
+                f"({self.checkpoint_store.database}) must share one database: a journal write "
+                "checks the run's lease in the same transaction"
+            )
+        if self.run_id is not None and (not isinstance(self.run_id, str) or not self.run_id):
+            raise InvalidArgument(f"run_id= takes a non-empty str, got {self.run_id!r}")
+        seconds = self.lease_seconds
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
+            raise InvalidArgument(f"lease_seconds= takes seconds > 0, got {seconds!r}")
+
+    def extension(self, config: RunConfig) -> DurableDriver:
+        """The run's journal writer (one per run)."""
+        from ._driver import DurableDriver
+
+        return DurableDriver(self)
+
+
+def fingerprint(config: RunConfig) -> str:
+    """A digest of the options that shape a run, to notice a changed agent on recovery."""
+    shape = {
+        "tools": sorted(
+            (tool.name, tool.version, tool.spec.input_schema) for tool in config.toolbox
+        ),
+        "maximum_steps": config.maximum_steps,
+        "output_schema": config.output_schema,
+        "settings": config.settings,
+    }
+    try:
+        raw = msgspec.json.encode(shape, order="sorted")
+    except (TypeError, ValueError):
+        raw = repr(shape).encode()
+    return hashlib.sha256(raw).hexdigest()[:32]
+
+
+@attrs.frozen(kw_only=True)
+class Resumed:
+    """A recovered run's durable routing: the claimed lease and the replayed journal."""
+
+    option: ClassVar[str] = "durable"
+    resumes_journal: ClassVar[bool] = True
+    """The run goes on from its journal's transcript (checked when it first ran)."""
+
+    durable: Durable
+    lease: Lease
+    replay: Replay
+
+    @property
+    def run_id(self) -> str:
+        return self.lease.run_id
+
+    def extension(self, config: RunConfig) -> DurableDriver:
+        """The run's journal writer, going on from the replayed journal."""
+        from ._driver import DurableDriver
+
+        return DurableDriver(self.durable, replay=self.replay, lease=self.lease)
