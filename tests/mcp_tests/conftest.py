@@ -50,6 +50,29 @@ def _unavailable(reason: str) -> None:
     pytest.skip(f"MCP server tests skipped: {reason}")
 
 
+def npm_install(target: Path, *packages: str, unavailable: Any = None) -> None:
+    """``npm install`` ``packages`` into ``target`` (the tests' cache): into a staging
+    folder first, renamed into place, so concurrent runs never see half an install.
+    A failure is ``unavailable`` (a skip, or a failure under CI)."""
+    fail = unavailable or _unavailable
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_name(f"{target.name}.{os.getpid()}")
+    done = subprocess.run(
+        ["npm", "install", "--prefix", str(staging), "--no-audit", "--no-fund", *packages],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if done.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        fail(f"npm could not install {' '.join(packages)}: {done.stderr.strip()[-500:]}")
+    try:
+        staging.rename(target)
+    except OSError:  # another run installed it first
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def _cache_root() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "operative-tests" / "npm"
@@ -65,22 +88,7 @@ def everything_script() -> Path:
         _unavailable("node and npm are not on PATH")
     if script.is_file():
         return script
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = target.with_name(f"{target.name}.{os.getpid()}")
-    done = subprocess.run(
-        ["npm", "install", "--prefix", str(staging), "--no-audit", "--no-fund", EVERYTHING],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    if done.returncode != 0:
-        shutil.rmtree(staging, ignore_errors=True)
-        _unavailable(f"npm could not install {EVERYTHING}: {done.stderr.strip()[-500:]}")
-    try:
-        staging.rename(target)
-    except OSError:  # another run installed it first
-        shutil.rmtree(staging, ignore_errors=True)
+    npm_install(target, EVERYTHING)
     return script
 
 

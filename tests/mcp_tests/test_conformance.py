@@ -36,6 +36,8 @@ from pathlib import Path
 import pytest
 import trio
 
+from .conftest import npm_install
+
 CONFORMANCE = "@modelcontextprotocol/conformance@0.1.16"
 NODE_VERSION = "22.23.5"
 CLIENTS = Path(__file__).with_name("clients")
@@ -178,25 +180,7 @@ def suite() -> Suite:
         return found
     if shutil.which("npm") is None:
         _unavailable("npm is not on PATH")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = target.with_name(f"{target.name}.{os.getpid()}")
-    done = subprocess.run(
-        [
-            *("npm", "install", "--prefix", str(staging), "--no-audit", "--no-fund"),
-            *(CONFORMANCE, f"{node_package}@{NODE_VERSION}"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    if done.returncode != 0:
-        shutil.rmtree(staging, ignore_errors=True)
-        _unavailable(f"npm could not install {CONFORMANCE}: {done.stderr.strip()[-500:]}")
-    try:
-        staging.rename(target)
-    except OSError:  # another run installed it first
-        shutil.rmtree(staging, ignore_errors=True)
+    npm_install(target, CONFORMANCE, f"{node_package}@{NODE_VERSION}", unavailable=_unavailable)
     return found
 
 
