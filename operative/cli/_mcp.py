@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import errno
 import functools
 import importlib
 import inspect
 import os
-import socket
 import sys
 from typing import Any
 
 import trio
 
 from ._errors import EXIT_OK, UsageError
+from ._listen import handed_over, listen
 from ._output import Output
-from ._serve import _handed_over, _until_stopped
+from ._serve import _until_stopped
 
 __all__ = ["add_mcp_command", "load_object", "parse_address", "run_mcp_serve"]
 
@@ -141,10 +140,10 @@ async def run_mcp_serve(args: argparse.Namespace, out: Output) -> int:
         ) from None
     host, port = args.http
     app = mcp_app(toolbox, name=args.name, host=host)
-    sockets = _listen(host, port)
+    sockets = listen(host, port, host_flag="--http", port_flag="--http port")
     try:
         config = Config()
-        config.bind = _handed_over(sockets)
+        config.bind = handed_over(sockets)
         config.accesslog = None
         config.errorlog = None
         async with trio.open_nursery() as nursery:
@@ -159,30 +158,3 @@ async def run_mcp_serve(args: argparse.Namespace, out: Output) -> int:
                 sock.close()
     out.line("stopped")
     return EXIT_OK
-
-
-def _listen(host: str, port: int) -> list[socket.socket]:
-    """Bind ``host:port`` now: an address in use or not this machine's is a UsageError."""
-    try:
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-    except socket.gaierror as error:
-        raise UsageError(
-            f"--http {host}:{port}: {host!r} is not an address of this machine "
-            f"({error.strerror}); give an IP address such as 127.0.0.1"
-        ) from None
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-    except OSError as error:
-        sock.close()
-        if error.errno == errno.EADDRINUSE:
-            why = "the port is in use; pass another port (0 picks a free one)"
-        elif error.errno == errno.EADDRNOTAVAIL:
-            why = "that address is not this machine's; give one it has, such as 127.0.0.1"
-        elif error.errno == errno.EACCES:
-            why = "ports below 1024 need privileges; pass a port above 1023"
-        else:
-            why = f"{error.strerror}; pass another address or port"
-        raise UsageError(f"cannot listen on --http {host}:{port}: {why}") from None
-    return [sock]

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import errno
 import functools
 import os
 import secrets
 import signal
-import socket
 import sqlite3
 import time
 from collections.abc import Callable, Mapping
@@ -23,6 +21,7 @@ from ._agents import _INSTRUCTIONS, _note_tool, calculate, get_weather
 from ._chat_host import ChatHost
 from ._chat_page import page
 from ._errors import EXIT_OK, UsageError
+from ._listen import handed_over, listen
 from ._models import ModelChoice, choose_model, open_generate
 from ._output import Output
 from ._state import DATABASE, check_data_dir, make_data_dir
@@ -138,47 +137,6 @@ def with_request_log(app: Any, log: Callable[[str], None]) -> Any:
     return logged
 
 
-def _listen(host: str, port: int) -> list[socket.socket]:
-    """Bind ``host:port`` now, before anything is created: a port in use, or an address
-    this machine does not have, is a UsageError that says what to do."""
-    from hypercorn.config import Config
-
-    config = Config()
-    config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
-    where = f"{host}:{port}"
-    try:
-        return config.create_sockets().insecure_sockets
-    except socket.gaierror as error:
-        raise UsageError(
-            f"--host {host!r} is not an address of this machine ({error.strerror}): give "
-            "an IP address such as 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)"
-        ) from None
-    except OSError as error:
-        if error.errno == errno.EADDRINUSE:
-            raise UsageError(
-                f"port {port} on {host} is in use (another `operative serve`?): stop what "
-                "holds it, or pass another --port (--port 0 picks a free one)"
-            ) from None
-        if error.errno == errno.EADDRNOTAVAIL:
-            raise UsageError(
-                f"--host {host!r} is not an address of this machine: give one it has, such "
-                "as 127.0.0.1 or 0.0.0.0"
-            ) from None
-        if error.errno == errno.EACCES:
-            raise UsageError(
-                f"cannot listen on {where}: ports below 1024 need privileges; pass "
-                "--port 8000, or another above 1023"
-            ) from None
-        raise UsageError(
-            f"cannot listen on {where} ({error.strerror}): pass another --host or --port"
-        ) from None
-
-
-def _handed_over(sockets: list[socket.socket]) -> list[str]:
-    """Binds that give hypercorn the sockets already bound (it takes over their fds)."""
-    return [f"fd://{sock.detach()}" for sock in sockets]
-
-
 async def _until_stopped() -> None:
     """Return at the first SIGINT (Ctrl-C) or SIGTERM: hypercorn then shuts down cleanly."""
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -204,14 +162,14 @@ async def run_serve(args: argparse.Namespace, out: Output, env: Mapping[str, str
     async with open_generate(choice, env) as generate:
         named_secret(env)
         await trio.to_thread.run_sync(functools.partial(check_data_dir, data_dir, writing=True))
-        sockets = _listen(args.host, args.port)
+        sockets = listen(args.host, args.port, host_flag="--host", port_flag="--port")
         try:
             await trio.to_thread.run_sync(make_data_dir, data_dir)
             secret = await trio.to_thread.run_sync(approval_secret, data_dir, env)
             async with SqliteStore(data_dir / DATABASE) as state:
                 await _probe(state, data_dir / DATABASE)
                 config = Config()
-                config.bind = _handed_over(sockets)
+                config.bind = handed_over(sockets)
                 config.accesslog = None
                 config.errorlog = None
                 host = build_host(

@@ -190,7 +190,7 @@ def run_command(*args: str, cwd: Path, monkeypatch: pytest.MonkeyPatch) -> tuple
         (["mytools:not_servable"], "serve a Toolbox, a list of tools and agents"),
         (["mytools:tools", "--http", "localhost"], "is not HOST:PORT"),
         (["mytools:tools", "--http", "127.0.0.1:99999"], "is not HOST:PORT"),
-        (["mytools:tools", "--http", "203.0.113.9:0"], "not this machine's"),
+        (["mytools:tools", "--http", "203.0.113.9:0"], "not an address of this machine"),
     ],
 )
 def test_bad_targets_and_addresses_are_usage_errors(
@@ -213,4 +213,4 @@ def test_a_port_in_use_is_a_usage_error(module_dir: Path, monkeypatch: pytest.Mo
             "mytools:tools", "--http", f"127.0.0.1:{port}", cwd=module_dir, monkeypatch=monkeypatch
         )
     assert code == 2
-    assert "the port is in use" in errors
+    assert "is in use" in errors

@@ -1,0 +1,56 @@
+"""Binding the command's HTTP servers' address before anything else starts.
+
+One socket of our own per address, closed again when the bind is refused (hypercorn's
+``Config.create_sockets`` leaves the socket of a refused bind open), then handed to
+hypercorn by file descriptor. A port in use, an address this machine lacks or a
+privileged port is a :class:`UsageError` that says what to do.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+
+from ._errors import UsageError
+
+__all__ = ["handed_over", "listen"]
+
+
+def listen(host: str, port: int, *, host_flag: str, port_flag: str) -> list[socket.socket]:
+    """Bind ``host:port`` now; ``host_flag``/``port_flag`` name the options a refusal
+    tells the user to change (``--host``/``--port``, or ``--http``)."""
+    where = f"{host}:{port}"
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    except socket.gaierror as error:
+        raise UsageError(
+            f"{host_flag} {host!r} is not an address of this machine ({error.strerror}): give "
+            "an IP address such as 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)"
+        ) from None
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        if error.errno == errno.EADDRINUSE:
+            why = (
+                f"port {port} on {host} is in use: stop what holds it, or pass another "
+                f"{port_flag} (port 0 picks a free one)"
+            )
+        elif error.errno == errno.EADDRNOTAVAIL:
+            why = (
+                f"{host_flag} {host!r} is not an address of this machine: give one it has, "
+                "such as 127.0.0.1 or 0.0.0.0"
+            )
+        elif error.errno == errno.EACCES:
+            why = f"ports below 1024 need privileges; pass a {port_flag} above 1023"
+        else:
+            why = f"{error.strerror}; pass another {host_flag} or {port_flag}"
+        raise UsageError(f"cannot listen on {where}: {why}") from None
+    return [sock]
+
+
+def handed_over(sockets: list[socket.socket]) -> list[str]:
+    """Binds that give hypercorn the sockets already bound (it takes over their fds)."""
+    return [f"fd://{sock.detach()}" for sock in sockets]
