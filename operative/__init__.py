@@ -54,6 +54,7 @@ from ._core._model import GenerateFunction as GenerateFunction
 from ._core._model import GenerateRequest as GenerateRequest
 from ._core._model import GenerateResponse as GenerateResponse
 from ._core._open_run import open_run as open_run
+from ._core._options import RunConfig as RunConfig
 from ._core._options import RunOptions as RunOptions
 from ._core._results import RunResult as RunResult
 from ._core._results import SchemaValidation as SchemaValidation
@@ -187,6 +188,7 @@ __all__ = [
     "RequestContext",
     "ResumePoint",
     "RetryOptions",
+    "RunConfig",
     "RunEvent",
     "RunHandle",
     "RunNotFoundError",
