@@ -5,6 +5,7 @@
     open_run(..., durable=Durable(...))
     ├── loop task        begin → per step: generated, tool.started/settled, step.done → finish
     └── lease renewer    renews the lease every lease_seconds / 3 while the run is alive
+                         (and aborts the run if the renewal returns a cancellation)
 
 Each write commits before the loop goes on, so what a listener has seen is durable.
 A write names the run's lease; once another worker holds the run (the lease expired and
@@ -14,7 +15,9 @@ stops without writing anything more.
 Leaving the run by cancellation from outside (a worker shutting down) or by Ctrl-C is
 not an abort: the lease is released, nothing terminal is written, and another worker (or
 ``recover()``) resumes the run. ``run.abort()`` and :meth:`DurableEngine.cancel` end it
-``aborted``, for good.
+``aborted``, for good. A cancellation asked for through the engine is learned from the
+lease renewal (every ``lease_seconds / 3``) or from a journal write, whichever comes
+first, and aborts the run at once, in the middle of a step as ``run.abort()`` would.
 
 Every write is atomic with respect to cancellation: it runs shielded, so an abort or a
 shutdown that arrives while it commits takes effect once the process knows whether it
@@ -101,6 +104,7 @@ class DurableDriver(Extension):
     durable = True
 
     __slots__ = (
+        "_abort",
         "_durable",
         "_failed",
         "_journaled",
@@ -132,12 +136,14 @@ class DurableDriver(Extension):
         self._failed: BaseException | None = None
         self._lost: LeaseLostError | None = None
         self._renew_scope = trio.CancelScope()
+        self._abort: Callable[[str], None] | None = None
+        """The run's ``abort`` while it runs (dropped at its end: no reference cycle)."""
         self._unknown: str | None = None
         """Set when a write overran its bound: whether it committed is not known."""
         self.commit_error: BaseException | None = None
         """Why the terminal commit did not happen (the run's result must not succeed)."""
         self.cancel_reason: str | None = None
-        """A cancellation requested through the engine, seen at the next step boundary."""
+        """A cancellation requested through the engine, once this run has learned of it."""
         self.handed_off = False
         """A recovered run whose last journaled step handed off to another agent."""
 
@@ -161,8 +167,8 @@ class DurableDriver(Extension):
             self._started.set()
             if self._replay.partial is None:
                 # Between steps: a cancellation asked for while no worker ran the run
-                # stops it before another step. (A step cut short is finished first:
-                # its writes return the cancellation, as they would have.)
+                # stops it before another step. (A step cut short learns of it from its
+                # first write, which returns the cancellation and aborts the run there.)
                 await self._read_cancellation(run.run_id)
             return
         cfg = run.config
@@ -342,6 +348,7 @@ class DurableDriver(Extension):
             if self._unknown is not None:
                 raise OperativeError(self._unknown)
             seq = self._seq
+            learned: list[str] = []
 
             async def append() -> None:
                 try:
@@ -352,10 +359,33 @@ class DurableDriver(Extension):
                 self._seq = seq + len(records)  # with the write: nothing can come between
                 if journaled is not None:
                     self._journaled = journaled
-                if cancel and self.cancel_reason is None:
-                    self.cancel_reason = cancel
+                if cancel:
+                    learned.append(cancel)
 
-            await self._commit(append, f"journal entry {seq} of run {lease.run_id}")
+            try:
+                await self._commit(append, f"journal entry {seq} of run {lease.run_id}")
+            except BaseException:
+                if learned:  # the run is stopping already (a shutdown stays one)
+                    self._cancelled(learned[0], abort=False)
+                raise
+            if learned:
+                # Aborted once the write is over and its caller has its outcome: a call
+                # whose result was just journaled keeps it; what is still in flight is
+                # cancelled at its next checkpoint, as run.abort() cancels it.
+                self._cancelled(learned[0])
+
+    def _cancelled(self, reason: str, *, abort: bool = True) -> None:
+        """A cancellation asked for through the engine: abort the run now, once.
+
+        Only the first reason learned counts, and an abort or another stop that came
+        first keeps its own reason (the run scope records the first). Without ``abort``
+        (or before the run's tasks started) it is applied at the next step boundary.
+        """
+        if self.cancel_reason is not None:
+            return
+        self.cancel_reason = reason
+        if abort and self._abort is not None:
+            self._abort(reason)
 
     async def _commit(self, write: Callable[[], Awaitable[None]], what: str) -> None:
         """Run one write (with its bookkeeping) so that no cancellation cuts it short.
@@ -406,6 +436,7 @@ class DurableDriver(Extension):
     # -- the extension's boundaries ----------------------------------------------------
 
     def start_tasks(self, run: ActiveRun, nursery: trio.Nursery) -> None:
+        self._abort = run.abort
         nursery.start_soon(self.keep_lease, run.abort, name=f"operative lease renewer {run.run_id}")
 
     async def run_started(self, run: ActiveRun) -> ResumePoint | None:
@@ -422,7 +453,10 @@ class DurableDriver(Extension):
 
     async def step_started(self, run: ActiveRun, step: int) -> None:
         if self.cancel_reason is not None:
-            run.abort(self.cancel_reason)  # asked for through the engine
+            # Asked for through the engine and not applied yet (read when the run was
+            # resumed, or learned as a shutdown began); an abort already made keeps its
+            # reason (the first one stands).
+            run.abort(self.cancel_reason)
 
     def replayed(self, run: ActiveRun, step: int) -> GenerateResponse | None:
         return self.take_pending(step)
@@ -458,7 +492,11 @@ class DurableDriver(Extension):
     # -- the lease -------------------------------------------------------------------
 
     async def keep_lease(self, on_lost: Callable[[str], None]) -> None:
-        """Renew the lease until the run ends (a child task of the run)."""
+        """Renew the lease until the run ends (a child task of the run).
+
+        A cancellation the renewal returns aborts the run at once (see
+        :meth:`_cancelled`); renewing goes on, as the run still commits its outcome.
+        """
         durable = self._durable
         interval = durable.lease_seconds / 3
         with self._renew_scope:
@@ -484,8 +522,8 @@ class DurableDriver(Extension):
                         "renewing the lease of run %s failed", lease.run_id, exc_info=True
                     )
                     continue
-                if cancel and self.cancel_reason is None:
-                    self.cancel_reason = cancel
+                if cancel:
+                    self._cancelled(cancel)
 
     # -- the end ---------------------------------------------------------------------
 
@@ -496,6 +534,7 @@ class DurableDriver(Extension):
         :class:`~operative.CleanupError`); the stored run stays claimable.
         """
         self._renew_scope.cancel()
+        self._abort = None  # the run has ended: nothing more to abort
         if not self._started.is_set():  # the run ended before it began its record
             self._failed = result.error or OperativeError(
                 f"the run ended ({result.finish_reason}) before its durable record was written"

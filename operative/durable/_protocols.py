@@ -133,10 +133,15 @@ class DurableEngine(Protocol):
         ...
 
     async def cancel(self, run_id: str, reason: str = "cancelled") -> RunRecord:
-        """Ask a running run to stop; it ends ``aborted`` at its next step boundary.
+        """Ask a running run to stop; it ends ``aborted`` with ``reason``.
 
-        A run no worker holds (its lease expired) is finished ``aborted`` right away.
-        A finished run is returned unchanged.
+        The worker holding the run learns of it at its next lease renewal (every
+        ``lease_seconds / 3``) or journal write, whichever comes first, and aborts the
+        run there, in the middle of a step as ``run.abort(reason)`` would: a tool call
+        or model call in flight is cancelled. A run no worker holds (its lease expired
+        or was released) is finished ``aborted`` right away; the worker that resumes
+        one cancelled meanwhile stops it before another step. A finished run is
+        returned unchanged.
 
         Raises:
             RunNotFoundError: no run has this id.

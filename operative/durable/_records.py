@@ -78,7 +78,8 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
     fence: int = 0
     """Incremented by every claim: a worker holding an older fence can no longer write."""
     cancel_reason: str | None = None
-    """Set by :meth:`DurableEngine.cancel`; the run stops at its next step boundary."""
+    """Set by :meth:`DurableEngine.cancel`; the worker holding the run aborts it at its
+    next lease renewal or journal write (within ``lease_seconds / 3``), mid-step."""
     outcome: RunOutcome | None = None
 
 

@@ -705,7 +705,7 @@ async def test_serve_durable_runs_finishes_a_killed_workers_runs(
 async def test_engine_cancel_from_another_process(
     fork_server: ForkServer, durable_db: DurableDb, tmp_path: Path
 ) -> None:
-    """``engine.cancel`` here stops the run there at its next step boundary, ``aborted``."""
+    """``engine.cancel`` here stops the run there where it is (mid-step), ``aborted``."""
     reason = "stopped by the operator"
     long_plan: Plan = (("fetch",),) * 15
     short_plan: Plan = (("lookup", "charge"), ("note",))
@@ -742,20 +742,33 @@ async def test_engine_cancel_from_another_process(
         replay = replay_journal("victim", await store.read("victim"))
         assert replay.finished is not None
         assert replay.finished.outcome == record.outcome
-        assert replay.partial is None
-        assert replay.finished.messages == ()
         steps = len(replay.steps)
         assert [s.step for s in replay.steps] == list(range(1, steps + 1))
         assert 2 <= steps <= done_at_cancel + 1 < len(long_plan), (steps, done_at_cancel)
-        # Stopped between steps: every call ran to its end, none was cut short.
+        # Stopped at once, as run.abort() stops it: the steps before are whole; a step
+        # in flight is cut short, its call answered once (its result, or cancelled).
         messages = _views(transcript(replay).messages)
-        assert all(m["outcome"] in (None, "success") for m in messages), messages
         expected = await reference(long_plan)
-        assert messages == _views(expected.conversation.messages)[: 2 + 2 * steps]
-        assert replay.usage == _usage_of_first_steps(expected, steps)
+        reference_messages = _views(expected.conversation.messages)
+        whole = 2 + 2 * steps
+        assert messages[:whole] == reference_messages[:whole]
+        assert all(m["outcome"] in (None, "success") for m in messages[:whole]), messages
+        cut = replay.partial is not None
         logged = _log(log)
         begun = sum(len(t) for k, t in logged.items() if k[0] == "begin" and k[2] == "victim")
-        assert begun == steps, logged
+        if cut:
+            assert replay.partial is not None
+            assert replay.partial.step == steps + 1
+            assert messages[whole] == reference_messages[whole]
+            (answer,) = messages[whole + 1 :]
+            assert answer["outcome"] in ("success", "cancelled"), answer
+            ran = {"success": (1,), "cancelled": (0, 1)}[answer["outcome"]]
+            assert begun - steps in ran, logged
+        else:
+            assert replay.finished.messages == ()
+            assert len(messages) == whole, messages
+            assert begun == steps, logged
+        assert replay.usage == _usage_of_first_steps(expected, steps + cut)
         reported = worker.results()["victim"]
         assert reported["finish_reason"] == "aborted"
         assert reported["abort_reason"] == reason

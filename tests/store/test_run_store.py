@@ -8,7 +8,7 @@ against each backend, oldest first:
 - ``aborted``: its only call parks; ``run.abort()`` while it runs.
 - ``errored``: one step on an unpriced model, then the model fails (spending tokens).
 - ``cancelled``: its call parks; ``engine.cancel`` meanwhile; the call settles, and the
-  run stops at the next step boundary.
+  run stops there (the journal write of its result returns the cancellation).
 - ``midflight``: its call parks; the caller is cancelled (a shutdown: the lease is
   released, nothing terminal is written).
 """
@@ -501,10 +501,10 @@ async def test_an_aborted_run_shows_its_cut_call_as_cancelled(store: RunStore) -
     assert (last.role, last.tool_call_id, last.outcome) == ("tool", "w1", "cancelled")
 
 
-async def test_a_cancelled_run_finishes_its_step_then_stops(store: RunStore) -> None:
-    """``engine.cancel`` while a call runs: the call settles, the run ends at the boundary."""
+async def test_a_cancelled_run_keeps_its_settled_call_then_stops(store: RunStore) -> None:
+    """``engine.cancel`` while a call runs: the call settles, then the run stops there."""
     found = await detail(store, "cancelled")
-    assert [s.state for s in found.steps] == ["completed"]
+    assert [s.state for s in found.steps] == ["aborted"]
     (item,) = found.tool_calls
     assert (item.outcome, item.error) == ("success", None)
     assert item.result is not None
