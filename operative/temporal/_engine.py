@@ -12,7 +12,6 @@ see :mod:`._bridge`) inside its own nursery; everything it offers is a Trio func
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import os
@@ -40,7 +39,8 @@ from .._core._errors import (
 from .._core._results import RunResult
 from .._core._types import ApprovalDecision, FinishReason
 from ..conversation import Conversation, ConversationHistory, Message
-from ..durable._records import JournalEntry, RunOutcome, RunRecord, RunStatus
+from ..conversation._message import new_message_id
+from ..durable._records import JournalEntry, RunOutcome, RunRecord, RunStatus, Started
 from ..durable._replay import replay_journal, transcript
 from ..durable._rows import check_limit, check_name, check_run_id, status_of, statuses
 from ._bridge import AsyncioThread
@@ -49,8 +49,8 @@ from ._wire import (
     CONFLICT,
     LEASE_LOST,
     NULL,
+    SIGNAL_CANCEL,
     UPDATE_APPROVE,
-    UPDATE_CANCEL,
     WORKFLOW,
     Approve,
     Cancel,
@@ -151,8 +151,7 @@ class TemporalEngine:
             self._client = await self.bridge.call(self._connect)
         except BaseException as exc:
             self.bridge.stop()
-            with trio.CancelScope(shield=True):
-                await self._nursery_cm.__aexit__(None, None, None)
+            await self._nursery_cm.__aexit__(None, None, None)  # joins the loop's thread
             self._nursery_cm = None
             if isinstance(exc, Exception) and not isinstance(exc, OperativeError):
                 raise OperativeError(
@@ -194,7 +193,8 @@ class TemporalEngine:
         Raises:
             ConflictError: a run with this id exists already.
         """
-        check_name("agent_name", agent_name)
+        if not check_name("agent_name", agent_name):
+            raise InvalidArgument("agent_name must name an agent the workers serve, not ''")
         check_name("session_id", session_id, optional=True)
         run_id = run_id if run_id is not None else os.urandom(12).hex()
         check_run_id(run_id)
@@ -364,8 +364,18 @@ class TemporalEngine:
         check_run_id(run_id)
         if not isinstance(reason, str) or not reason:
             raise InvalidArgument(f"reason must be a non-empty str, not {reason!r}")
-        with contextlib.suppress(_Closed):
-            await self._update(run_id, UPDATE_CANCEL, encode(Cancel(reason=reason)))
+        handle = self.client.get_workflow_handle(run_id)
+        payload = encode(Cancel(reason=reason))
+
+        async def signal() -> None:
+            try:
+                await handle.signal(SIGNAL_CANCEL, payload)
+            except RPCError as exc:
+                if exc.status != RPCStatusCode.NOT_FOUND:
+                    raise
+                # Finished (returned unchanged below) or unknown (get says None).
+
+        await self.bridge.call(signal)
         record = await self.get(run_id)
         if record is None:
             raise RunNotFoundError(run_id)
@@ -517,7 +527,23 @@ def _result(state: RunHistory) -> RunResult:
     outcome = record.outcome
     if outcome is None:
         raise OperativeError(f"run {state.run_id!r} has not ended")
-    replay = replay_journal(state.run_id, state.entries)
+    entries = state.entries
+    if not entries or not isinstance(entries[0].record, Started):
+        # Ended by the workflow before any attempt began it (cancelled first): the
+        # transcript is the input as it was given.
+        spec = state.input
+        assert spec is not None
+        if spec.text is not None:
+            messages: tuple[Message, ...] = (
+                Message(id=new_message_id(), role="user", content=spec.text),
+            )
+        else:
+            messages = msgspec.json.decode(spec.messages, type=ConversationHistory).messages
+        first = JournalEntry(
+            run_id=state.run_id, seq=0, record=Started(messages=messages), at=spec.created_at
+        )
+        entries = [first, *(msgspec.structs.replace(e, seq=e.seq + 1) for e in entries)]
+    replay = replay_journal(state.run_id, entries)
     history = transcript(replay)
     error = None
     if outcome.finish_reason == "error":

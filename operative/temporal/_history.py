@@ -24,9 +24,9 @@ from .._core._types import ToolResult
 from ..durable._records import Finished, JournalEntry, RunOutcome, StepDone, ToolSettled
 from ..durable._rows import decode_entry, encode_record
 from ._wire import (
+    SIGNAL_CANCEL,
     UPDATE_APPEND,
     UPDATE_APPROVE,
-    UPDATE_CANCEL,
     UPDATE_CLAIM,
     Append,
     Approve,
@@ -119,12 +119,16 @@ class RunHistory:
                     claim = decode(raw, Claim)
                     self.fence += 1
                     self.owner = claim.worker_id
-                elif name == UPDATE_CANCEL:
-                    if self.cancel_reason is None and self.outcome is None:
-                        self.cancel_reason = decode(raw, Cancel).reason
                 elif name == UPDATE_APPROVE:
                     approve = decode(raw, Approve)
                     self.decisions[approve.call_id] = approve
+            elif kind == _E.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+                attrs_s = event.workflow_execution_signaled_event_attributes
+                if attrs_s.signal_name == SIGNAL_CANCEL and self.outcome is None:
+                    (payload,) = attrs_s.input.payloads
+                    raw = payload_bytes(payload, f"a cancellation of run {self.run_id!r}")
+                    if self.cancel_reason is None:
+                        self.cancel_reason = decode(raw, Cancel).reason
             elif kind == _E.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
                 attrs_c = event.workflow_execution_completed_event_attributes
                 (payload,) = attrs_c.result.payloads

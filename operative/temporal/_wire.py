@@ -15,9 +15,9 @@ import msgspec
 
 __all__ = [
     "ACTIVITY",
+    "SIGNAL_CANCEL",
     "UPDATE_APPEND",
     "UPDATE_APPROVE",
-    "UPDATE_CANCEL",
     "UPDATE_CLAIM",
     "WORKFLOW",
     "ActivityInput",
@@ -39,7 +39,7 @@ WORKFLOW = "operative.Run"
 ACTIVITY = "operative.run"
 UPDATE_CLAIM = "operative.claim"
 UPDATE_APPEND = "operative.append"
-UPDATE_CANCEL = "operative.cancel"
+SIGNAL_CANCEL = "operative.cancel"
 UPDATE_APPROVE = "operative.approve"
 
 NULL = msgspec.Raw(b"null")

@@ -14,6 +14,7 @@ between steps; the workflow then continues as new, carrying the journal.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 import msgspec
@@ -27,9 +28,9 @@ from ._wire import (
     LEASE_LOST,
     NON_RETRYABLE,
     NOT_WAITING,
+    SIGNAL_CANCEL,
     UPDATE_APPEND,
     UPDATE_APPROVE,
-    UPDATE_CANCEL,
     UPDATE_CLAIM,
     WORKFLOW,
     ActivityInput,
@@ -112,6 +113,12 @@ class RunWorkflow:
                 self._activity.cancel()
             try:
                 reply = decode(await self._activity, ActivityReply)
+            except asyncio.CancelledError:
+                # The activity was cancelled before it began, or the workflow itself was
+                # cancelled through Temporal (its UI, its command): an abort either way.
+                if self._finished is None:
+                    reason = self._cancel_reason or "cancelled through Temporal"
+                    self._end("aborted", abort_reason=reason)
             except ActivityError as exc:
                 if self._finished is None:
                     cause = exc.cause
@@ -216,7 +223,7 @@ class RunWorkflow:
 
     # -- from any process ------------------------------------------------------------
 
-    @workflow.update(name=UPDATE_CANCEL)
+    @workflow.signal(name=SIGNAL_CANCEL)
     def cancel(self, raw: bytes) -> None:
         if self._finished is not None or self._cancel_reason is not None:
             return
