@@ -16,7 +16,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -131,7 +131,10 @@ class TemporalEngine:
         return f"temporal://{self.target}/{self.namespace}"
 
     def __repr__(self) -> str:
-        return f"TemporalEngine({self.target!r}, namespace={self.namespace!r}, task_queue={self.task_queue!r})"
+        return (
+            f"TemporalEngine({self.target!r}, namespace={self.namespace!r}, "
+            f"task_queue={self.task_queue!r})"
+        )
 
     @property
     def client(self) -> Client:
@@ -208,7 +211,9 @@ class TemporalEngine:
             elif isinstance(input, ConversationHistory):
                 history = input
             elif isinstance(input, Sequence) and all(isinstance(m, Message) for m in input):
-                history = ConversationHistory(messages=tuple(input))
+                history = ConversationHistory(
+                    messages=tuple(m for m in input if isinstance(m, Message))
+                )
             else:
                 raise InvalidArgument(
                     "input takes a str, a ConversationHistory, a Conversation or a list of "
@@ -422,7 +427,7 @@ class TemporalEngine:
                 if kind == LEASE_LOST:
                     raise LeaseLostError(message, run_id=run_id) from None
                 if kind == CONFLICT:
-                    raise ConflictError(f"{run_id}", expected=None, actual=message) from None
+                    raise ConflictError(run_id, expected=None, actual=None) from None
                 raise _Refused(message) from None
             except RPCError as exc:
                 if exc.status == RPCStatusCode.NOT_FOUND:
@@ -454,11 +459,11 @@ class TemporalEngine:
             query.append(f"StartTime < '{_rfc3339(until)}'")
         client = self.client
 
-        async def ids() -> list[tuple[str, dict[str, Any]]]:
-            found = []
-            async for execution in client.list_workflows(" AND ".join(query)):
-                found.append((execution.id, await execution.memo()))
-            return found
+        async def ids() -> list[tuple[str, Mapping[str, Any]]]:
+            return [
+                (execution.id, await execution.memo())
+                async for execution in client.list_workflows(" AND ".join(query))
+            ]
 
         records: list[RunRecord] = []
         for run_id, memo in await self.bridge.call(ids):
@@ -504,7 +509,7 @@ def _record(state: RunHistory) -> RunRecord:
         closed = state.closed
         status = "aborted" if closed in ("terminated", "cancelled") else "error"
         outcome = RunOutcome(
-            finish_reason=status if status != "completed" else "error",
+            finish_reason=status,
             error=None if status == "aborted" else f"the workflow {closed} in Temporal",
             abort_reason=f"the workflow was {closed} in Temporal" if status == "aborted" else None,
         )

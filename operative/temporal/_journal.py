@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import trio
 
-from .._core._errors import InvalidArgument, OperativeError
+from .._core._errors import ConflictError, InvalidArgument, OperativeError
 from .._core._types import ToolResult
 from ..durable._records import (
     Finished,
@@ -130,7 +130,10 @@ class AttemptJournal:
                 self._settled[(record.step, record.result.call_id)] = record.result
             raws.append(msgspec.Raw(encode_record(record).encode()))
         payload = encode(Append(fence=lease.fence, seq=seq, records=raws))
-        raw = await self._engine._update(self._run_id, UPDATE_APPEND, payload)
+        try:
+            raw = await self._engine._update(self._run_id, UPDATE_APPEND, payload)
+        except ConflictError:
+            raise ConflictError(f"{self._run_id}#{seq}", expected=None, actual=seq) from None
         assert raw is not None
         reply = decode(raw, AppendReply)
         if reply.rollover:
