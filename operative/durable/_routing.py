@@ -53,6 +53,12 @@ class Durable:
     session_id: str | None = None
 
     def __attrs_post_init__(self) -> None:
+        if callable(getattr(self.engine, "start_run", None)):
+            raise InvalidArgument(
+                f"{self.engine!r} runs its runs on its own workers: start them with "
+                "`await engine.start_run(agent_name, input)` and serve them with "
+                "operative.temporal.serve_temporal_worker (see the Temporal page of the docs)"
+            )
         if not isinstance(self.engine, DurableEngine):
             raise InvalidArgument(
                 f"engine= takes a DurableEngine (SqliteEngine, PostgresEngine), got {self.engine!r}"

@@ -16,7 +16,8 @@ import logging
 import math
 import os
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
 import msgspec
@@ -239,6 +240,9 @@ class TemporalEngine:
                 id=run_id,
                 task_queue=self.task_queue,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                # A workflow task cut by a crash is retried after this (default 10 s):
+                # the run's own writes wait for it, so keep it near the heartbeat.
+                task_timeout=timedelta(seconds=min(10.0, max(1.0, self.heartbeat_timeout))),
                 memo={"agent_name": agent_name, "session_id": session_id},
             )
 
@@ -302,7 +306,7 @@ class TemporalEngine:
             raise
         return list(response.history.events), response.next_page_token, run
 
-    async def follow(self, run_id: str) -> AsyncIterator[JournalEntry]:
+    async def follow(self, run_id: str) -> AsyncGenerator[JournalEntry, None]:
         """The run's journal entries as they are written, until the run ends.
 
         Each entry arrives once its write is accepted by Temporal (a long poll on the

@@ -320,7 +320,7 @@ async def serve_temporal_worker(
             activities=[_activity(engine, agents, runs_nursery, worker_id)],
             workflow_runner=SandboxedWorkflowRunner(restrictions=restrictions),
             max_concurrent_activities=max_concurrent_runs,
-            sticky_queue_schedule_to_start_timeout=timedelta(seconds=min(2.0, heartbeat)),
+            sticky_queue_schedule_to_start_timeout=timedelta(seconds=min(1.0, heartbeat)),
             graceful_shutdown_timeout=timedelta(seconds=_SHUTDOWN_BOUND),
             identity=worker_id,
         )

@@ -28,16 +28,29 @@ def _steps(request: GenerateRequest) -> int:
     return 1
 
 
+def _tag(request: GenerateRequest) -> str:
+    for message in request.conversation.messages:
+        if message.role == "user":
+            found = re.search(r"tag=(\S+)", message.text)
+            if found:
+                return found.group(1)
+    return ""
+
+
 def plan(request: GenerateRequest) -> GenerateResponse | str:
     results = [m for m in request.conversation.messages if m.role == "tool"]
     if len(results) < _steps(request):
         n = len(results)
-        call = ToolCall(id=f"call-{n}", name="work", arguments={"n": n})
+        arguments: dict[str, object] = {"n": n}
+        tag = _tag(request)
+        if tag:
+            arguments["tag"] = tag
+        call = ToolCall(id=f"call-{n}", name="work", arguments=arguments)
         return GenerateResponse(content="", tool_calls=(call,))
     return "results: " + ", ".join(str(m.content) for m in results)
 
 
-async def _work(n: int) -> str:
+async def _work(n: int, tag: str = "") -> str:
     seconds = float(os.environ.get("OPERATIVE_TEST_WORK_SECONDS", "0"))
     if seconds:
         await trio.sleep(seconds)
@@ -45,7 +58,7 @@ async def _work(n: int) -> str:
     if path:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, f"{n} {os.getpid()}\n".encode())
+            os.write(fd, f"{tag} {n} {os.getpid()}\n".encode())
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -53,9 +66,9 @@ async def _work(n: int) -> str:
 
 
 @tool(name="work")
-async def work(n: int) -> str:
+async def work(n: int, tag: str = "") -> str:
     """Do unit of work ``n`` (a side effect, counted in the effects file)."""
-    return await _work(n)
+    return await _work(n, tag)
 
 
 @tool(name="work", version="1")
@@ -67,7 +80,7 @@ async def versioned_work(n: int) -> str:
 @tool
 async def wait_forever(n: int) -> str:
     """Never returns (until cancelled)."""
-    await trio.sleep_forever()
+    await trio.sleep(float("inf"))
     return "unreachable"
 
 

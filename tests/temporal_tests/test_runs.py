@@ -148,16 +148,18 @@ async def test_cancel_of_a_run_no_worker_holds_ends_it_before_any_step(
     assert result.finish_reason == "aborted"
     assert result.abort_reason == "not needed"
     assert result.steps == ()
-    record = await engine.get(run_id)
-    assert record is not None
-    assert record.status == "aborted"
+    stored = await engine.get(run_id)
+    assert stored is not None
+    assert stored.status == "aborted"
     # A finished run is returned unchanged.
     again = await engine.cancel(run_id, "twice")
     assert again.status == "aborted"
-    assert again.outcome == record.outcome
+    assert again.outcome == stored.outcome
 
 
-async def test_a_worker_shutdown_is_not_an_abort(engine: TemporalEngine, monkeypatch) -> None:
+async def test_a_worker_shutdown_is_not_an_abort(
+    engine: TemporalEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPERATIVE_TEST_WORK_SECONDS", "0.3")
     async with trio.open_nursery() as nursery:
         first = await start_worker(nursery, engine, {"worker": worker_agent()})
@@ -303,3 +305,10 @@ async def test_bad_input_is_refused_with_clear_errors(
     with pytest.raises(OperativeError, match="cannot connect"):
         async with TemporalEngine("127.0.0.1:1"):
             pass
+
+
+async def test_a_temporal_engine_is_not_a_durable_routing(engine: TemporalEngine) -> None:
+    from operative.durable import Durable
+
+    with pytest.raises(InvalidArgument, match="start_run"):
+        Durable(engine=engine, checkpoint_store=engine)  # type: ignore[arg-type]
