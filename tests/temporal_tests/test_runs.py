@@ -312,3 +312,26 @@ async def test_a_temporal_engine_is_not_a_durable_routing(engine: TemporalEngine
 
     with pytest.raises(InvalidArgument, match="start_run"):
         Durable(engine=engine, checkpoint_store=engine)  # type: ignore[arg-type]
+
+
+async def test_the_starting_engines_heartbeat_timeout_is_the_activitys(
+    temporal_server: DevServer, task_queue: str
+) -> None:
+    async with (
+        TemporalEngine(temporal_server.target, task_queue=task_queue, heartbeat_timeout=30) as w,
+        TemporalEngine(temporal_server.target, task_queue=task_queue, heartbeat_timeout=4) as s,
+        trio.open_nursery() as nursery,
+    ):
+        worker = await start_worker(nursery, w, {"worker": worker_agent()})
+        run_id = await s.start_run("worker", "steps=1")
+        await s.result(run_id)
+        worker.cancel()
+    shown = json.loads(
+        temporal_server.cli("workflow", "show", "--workflow-id", run_id, "--output", "json")
+    )
+    (scheduled,) = [
+        event["activityTaskScheduledEventAttributes"]
+        for event in shown["events"]
+        if "activityTaskScheduledEventAttributes" in event
+    ]
+    assert scheduled["heartbeatTimeout"] == "4s"
