@@ -94,6 +94,7 @@ class RunHistory:
         self.updated_at = 0.0
         self._settled: dict[tuple[int, str], ToolResult] = {}
         self._accepted: dict[str, tuple[str, bytes, float]] = {}
+        """Updates accepted whose completion is not read yet: ``{id: (name, arg, at)}``."""
 
     # -- feeding ---------------------------------------------------------------------
 
@@ -113,6 +114,15 @@ class RunHistory:
                 (payload,) = request.input.args.payloads
                 name = request.input.name
                 raw = payload_bytes(payload, f"update {name!r} of run {self.run_id!r}")
+                self._accepted[request.meta.update_id] = (name, raw, at)
+            elif kind == _E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
+                # An update counts once its handler succeeded (a handler that refused
+                # after acceptance left the workflow's state as it was).
+                attrs_d = event.workflow_execution_update_completed_event_attributes
+                accepted = self._accepted.pop(attrs_d.meta.update_id, None)
+                if accepted is None or attrs_d.outcome.HasField("failure"):
+                    continue
+                name, raw, at = accepted
                 if name == UPDATE_APPEND:
                     self._append(raw, at, added)
                 elif name == UPDATE_CLAIM:

@@ -170,6 +170,7 @@ class RunWorkflow:
 
     @workflow.update(name=UPDATE_CLAIM)
     def claim(self, raw: bytes) -> bytes:
+        self._check_claim(raw)  # again: nothing may have changed since, but be exact
         claim = decode(raw, Claim)
         self._attempt = claim.attempt
         self._fence += 1
@@ -193,6 +194,7 @@ class RunWorkflow:
 
     @workflow.update(name=UPDATE_APPEND)
     def append(self, raw: bytes) -> bytes:
+        self._check_append(raw)
         append = decode(raw, Append)
         for record in append.records:
             self._journal.append(record)
@@ -233,6 +235,7 @@ class RunWorkflow:
 
     @workflow.update(name=UPDATE_APPROVE)
     def approve(self, raw: bytes) -> None:
+        self._check_approve(raw)
         decision = decode(raw, Approve)
         self._decisions[decision.call_id] = msgspec.Raw(raw)
 
