@@ -1,8 +1,10 @@
-"""``operative runs`` and ``operative sessions``: what the state directory holds."""
+"""``operative runs`` and ``operative sessions``: what the state directory (or, for runs,
+a Temporal cluster: see :mod:`._temporal`) holds, and ``runs cancel``."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import shlex
 import time
@@ -11,14 +13,30 @@ from datetime import datetime
 
 import trio
 
+from ..durable._records import RunRecord
 from ..runstore import RunDetail, RunSummary
 from ..sessions import parse_duration
 from ._errors import EXIT_OK, UsageError
 from ._invocation import command_line
 from ._output import Output, describe_cost, shorten, tokens
 from ._state import DATABASE, check_data_dir, open_state
+from ._temporal import (
+    list_runs,
+    on_temporal,
+    open_engine,
+    read_detail,
+    temporal_command,
+    where,
+)
 
-__all__ = ["parse_since", "runs_list", "runs_show", "sessions_delete", "sessions_list"]
+__all__ = [
+    "parse_since",
+    "runs_cancel",
+    "runs_list",
+    "runs_show",
+    "sessions_delete",
+    "sessions_list",
+]
 
 _SHORT = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -55,6 +73,9 @@ async def _missing(args: argparse.Namespace) -> bool:
 
 
 def _no_data(args: argparse.Namespace, what: str, ident: str) -> UsageError:
+    if getattr(args, "temporal", None) is not None:
+        listing = temporal_command(args, f"{what}s list")
+        return UsageError(f"no {what} {ident!r} on {where(args)}: list them with `{listing}`")
     listing = command_line(args, f"{what}s list")
     if "--data-dir" not in listing:
         listing += f" --data-dir {shlex.quote(str(args.data_dir))}"
@@ -96,10 +117,20 @@ async def runs_list(args: argparse.Namespace, out: Output) -> int:
     since = parse_since(args.since) if args.since else None
     if args.limit < 1:
         raise UsageError(f"--limit must be at least 1, got {args.limit}")
-    if await _missing(args):
-        items: tuple[RunSummary, ...] = ()
-        cursor = None
-    else:
+    temporal = on_temporal(args)
+    items: tuple[RunSummary, ...] = ()
+    cursor: str | None = None
+    if temporal:
+        async with open_engine(args) as engine:
+            items, cursor = await list_runs(
+                engine,
+                status=args.status,
+                agent_name=args.agent,
+                session_id=args.session,
+                since=since,
+                limit=args.limit,
+            )
+    elif not await _missing(args):
         async with open_state(args.data_dir, create=False) as state:
             page = await state.runs.runs(
                 status=args.status,
@@ -113,7 +144,8 @@ async def runs_list(args: argparse.Namespace, out: Output) -> int:
         out.json({"runs": items, "next_cursor": cursor})
         return EXIT_OK
     if not items:
-        out.line(f"no runs in {args.data_dir / DATABASE}")
+        place = f"on {where(args, queue=True)}" if temporal else f"in {args.data_dir / DATABASE}"
+        out.line(f"no runs {place}")
         return EXIT_OK
     header = ("RUN", "AGENT", "SESSION", "STATUS", "FINISH", "STEPS", "TOKENS", "COST", "CREATED")
     _table(out, header, [_run_row(run) for run in items])
@@ -129,7 +161,11 @@ async def runs_list(args: argparse.Namespace, out: Output) -> int:
 
 async def runs_show(args: argparse.Namespace, out: Output) -> int:
     detail: RunDetail | None = None
-    if not await _missing(args):
+    temporal = on_temporal(args)
+    if temporal:
+        async with open_engine(args) as engine:
+            detail = await read_detail(engine, args.run_id)
+    elif not await _missing(args):
         async with open_state(args.data_dir, create=False) as state:
             detail = await state.runs.run(args.run_id)
     if detail is None:
@@ -145,10 +181,17 @@ async def runs_show(args: argparse.Namespace, out: Output) -> int:
     out.line(f"  created   {_when(run.created_at)}; updated {_when(run.updated_at)}")
     out.line(f"  usage     {tokens(run.usage)} tokens, cost {_cost(run)}")
     if run.status == "running":
-        nobody = f"nobody (run `{command_line(args, 'recover')}`)"
+        if temporal:
+            nobody = "no worker yet (any worker of its task queue takes it)"
+        else:
+            nobody = f"nobody (run `{command_line(args, 'recover')}`)"
         out.line(f"  lease     {run.lease_owner or nobody}")
+        if run.cancel_requested:
+            out.line(f"  cancel    requested: {run.cancel_reason}", "yellow")
     if run.outcome is not None and run.outcome.error:
         out.line(f"  error     {run.outcome.error}", "red")
+    if run.outcome is not None and run.outcome.abort_reason:
+        out.line(f"  aborted   {run.outcome.abort_reason}", "yellow")
     for step in detail.steps:
         out.line(f"step {step.step} ({step.state}), {tokens(step.usage)} tokens", "bold")
         if step.content:
@@ -161,6 +204,58 @@ async def runs_show(args: argparse.Namespace, out: Output) -> int:
         out.line(f"call {call.call_id} {call.tool_name}: {call.outcome}, {took}", "dim")
     if run.outcome is not None and run.outcome.content:
         out.line(f"answer: {run.outcome.content}", "green")
+    return EXIT_OK
+
+
+async def runs_cancel(args: argparse.Namespace, out: Output) -> int:
+    """Ask a running run to stop: it ends ``aborted`` (see ``DurableEngine.cancel``)."""
+    reason: str = args.reason
+    if not reason.strip():
+        raise UsageError("--reason takes a few words saying why, not an empty string")
+    temporal = on_temporal(args)
+    before: RunRecord | None = None
+    after: RunRecord | None = None
+    if temporal:
+        async with open_engine(args) as engine:
+            before = await engine.get(args.run_id)
+            if before is not None and before.status == "running":
+                after = await engine.cancel(args.run_id, reason)
+    elif await trio.to_thread.run_sync(
+        functools.partial(check_data_dir, writing=True), args.data_dir
+    ):
+        async with open_state(args.data_dir, create=False) as state:
+            before = await state.engine.get(args.run_id)
+            if before is not None and before.status == "running":
+                after = await state.engine.cancel(args.run_id, reason)
+    if before is None:
+        raise _no_data(args, "run", args.run_id)
+    record = after or before
+    if args.json:
+        out.json(record)
+        return EXIT_OK
+    run_id = args.run_id
+    outcome = record.outcome
+    finish = f" ({outcome.finish_reason})" if outcome is not None else ""
+    if after is None:
+        out.line(f"run {run_id} had ended already: {before.status}{finish}; nothing to cancel")
+    elif after.status == "aborted":
+        out.line(f"cancelled run {run_id}: it ended aborted ({reason})")
+    elif after.status != "running":
+        out.line(f"run {run_id} ended {after.status}{finish} before the cancel reached it")
+    elif temporal:
+        holder = after.lease_owner
+        when = (
+            f"the worker running it ({holder}) aborts it within a heartbeat; if that worker "
+            "has stopped, the next worker of its task queue ends it"
+            if holder is not None
+            else "it ends aborted as soon as a worker of its task queue takes it"
+        )
+        out.line(f"cancel requested for run {run_id} ({reason}): {when}")
+    else:
+        out.line(
+            f"cancel requested for run {run_id} ({reason}): the worker holding it "
+            f"({after.lease_owner}) aborts it at its next lease renewal or journal write"
+        )
     return EXIT_OK
 
 

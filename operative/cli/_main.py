@@ -15,13 +15,21 @@ import trio
 from .. import DatabaseFileError, OperativeError
 from ._agents import DEMO_PROMPT
 from ._errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError
-from ._inspect import runs_list, runs_show, sessions_delete, sessions_list, sessions_show
+from ._inspect import (
+    runs_cancel,
+    runs_list,
+    runs_show,
+    sessions_delete,
+    sessions_list,
+    sessions_show,
+)
 from ._invocation import invocation
 from ._mcp import add_mcp_command
 from ._output import Output
 from ._running import run_chat, run_demo, run_recover
 from ._serve import run_serve
 from ._state import default_data_dir
+from ._temporal import add_temporal_options
 
 __all__ = ["build_parser", "main"]
 
@@ -71,6 +79,8 @@ def build_parser(env: Mapping[str, str], *, prog: str = "operative") -> argparse
     model.add_argument(
         "--offline", action="store_true", help="use the offline scripted model, whatever is set"
     )
+    temporal = _Parser(add_help=False)
+    add_temporal_options(temporal)
 
     parser = _Parser(
         prog=prog,
@@ -103,20 +113,37 @@ def build_parser(env: Mapping[str, str], *, prog: str = "operative") -> argparse
     chat.add_argument("--session", default="chat", help="the session (default: %(default)s)")
     chat.set_defaults(handler=run_chat, needs_stdin=True)
 
-    runs = commands.add_parser("runs", help="list and show durable runs").add_subparsers(
-        dest="action", metavar="ACTION", parser_class=_Parser
-    )
+    runs = commands.add_parser(
+        "runs", help="list, show and cancel durable runs (here, or on Temporal)"
+    ).add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
     runs.required = True
-    runs_ls = runs.add_parser("list", parents=[common, listing], help="list runs, newest first")
+    runs_ls = runs.add_parser(
+        "list", parents=[common, listing, temporal], help="list runs, newest first"
+    )
     runs_ls.add_argument("--status", choices=("running", "completed", "aborted", "error"))
     runs_ls.add_argument("--agent", help="only runs of this agent")
     runs_ls.add_argument("--session", help="only runs of this session")
     runs_ls.add_argument("--since", help="created since: '30m', '2h', '7d', 'PT1H' or an ISO time")
     runs_ls.add_argument("--limit", type=int, default=20, help="at most this many (%(default)s)")
     runs_ls.set_defaults(handler=runs_list)
-    runs_sh = runs.add_parser("show", parents=[common, listing], help="one run, step by step")
+    runs_sh = runs.add_parser(
+        "show", parents=[common, listing, temporal], help="one run, step by step"
+    )
     runs_sh.add_argument("run_id", metavar="RUN_ID")
     runs_sh.set_defaults(handler=runs_show)
+    runs_cn = runs.add_parser(
+        "cancel",
+        parents=[common, listing, temporal],
+        help="ask a running run to stop (it ends aborted)",
+        description="Cancel a durable run: one nobody holds ends aborted at once; the "
+        "worker holding one aborts it (its tool calls in flight cancelled) at its next "
+        "lease renewal or journal write, or within a heartbeat on Temporal.",
+    )
+    runs_cn.add_argument("run_id", metavar="RUN_ID")
+    runs_cn.add_argument(
+        "--reason", default="cancelled", help="why, kept with the run (default: %(default)s)"
+    )
+    runs_cn.set_defaults(handler=runs_cancel)
 
     sessions = commands.add_parser("sessions", help="list, show and delete sessions")
     actions = sessions.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
@@ -134,7 +161,7 @@ def build_parser(env: Mapping[str, str], *, prog: str = "operative") -> argparse
 
     recover = commands.add_parser(
         "recover",
-        parents=[common, model, listing],
+        parents=[common, model, listing, temporal],
         help="finish the demo's and chat's interrupted durable runs",
         description="Resume every durable run of the demo and chat agents whose process "
         "stopped (Ctrl-C, a crash, kill -9 once its lease expired), and print the outcome.",

@@ -19,6 +19,7 @@ from ._invocation import command_line
 from ._models import ModelChoice, choose_model, open_generate
 from ._output import Observed, Output, Progress, describe_cost, shorten, tokens
 from ._state import State, check_data_dir, open_state
+from ._temporal import refuse_recover
 
 __all__ = ["LineReader", "run_chat", "run_demo", "run_recover"]
 
@@ -212,6 +213,7 @@ async def run_recover(
     args: argparse.Namespace, out: Output, env: Mapping[str, str], stdin: IO[str]
 ) -> int:
     """Finish the demo's and chat's durable runs whose process stopped."""
+    refuse_recover(args)
     if not await trio.to_thread.run_sync(check_data_dir, args.data_dir):
         if args.json:
             out.json({"resumed": [], "still_running": []})
