@@ -226,9 +226,17 @@ async def list_runs(
 ) -> tuple[tuple[RunSummary, ...], str | None]:
     """The newest ``limit`` runs of the engine's task queue, and a cursor when there are
     more (the run store's cursor: the last run's creation time and id)."""
-    records = await engine.list(
-        status=status, agent_name=agent_name, session_id=session_id, since=since, limit=limit + 1
-    )
+    # engine.list names a run that continued as new once per Temporal execution of it:
+    # keep each run once, and ask for more while the duplicates crowd out the page.
+    wanted = limit + 1
+    while True:
+        found = await engine.list(
+            status=status, agent_name=agent_name, session_id=session_id, since=since, limit=wanted
+        )
+        records = list({record.run_id: record for record in found}.values())
+        if len(records) > limit or len(found) < wanted:
+            break
+        wanted *= 2
     summaries = []
     for record in records[:limit]:
         detail = await read_detail(engine, record.run_id)

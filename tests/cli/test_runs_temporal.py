@@ -122,6 +122,34 @@ async def test_finished_runs_are_listed_and_shown(engine: TemporalEngine) -> Non
     assert "answer: results: done-0, done-1" in out
 
 
+async def test_a_run_that_continued_as_new_is_listed_once(
+    engine: TemporalEngine, temporal_server: DevServer
+) -> None:
+    async with (
+        TemporalEngine(
+            temporal_server.target, task_queue=engine.task_queue, rollover_events=50
+        ) as rolling,
+        trio.open_nursery() as nursery,
+    ):
+        worker = await start_worker(nursery, engine, {"worker": worker_agent()})
+        run_id = await rolling.start_run("worker", "steps=6")
+        await engine.result(run_id)
+        worker.cancel()
+    executions = temporal_server.cli(
+        "workflow", "list", "--query", f"WorkflowId = '{run_id}'", "--output", "json"
+    )
+    assert len(json.loads(executions)) > 1  # it did continue as new
+    for limit in ("20", "1"):
+        listing = await as_json("runs", "list", "--limit", limit, *on(engine))
+        assert [r["run_id"] for r in listing["runs"]] == [run_id]
+        assert listing["runs"][0]["steps"] == 7
+        assert listing["next_cursor"] is None
+    detail = await as_json("runs", "show", run_id, *on(engine))
+    assert [r["value"] for s in detail["steps"] for r in s["results"]] == [
+        f"done-{n}" for n in range(6)
+    ]
+
+
 async def test_cancel_reaches_a_run_in_flight(engine: TemporalEngine) -> None:
     async with trio.open_nursery() as nursery:
         worker = await start_worker(nursery, engine, {"hanging": hanging_agent()})
