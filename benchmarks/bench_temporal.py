@@ -27,17 +27,23 @@ it. Figures are given as the median over rounds with the range (min-max) of the 
    records themselves, decoded from ``temporal workflow show``) per step, and the events
    one step adds, by type.
 3. **Recovery after a worker crash.** ``--recover-runs`` (20) runs of 20 steps are
-   started on a worker in a subprocess whose tool takes 50 ms; once the runs have done
-   about 5 steps each, the subprocess is SIGKILLed and a new worker (in this process,
-   tool instant) starts at once. ``heartbeat_timeout`` is 2 s. Reported: the time from
-   the kill until every run finished, runs recovered per second, and how it splits, per
-   run: kill to the new attempt's claim being sent (Temporal noticing the lapsed
-   heartbeat, the retry's 200 ms backoff, the dispatch), the claim itself (the workflow
-   task that answers it), and the rest (reading the journal, the remaining steps). Tool
-   calls executed twice (in flight at the kill) are counted.
+   started on a worker in a subprocess whose tool takes 50 ms of real time; once every
+   run has made a call and they have made about 5 each, the subprocess is SIGKILLed and
+   a new worker (in this process, tool instant) starts at once. ``heartbeat_timeout`` is
+   2 s. Three rounds. Reported: the time from the kill until every run finished, runs
+   recovered per second, and how each run's recovery splits: kill to the new attempt's
+   claim being sent (Temporal noticing the lapsed heartbeat, the retry's 200 ms backoff,
+   the dispatch), the claim (its workflow task waits for the crashed worker's workflow
+   task to time out; those timeouts are counted from the histories), a further attempt
+   when the first one's heartbeat lapsed, and the rest (reading the journal, the
+   remaining steps). The tool logs each execution with its run and call ids: calls in
+   flight at the kill are not run again (the tool is not idempotent) but settle with an
+   unknown-outcome error, counted, with those that had in fact run; calls run twice
+   are counted too (none are expected).
 4. **Concurrency.** Durable steps/s with 1 run at a time and with 50 runs at once on
-   Temporal, served by one worker process (a subprocess); CPU time per step of the dev
-   server, of the worker and of this (client) process.
+   Temporal, served by one worker process (a subprocess); three rounds. CPU time per
+   step of the dev server, of the worker and of this (client) process, and how many
+   cores they kept busy together (CPU seconds over wall seconds).
 
 Usage::
 
@@ -61,7 +67,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -207,7 +213,7 @@ def spread(values: Sequence[float]) -> dict[str, Any]:
 
 
 @contextlib.asynccontextmanager
-async def worker_here(engine: TemporalEngine, agents: dict[str, Agent]) -> Any:
+async def worker_here(engine: TemporalEngine, agents: dict[str, Agent]) -> AsyncIterator[None]:
     """A worker serving ``agents`` in this process while the block runs."""
     async with trio.open_nursery() as nursery:
         await nursery.start(functools.partial(serve_temporal_worker, engine, agents=agents))
@@ -225,8 +231,9 @@ async def worker_process(
     target: str, task_queue: str, *, heartbeat: float, tool_seconds: float, effects: str, log: Path
 ) -> trio.Process:
     """A worker serving both agents in a subprocess (this script, ``--worker``); returns
-    once it polls."""
-    with log.open("ab") as err:
+    once it polls (it then creates a file next to its log). Its output goes to ``log``."""
+    ready = log.with_suffix(".ready")
+    with log.open("ab") as out:
         process = await trio.lowlevel.open_process(
             [
                 sys.executable,
@@ -237,30 +244,28 @@ async def worker_process(
                 str(heartbeat),
                 str(tool_seconds),
                 effects,
+                str(ready),
             ],
-            stdout=subprocess.PIPE,
-            stderr=err,
+            stdout=out,
+            stderr=out,
         )
-    assert process.stdout is not None
-    seen = b""
     with trio.fail_after(120):
-        while b"ready\n" not in seen:
-            chunk = await process.stdout.receive_some()
-            if not chunk:
+        while not await trio.Path(ready).exists():
+            if process.poll() is not None:
                 raise RuntimeError(f"the worker process died: {tail(log)}")
-            seen += chunk
+            await trio.sleep(0.02)
     return process
 
 
 def serve_worker(argv: Sequence[str]) -> None:
     """The worker subprocess: serve both agents until killed."""
-    target, task_queue, heartbeat, tool_seconds, effects = argv
+    target, task_queue, heartbeat, tool_seconds, effects, ready = argv
 
     async def main() -> None:
         agents = {BENCH: bench_agent(), CRASH: crash_agent(float(tool_seconds), effects or None)}
         engine = TemporalEngine(target, task_queue=task_queue, heartbeat_timeout=float(heartbeat))
         async with engine, worker_here(engine, agents):
-            print("ready", flush=True)
+            await trio.Path(ready).touch()
             await trio.sleep_forever()
 
     trio.run(main)
@@ -609,7 +614,8 @@ async def measure_recovery(
         "heartbeat_timeout_s": heartbeat,
         "tool_calls_before_kill": per_run.total(),
         "tool_calls_before_kill_furthest_run": max(per_run.values()),
-        "workflow_task_timeouts": dict(timeouts),
+        "workflow_task_timeouts_schedule_to_start": timeouts["schedule_to_start"],
+        "workflow_task_timeouts_start_to_close": timeouts["start_to_close"],
         "runs_resumed": len(resumed),
         "runs_with_more_attempts": sum(len(worker.claims[r]) > 1 for r in resumed),
         "attempts": sorted(a for r in resumed for a, _, _ in worker.claims[r]),
@@ -684,17 +690,19 @@ async def measure_concurrency(
                                     nursery.start_soon(one)
                     wall = time.perf_counter() - began
                     steps = runs * STEPS
+                    used = {
+                        "server": server.cpu_seconds() - cpu[0],
+                        "worker": process_cpu_seconds(process.pid) - cpu[1],
+                        "client": time.process_time() - here,
+                    }
                     batches[level].append(
                         {
                             "runs": runs,
                             "wall_s": wall,
                             "steps_per_s": steps / wall,
                             "runs_per_s": runs / wall,
-                            "server_cpu_ms_per_step": (server.cpu_seconds() - cpu[0]) * 1e3 / steps,
-                            "worker_cpu_ms_per_step": (process_cpu_seconds(process.pid) - cpu[1])
-                            * 1e3
-                            / steps,
-                            "client_cpu_ms_per_step": (time.process_time() - here) * 1e3 / steps,
+                            **{f"{k}_cpu_ms_per_step": v * 1e3 / steps for k, v in used.items()},
+                            "cores_busy": sum(used.values()) / wall,
                         }
                     )
         finally:
@@ -720,12 +728,10 @@ async def measure_concurrency(
 Table = tuple[str, list[str], list[list[str]]]
 
 
-def fmt(s: dict[str, Any], digits: int = 0, scale: float = 1.0) -> str:
-    """``median (min-max)``, or just the value when every round agreed."""
-    m, lo, hi = (s[k] * scale for k in ("median", "min", "max"))
-    if s["n"] == 1 or f"{lo:,.{digits}f}" == f"{hi:,.{digits}f}":
-        return f"{m:,.{digits}f}"
-    return f"{m:,.{digits}f} ({lo:,.{digits}f}-{hi:,.{digits}f})"
+def fmt(s: dict[str, Any], digits: int = 0, unit: str = "") -> str:
+    """``median (min-max)``, or just the median when every round agreed."""
+    m, lo, hi = (f"{s[k]:,.{digits}f}" for k in ("median", "min", "max"))
+    return f"{m}{unit}" if lo == hi else f"{m}{unit} ({lo}-{hi})"
 
 
 def tables(results: dict[str, Any]) -> list[Table]:
@@ -736,7 +742,7 @@ def tables(results: dict[str, Any]) -> list[Table]:
         row = per[name]
         durable = name != "memory"
         ratios = [
-            fmt(row[f"overhead_us_per_step_x_{other}"], 1) + "x"
+            fmt(row[f"overhead_us_per_step_x_{other}"], 1, "x")
             if f"overhead_us_per_step_x_{other}" in row
             else "-"
             for other in ("sqlite", "postgres")
@@ -850,6 +856,8 @@ def tables(results: dict[str, Any]) -> list[Table]:
             "tool_calls_unknown_outcome",
             "tool_calls_unknown_outcome_that_ran",
             "tool_calls_run_twice",
+            "workflow_task_timeouts_schedule_to_start",
+            "workflow_task_timeouts_start_to_close",
         )
         agg = {k: spread([r[k] for r in recovery]) for k in keys}
         phases = ("kill_to_claim", "claim", "more_attempts", "rest", "kill_to_finished")
@@ -869,10 +877,12 @@ def tables(results: dict[str, Any]) -> list[Table]:
                     "calls in flight (unknown outcome)",
                     "of which had run",
                     "calls run twice",
+                    "workflow tasks timed out: schedule-to-start",
+                    "start-to-close",
                 ],
                 [
                     [
-                        fmt(agg[k], 2 if k.endswith("_s") else 1 if k == "runs_per_s" else 0)
+                        fmt(agg[k], 1 if k == "runs_per_s" else 2 if k.endswith("_s") else 0)
                         for k in keys
                     ]
                 ],
@@ -908,6 +918,7 @@ def tables(results: dict[str, Any]) -> list[Table]:
                     "server CPU ms/step",
                     "worker CPU ms/step",
                     "client CPU ms/step",
+                    "cores busy",
                 ],
                 [
                     [
@@ -918,6 +929,7 @@ def tables(results: dict[str, Any]) -> list[Table]:
                         fmt(r["server_cpu_ms_per_step"], 1),
                         fmt(r["worker_cpu_ms_per_step"], 1),
                         fmt(r["client_cpu_ms_per_step"], 1),
+                        fmt(r["cores_busy"], 2),
                     ]
                     for level, r in conc.items()
                 ],
@@ -1001,7 +1013,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-postgres", action="store_true", help="SQLite and Temporal only")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     parser.add_argument("--markdown", metavar="PATH", help="also write the tables as markdown")
-    parser.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
+    parser.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         serve_worker(args.worker)
