@@ -16,13 +16,9 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING
 
-import msgspec
-
 from .._core._errors import OperativeError, RunNotFoundError
 from .._pricing import DEFAULT_PRICES
-from ..conversation import ConversationHistory, Message
-from ..conversation._message import new_message_id
-from ..durable._records import JournalEntry, RunStatus, Started
+from ..durable._records import RunStatus
 from ..runstore import RunDetail, RunSummary
 from ..runstore._assemble import build_detail, encode_cursor
 from ._errors import UsageError
@@ -32,7 +28,6 @@ if TYPE_CHECKING:
     from temporalio.service import RPCError
 
     from ..temporal import TemporalEngine
-    from ..temporal._history import RunHistory
 
 __all__ = [
     "add_temporal_options",
@@ -181,38 +176,13 @@ def _server_error(args: argparse.Namespace, exc: RPCError) -> UsageError:
     )
 
 
-def _journal(state: RunHistory) -> list[JournalEntry]:
-    """The run's journal as a durable engine keeps it: beginning with ``started``.
-
-    Temporal's journal begins when a worker first takes the run, so a run no worker has
-    taken yet (or one cancelled before that) begins with its input, as given."""
-    entries = state.entries
-    if entries and isinstance(entries[0].record, Started):
-        return list(entries)
-    spec = state.input
-    if spec is None:
-        raise OperativeError(f"the Temporal history of run {state.run_id!r} has no start")
-    if spec.text is not None:
-        messages: tuple[Message, ...] = (
-            Message(id=new_message_id(), role="user", content=spec.text),
-        )
-    else:
-        messages = msgspec.json.decode(spec.messages, type=ConversationHistory).messages
-    first = JournalEntry(
-        run_id=state.run_id, seq=0, record=Started(messages=messages), at=spec.created_at
-    )
-    return [first, *(msgspec.structs.replace(e, seq=e.seq + 1) for e in entries)]
-
-
 async def read_detail(engine: TemporalEngine, run_id: str) -> RunDetail | None:
     """What ``runs show`` prints for a run on Temporal (one read of its history)."""
-    from ..temporal._engine import _record
-
     try:
         state = await engine.history(run_id)
     except RunNotFoundError:
         return None
-    return build_detail(_record(state), _journal(state), DEFAULT_PRICES)
+    return build_detail(state.record(), state.journal(), DEFAULT_PRICES)
 
 
 async def list_runs(

@@ -18,7 +18,8 @@ so a stale attempt cannot write). No user code runs in the workflow sandbox. See
 "Temporal" page of the docs.
 """
 
-from ._engine import TemporalEngine, TemporalRunError
+from ._engine import TemporalEngine
+from ._history import RunHistory, TemporalRunError
 from ._worker import serve_temporal_worker
 
-__all__ = ["TemporalEngine", "TemporalRunError", "serve_temporal_worker"]
+__all__ = ["RunHistory", "TemporalEngine", "TemporalRunError", "serve_temporal_worker"]

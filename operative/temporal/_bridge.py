@@ -117,6 +117,8 @@ class AsyncioThread:
             with trio.move_on_after(_CANCEL_BOUND) as bound:
                 bound.shield = True
                 await done.wait()
+            if holder and holder[0].done() and not holder[0].cancelled():
+                holder[0].exception()  # seen: the SDK turns a cancellation into its own error
             raise
         task = holder[0]
         if task.cancelled():

@@ -38,14 +38,12 @@ from .._core._errors import (
     RunNotFoundError,
 )
 from .._core._results import RunResult
-from .._core._types import ApprovalDecision, FinishReason
+from .._core._types import ApprovalDecision
 from ..conversation import Conversation, ConversationHistory, Message
-from ..conversation._message import new_message_id
-from ..durable._records import JournalEntry, RunOutcome, RunRecord, RunStatus, Started
-from ..durable._replay import replay_journal, transcript
-from ..durable._rows import check_limit, check_name, check_run_id, status_of, statuses
+from ..durable._records import JournalEntry, RunRecord, RunStatus
+from ..durable._rows import check_limit, check_name, check_run_id, statuses
 from ._bridge import AsyncioThread
-from ._history import RunHistory
+from ._history import RunHistory, TemporalRunError
 from ._wire import (
     CONFLICT,
     LEASE_LOST,
@@ -64,17 +62,6 @@ __all__ = ["TemporalEngine", "TemporalRunError"]
 logger = logging.getLogger("operative.temporal")
 
 _PAGE = 1000
-
-
-class TemporalRunError(OperativeError):
-    """The error a run on Temporal ended with, as its outcome records it.
-
-    ``error_type`` names the original exception's class (it lived in the worker).
-    """
-
-    def __init__(self, message: str, *, error_type: str | None) -> None:
-        super().__init__(message)
-        self.error_type = error_type
 
 
 def _seconds(name: str, value: object) -> float:
@@ -169,14 +156,14 @@ class TemporalEngine:
     async def _connect(self) -> Client:
         return await Client.connect(self.target, namespace=self.namespace)
 
-    async def __aexit__(self, *exc_info: Any) -> bool | None:
+    async def __aexit__(self, *exc_info: Any) -> None:
         manager, self._nursery_cm = self._nursery_cm, None
         self._client = None
         self.bridge.stop()
-        if manager is None:
-            return None
-        result: bool | None = await manager.__aexit__(*exc_info)
-        return result
+        if manager is not None:
+            # The nursery holds only the loop's thread: the block's own exception is not
+            # its business (handing it in would wrap it in an ExceptionGroup).
+            await manager.__aexit__(None, None, None)
 
     async def aclose(self) -> None:
         await self.__aexit__(None, None, None)
@@ -334,7 +321,7 @@ class TemporalEngine:
             state = await self.history(run_id)
         except RunNotFoundError:
             return None
-        return _record(state)
+        return state.record()
 
     async def result(self, run_id: str) -> RunResult:
         """Wait for the run to end; its result, rebuilt from its history.
@@ -358,7 +345,7 @@ class TemporalEngine:
 
         await self.bridge.call(wait)
         state = await self.history(run_id)
-        return _result(state)
+        return state.result()
 
     # -- from any process ------------------------------------------------------------
 
@@ -456,7 +443,12 @@ class TemporalEngine:
         """Runs of this task queue matching every filter, newest first."""
         check_limit(limit)
         wanted = statuses(status)
-        query = [f"WorkflowType = '{WORKFLOW}'", f"TaskQueue = '{_quote(self.task_queue)}'"]
+        query = [
+            f"WorkflowType = '{WORKFLOW}'",
+            f"TaskQueue = '{_quote(self.task_queue)}'",
+            # A run that continued as new is one run: its latest execution stands for it.
+            "ExecutionStatus != 'ContinuedAsNew'",
+        ]
         if since is not None:
             query.append(f"StartTime >= '{_rfc3339(since)}'")
         if until is not None:
@@ -497,73 +489,3 @@ def _quote(text: str) -> str:
 
 def _rfc3339(epoch: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(epoch)) + f".{int(epoch % 1 * 1e6):06d}Z"
-
-
-def _record(state: RunHistory) -> RunRecord:
-    spec = state.input
-    if spec is None:
-        raise OperativeError(f"the history of run {state.run_id!r} has no start")
-    outcome = state.outcome
-    if outcome is not None:
-        status: RunStatus = status_of(outcome.finish_reason)
-    elif state.closed is None:
-        status = "running"
-    else:
-        # Closed by Temporal itself (terminated, timed out): no outcome was written.
-        closed = state.closed
-        status = "aborted" if closed in ("terminated", "cancelled") else "error"
-        outcome = RunOutcome(
-            finish_reason=status,
-            error=None if status == "aborted" else f"the workflow {closed} in Temporal",
-            abort_reason=f"the workflow was {closed} in Temporal" if status == "aborted" else None,
-        )
-    return RunRecord(
-        run_id=state.run_id,
-        agent_name=spec.agent_name,
-        status=status,
-        created_at=spec.created_at,
-        updated_at=state.updated_at,
-        session_id=spec.session_id,
-        lease_owner=state.owner if status == "running" else None,
-        fence=state.fence,
-        cancel_reason=state.cancel_reason,
-        outcome=outcome,
-    )
-
-
-def _result(state: RunHistory) -> RunResult:
-    record = _record(state)
-    outcome = record.outcome
-    if outcome is None:
-        raise OperativeError(f"run {state.run_id!r} has not ended")
-    entries = state.entries
-    if not entries or not isinstance(entries[0].record, Started):
-        # Ended by the workflow before any attempt began it (cancelled first): the
-        # transcript is the input as it was given.
-        spec = state.input
-        assert spec is not None
-        if spec.text is not None:
-            messages: tuple[Message, ...] = (
-                Message(id=new_message_id(), role="user", content=spec.text),
-            )
-        else:
-            messages = msgspec.json.decode(spec.messages, type=ConversationHistory).messages
-        first = JournalEntry(
-            run_id=state.run_id, seq=0, record=Started(messages=messages), at=spec.created_at
-        )
-        entries = [first, *(msgspec.structs.replace(e, seq=e.seq + 1) for e in entries)]
-    replay = replay_journal(state.run_id, entries)
-    history = transcript(replay)
-    error = None
-    if outcome.finish_reason == "error":
-        error = TemporalRunError(outcome.error or "the run failed", error_type=outcome.error_type)
-    return RunResult(
-        conversation=Conversation.from_history(history),
-        steps=tuple(replay.steps),
-        content=outcome.content,
-        usage=outcome.usage,
-        finish_reason=FinishReason(outcome.finish_reason),
-        error=error,
-        run_id=state.run_id,
-        abort_reason=outcome.abort_reason,
-    )

@@ -19,10 +19,23 @@ import msgspec
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 
-from .._core._errors import CorruptRecordError
-from .._core._types import ToolResult
-from ..durable._records import Finished, JournalEntry, RunOutcome, StepDone, ToolSettled
-from ..durable._rows import decode_entry, encode_record
+from .._core._errors import CorruptRecordError, OperativeError
+from .._core._results import RunResult
+from .._core._types import FinishReason, ToolResult
+from ..conversation import Conversation, ConversationHistory, Message
+from ..conversation._message import new_message_id
+from ..durable._records import (
+    Finished,
+    JournalEntry,
+    RunOutcome,
+    RunRecord,
+    RunStatus,
+    Started,
+    StepDone,
+    ToolSettled,
+)
+from ..durable._replay import replay_journal, transcript
+from ..durable._rows import decode_entry, encode_record, status_of
 from ._wire import (
     SIGNAL_CANCEL,
     UPDATE_APPEND,
@@ -36,7 +49,7 @@ from ._wire import (
     decode,
 )
 
-__all__ = ["RunHistory", "compact_step", "payload_bytes"]
+__all__ = ["RunHistory", "TemporalRunError", "compact_step", "payload_bytes"]
 
 _E = EventType
 
@@ -75,8 +88,21 @@ def payload_bytes(payload: Any, what: str) -> bytes:
     return data
 
 
+class TemporalRunError(OperativeError):
+    """The error a run on Temporal ended with, as its outcome records it.
+
+    ``error_type`` names the original exception's class (it lived in the worker).
+    """
+
+    def __init__(self, message: str, *, error_type: str | None) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+
+
 class RunHistory:
-    """The state of one run as its history says, fed event by event."""
+    """One run as its Temporal history says (``engine.history(run_id)``), fed event
+    by event: its journal (``entries``), who holds it (``owner``, ``fence``), the
+    cancellation and approval decisions asked for, and how it ended."""
 
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
@@ -95,6 +121,91 @@ class RunHistory:
         self._settled: dict[tuple[int, str], ToolResult] = {}
         self._accepted: dict[str, tuple[str, bytes, float]] = {}
         """Updates accepted whose completion is not read yet: ``{id: (name, arg, at)}``."""
+
+    # -- what it says ----------------------------------------------------------------
+
+    def record(self) -> RunRecord:
+        """The run's record, as the other engines give it (``engine.get``)."""
+        spec = self.input
+        if spec is None:
+            raise OperativeError(f"the history of run {self.run_id!r} has no start")
+        outcome = self.outcome
+        if outcome is not None:
+            status: RunStatus = status_of(outcome.finish_reason)
+        elif self.closed is None:
+            status = "running"
+        else:
+            # Closed by Temporal itself (terminated, timed out): no outcome was written.
+            closed = self.closed
+            status = "aborted" if closed in ("terminated", "cancelled") else "error"
+            outcome = RunOutcome(
+                finish_reason=status,
+                error=None if status == "aborted" else f"the workflow {closed} in Temporal",
+                abort_reason=f"the workflow was {closed} in Temporal"
+                if status == "aborted"
+                else None,
+            )
+        return RunRecord(
+            run_id=self.run_id,
+            agent_name=spec.agent_name,
+            status=status,
+            created_at=spec.created_at,
+            updated_at=self.updated_at,
+            session_id=spec.session_id,
+            lease_owner=self.owner if status == "running" else None,
+            fence=self.fence,
+            cancel_reason=self.cancel_reason,
+            outcome=outcome,
+        )
+
+    def journal(self) -> list[JournalEntry]:
+        """The journal as a durable engine keeps it: from its ``started`` entry.
+
+        Temporal's journal begins when a worker first takes the run; for a run no worker
+        has taken yet (or one cancelled before that) it begins with the input as given.
+        """
+        entries = self.entries
+        if entries and isinstance(entries[0].record, Started):
+            return list(entries)
+        spec = self.input
+        if spec is None:
+            raise OperativeError(f"the history of run {self.run_id!r} has no start")
+        if spec.text is not None:
+            messages: tuple[Message, ...] = (
+                Message(id=new_message_id(), role="user", content=spec.text),
+            )
+        else:
+            messages = msgspec.json.decode(spec.messages, type=ConversationHistory).messages
+        first = JournalEntry(
+            run_id=self.run_id, seq=0, record=Started(messages=messages), at=spec.created_at
+        )
+        return [first, *(msgspec.structs.replace(e, seq=e.seq + 1) for e in entries)]
+
+    def result(self) -> RunResult:
+        """The finished run's result: the journal's transcript and steps, the outcome.
+
+        Raises:
+            OperativeError: the run has not ended.
+        """
+        outcome = self.record().outcome
+        if outcome is None:
+            raise OperativeError(f"run {self.run_id!r} has not ended")
+        replay = replay_journal(self.run_id, self.journal())
+        error = None
+        if outcome.finish_reason == "error":
+            error = TemporalRunError(
+                outcome.error or "the run failed", error_type=outcome.error_type
+            )
+        return RunResult(
+            conversation=Conversation.from_history(transcript(replay)),
+            steps=tuple(replay.steps),
+            content=outcome.content,
+            usage=outcome.usage,
+            finish_reason=FinishReason(outcome.finish_reason),
+            error=error,
+            run_id=self.run_id,
+            abort_reason=outcome.abort_reason,
+        )
 
     # -- feeding ---------------------------------------------------------------------
 

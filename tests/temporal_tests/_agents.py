@@ -104,4 +104,44 @@ def approving_agent() -> Agent:
     return create_agent(generate=ScriptedModel(plan), toolbox=toolbox, name="approving")
 
 
-AGENTS = {"worker": worker_agent, "hanging": hanging_agent, "approving": approving_agent}
+def _plan_items(request: GenerateRequest) -> list[str]:
+    for message in request.conversation.messages:
+        if message.role == "user":
+            found = re.search(r"plan=(\S+)", message.text)
+            if found:
+                return found.group(1).split(",")
+    return []
+
+
+def scripted(request: GenerateRequest) -> GenerateResponse | str:
+    """One call of ``flaky`` per item of ``plan=ok,fail,...``, then an answer."""
+    items = _plan_items(request)
+    results = [m for m in request.conversation.messages if m.role == "tool"]
+    if len(results) < len(items):
+        n = len(results)
+        arguments = {"n": n, "fail": items[n] == "fail", "tag": _tag(request)}
+        return GenerateResponse(
+            content="", tool_calls=(ToolCall(id=f"call-{n}", name="flaky", arguments=arguments),)
+        )
+    return f"{len(results)} calls"
+
+
+@tool
+async def flaky(n: int, fail: bool, tag: str) -> str:
+    """Do unit ``n``; raise afterwards when ``fail`` (the effect happened either way)."""
+    result = await _work(n, tag)
+    if fail:
+        raise RuntimeError(f"unit {n} failed")
+    return result
+
+
+def scripted_agent() -> Agent:
+    return create_agent(generate=ScriptedModel(scripted), tools=[flaky], name="scripted")
+
+
+AGENTS = {
+    "scripted": scripted_agent,
+    "worker": worker_agent,
+    "hanging": hanging_agent,
+    "approving": approving_agent,
+}

@@ -129,15 +129,36 @@ async def engine(temporal_server: DevServer, task_queue: str) -> AsyncIterator[T
         yield engine
 
 
+@attrs.define
+class WorkerHandle:
+    """A worker in this process: ``cancel()`` it (a shutdown), ``await stop()`` to wait
+    until it has shut down too."""
+
+    scope: trio.CancelScope
+    stopped: trio.Event
+
+    def cancel(self) -> None:
+        self.scope.cancel()
+
+    async def stop(self) -> None:
+        self.scope.cancel()
+        await self.stopped.wait()
+
+
 async def start_worker(
     nursery: trio.Nursery, engine: TemporalEngine, agents: dict[str, Any], **options: Any
-) -> trio.CancelScope:
+) -> WorkerHandle:
     """A worker in this process, in its own cancel scope (cancel it: a shutdown)."""
-    scope = trio.CancelScope()
+    handle = WorkerHandle(scope=trio.CancelScope(), stopped=trio.Event())
 
     async def serve(task_status: trio.TaskStatus[None]) -> None:
-        with scope:
-            await serve_temporal_worker(engine, agents=agents, task_status=task_status, **options)
+        try:
+            with handle.scope:
+                await serve_temporal_worker(
+                    engine, agents=agents, task_status=task_status, **options
+                )
+        finally:
+            handle.stopped.set()
 
     await nursery.start(serve)
-    return scope
+    return handle
