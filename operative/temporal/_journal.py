@@ -38,6 +38,7 @@ from ..durable._records import (
 from ..durable._rows import check_records, encode_record, status_of
 from ._history import compact_step
 from ._wire import (
+    MAX_PAYLOAD,
     UPDATE_APPEND,
     UPDATE_CLAIM,
     Append,
@@ -130,6 +131,14 @@ class AttemptJournal:
                 self._settled[(record.step, record.result.call_id)] = record.result
             raws.append(msgspec.Raw(encode_record(record).encode()))
         payload = encode(Append(fence=lease.fence, seq=seq, records=raws))
+        if len(payload) > MAX_PAYLOAD:
+            kinds = ", ".join(str(type(record).__struct_config__.tag) for record in batch)
+            raise InvalidArgument(
+                f"journal entry {seq} of run {self._run_id!r} ({kinds}) is "
+                f"{len(payload):,} bytes, over Temporal's payload limit ({MAX_PAYLOAD:,}): "
+                "return smaller tool results (a reference to stored data, say), or run "
+                "this agent on the SQLite or PostgreSQL engines"
+            )
         try:
             raw = await self._engine._update(self._run_id, UPDATE_APPEND, payload)
         except ConflictError:

@@ -45,6 +45,10 @@ UPDATE_APPROVE = "operative.approve"
 NULL = msgspec.Raw(b"null")
 """An absent raw value (``msgspec.Raw`` fields cannot be optional)."""
 
+MAX_PAYLOAD = 2_000_000
+"""Bytes one payload may hold: Temporal's default limit (``limit.blobSize.error``) is
+2 MiB; a little is kept for the envelope."""
+
 NON_RETRYABLE = "OperativeRunFailed"
 """The activity error type that ends a run ``error`` instead of retrying it."""
 LEASE_LOST = "OperativeLeaseLost"

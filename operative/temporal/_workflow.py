@@ -26,6 +26,7 @@ from ._wire import (
     ACTIVITY,
     CONFLICT,
     LEASE_LOST,
+    MAX_PAYLOAD,
     NON_RETRYABLE,
     NOT_WAITING,
     SIGNAL_CANCEL,
@@ -138,7 +139,19 @@ class RunWorkflow:
                 generation=self._generation + 1,
                 decisions=self._decisions,
             )
-            workflow.continue_as_new(encode(msgspec.structs.replace(spec, carried=carried)))
+            successor = encode(msgspec.structs.replace(spec, carried=carried))
+            if len(successor) <= MAX_PAYLOAD:
+                workflow.continue_as_new(successor)
+            # The journal no longer fits in one payload: it cannot be carried over, and
+            # the run cannot go on in this history either. End it, saying so.
+            self._end(
+                "error",
+                error=f"the run's journal ({len(successor):,} bytes) outgrew Temporal's "
+                f"payload limit ({MAX_PAYLOAD:,} bytes), so the run cannot continue as "
+                "new; runs this long (or with results this large) belong on the SQLite "
+                "or PostgreSQL engines",
+                error_type="JournalTooLarge",
+            )
         if self._finished is None:
             # The activity returned without an outcome: only an attempt that stopped
             # for the rollover does, so this is a worker bug; say so rather than hang.

@@ -296,6 +296,7 @@ async def test_client_scenarios(suite: Suite, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.realserver  # 40 s: the second CI step (see tests/conftest.py)
 async def test_client_authorization_scenarios(suite: Suite, tmp_path: Path) -> None:
     """The OAuth scenarios: operative's client runs no authorization flow."""
     listed_here = {s for s in await listed(suite, "client") if _authorization(s)}

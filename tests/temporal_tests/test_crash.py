@@ -51,6 +51,7 @@ def _executions(effects: Path) -> collections.Counter[tuple[str, int]]:
     return counted
 
 
+@pytest.mark.realserver  # the second CI step (see tests/conftest.py)
 async def test_a_sigkilled_workers_runs_finish_on_another_worker(
     engine: TemporalEngine,
     temporal_server: DevServer,

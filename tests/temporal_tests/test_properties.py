@@ -28,6 +28,8 @@ from operative.temporal import TemporalEngine
 from ._agents import scripted_agent
 from .conftest import DevServer, start_worker
 
+pytestmark = pytest.mark.realserver  # the second CI step (see tests/conftest.py)
+
 EXAMPLES = int(os.environ.get("OPERATIVE_TEMPORAL_EXAMPLES", "12"))
 
 

@@ -334,3 +334,18 @@ async def test_the_starting_engines_heartbeat_timeout_is_the_activitys(
         if "activityTaskScheduledEventAttributes" in event
     ]
     assert scheduled["heartbeatTimeout"] == "4s"
+
+
+async def test_a_record_over_the_payload_limit_is_refused_before_it_is_sent(
+    engine: TemporalEngine,
+) -> None:
+    from operative import ToolResult
+    from operative.temporal._journal import AttemptJournal
+
+    journal = AttemptJournal(
+        engine, run_id="r", agent_name="worker", session_id=None, worker_id="w",
+        heartbeat=lambda: None,
+    )  # fmt: skip
+    huge = ToolResult(call_id="c", tool_name="work", outcome="success", value="x" * 2_100_000)
+    with pytest.raises(InvalidArgument, match="payload limit"):
+        await journal.append(journal.lease(3.0), 4, [ToolSettled(step=1, result=huge)])
