@@ -124,7 +124,39 @@ async def _attempt(
     heartbeat: Any,
     control: _Control,
 ) -> ActivityReply:
-    """One attempt of one run, in Trio: claim, read the journal, run or resume it."""
+    """One attempt of one run, in Trio, inside the attempt's shutdown scope (which the
+    activity cancels when the worker stops or the attempt's heartbeat lapsed)."""
+    reply = ActivityReply()
+    with control.scope:
+        reply = await _claim_and_run(
+            engine,
+            agents,
+            spec,
+            activity_id=activity_id,
+            attempt=attempt,
+            worker_id=worker_id,
+            heartbeat=heartbeat,
+            control=control,
+        )
+    if control.scope.cancelled_caught:
+        if control.shutdown_reason == "rollover":
+            return ActivityReply(rollover=True)
+        raise Shutdown(control.shutdown_reason or "the worker is shutting down")
+    return reply
+
+
+async def _claim_and_run(
+    engine: TemporalEngine,
+    agents: Mapping[str, Any],
+    spec: ActivityInput,
+    *,
+    activity_id: str,
+    attempt: int,
+    worker_id: str,
+    heartbeat: Any,
+    control: _Control,
+) -> ActivityReply:
+    """Claim the run, read its journal, run or resume it."""
     journal = AttemptJournal(
         engine,
         run_id=spec.run_id,
@@ -139,7 +171,15 @@ async def _attempt(
             f"{engine.task_queue!r} (this worker serves {sorted(agents)}): every worker "
             "of a task queue must serve the same agents"
         )
-    await journal.take(activity_id, attempt)
+    try:
+        await journal.take(activity_id, attempt)
+    except LeaseLostError:
+        record = await engine.get(spec.run_id)
+        if record is not None and record.status != "running":
+            # Finished by an earlier attempt whose own completion never reached Temporal
+            # (its worker died just after): nothing is left to do.
+            return ActivityReply()
+        raise
     if journal.cancel_reason is not None and control.abort_reason is None:
         control.abort_reason = journal.cancel_reason
     try:
@@ -179,19 +219,14 @@ async def _attempt(
     else:
         routing = Resumed(durable=durable, lease=lease, replay=replay)
         run_input = replay.history
-    with control.scope:
-        async with agent.open_run(run_input, durable=routing) as run:
-            control.run = run
-            if control.abort_reason is not None:
-                run.abort(control.abort_reason)
-            try:
-                await run.result()
-            except LeaseLostError:
-                raise Shutdown("another attempt holds the run") from None
-    if control.scope.cancelled_caught:
-        if control.shutdown_reason == "rollover":
-            return ActivityReply(rollover=True)
-        raise Shutdown(control.shutdown_reason or "the worker is shutting down")
+    async with agent.open_run(run_input, durable=routing) as run:
+        control.run = run
+        if control.abort_reason is not None:
+            run.abort(control.abort_reason)
+        try:
+            await run.result()
+        except LeaseLostError:
+            raise Shutdown("another attempt holds the run") from None
     return ActivityReply()
 
 
@@ -232,9 +267,18 @@ def _activity(
             name=f"operative temporal run {spec.run_id} attempt {info.attempt}",
         )
         activity.heartbeat()
+        interval = spec.heartbeat_timeout / 3
         while True:
             try:
-                reply = await asyncio.shield(future)
+                if control.run is None:
+                    # Claiming and reading the journal: heartbeat from here until the
+                    # run's lease renewer (a Trio task: a stuck loop stops it) takes over.
+                    reply = await asyncio.wait_for(asyncio.shield(future), interval)
+                else:
+                    reply = await asyncio.shield(future)
+            except TimeoutError:
+                activity.heartbeat()
+                continue
             except asyncio.CancelledError:
                 if future.done():
                     continue

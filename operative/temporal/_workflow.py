@@ -15,6 +15,7 @@ between steps; the workflow then continues as new, carrying the journal.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import timedelta
 
 import msgspec
@@ -110,10 +111,19 @@ class RunWorkflow:
                 retry_policy=_RETRY,
                 cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             )
+            handle = self._activity
             if self._cancel_reason is not None:
-                self._activity.cancel()
+                handle.cancel()
+            await workflow.wait_condition(lambda: self._finished is not None or handle.done())
+            if not handle.done():
+                # The outcome is journaled: the attempt has one heartbeat to return, then
+                # the run closes without it (a worker that died just after finishing).
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await workflow.wait_condition(
+                        handle.done, timeout=timedelta(seconds=spec.heartbeat_timeout)
+                    )
             try:
-                reply = decode(await self._activity, ActivityReply)
+                reply = decode(await handle, ActivityReply) if handle.done() else reply
             except asyncio.CancelledError:
                 # The activity was cancelled before it began, or the workflow itself was
                 # cancelled through Temporal (its UI, its command): an abort either way.

@@ -181,3 +181,25 @@ async def test_history_grows_linearly_with_steps(
     events_b = (sizes[16][1] - sizes[8][1]) / 8
     assert events_a == events_b, sizes
     print(f"history: {per_step_b:.0f} bytes and {events_b:.0f} events per one-call step")
+
+
+async def test_a_run_whose_worker_died_just_after_finishing_it_closes(
+    engine: TemporalEngine, temporal_server: DevServer
+) -> None:
+    victim = await _spawn_worker(
+        temporal_server, engine.task_queue, {"OPERATIVE_TEST_DIE_AFTER_FINISH": "1"}
+    )
+    run_id = await engine.start_run("worker", "steps=1")
+    await victim.wait()
+    assert victim.returncode == -signal.SIGKILL
+    # The outcome is journaled; the activity never reported back. The run closes (the
+    # workflow gives the activity one heartbeat timeout) instead of retrying forever.
+    async with trio.open_nursery() as nursery:
+        survivor = await start_worker(nursery, engine, {"worker": worker_agent()})
+        with trio.fail_after(engine.heartbeat_timeout + 15):
+            result = await engine.result(run_id)
+        survivor.cancel()
+    assert (result.finish_reason, result.content) == ("stop-condition", "results: done-0")
+    record = await engine.get(run_id)
+    assert record is not None
+    assert record.status == "completed"
