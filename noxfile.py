@@ -81,7 +81,14 @@ def bench(session: nox.Session) -> None:
     session.run("python", "benchmarks/bench_codec.py")
     session.run("python", "benchmarks/bench_providers.py")
     session.run("python", "benchmarks/bench_durable.py")
-    session.run("python", "benchmarks/bench_temporal.py")
+    session.run(
+        "python",
+        "benchmarks/bench_temporal.py",
+        "--json",
+        "benchmarks/results/temporal.json",
+        "--markdown",
+        "benchmarks/results/temporal.md",
+    )
     session.run("python", "benchmarks/bench_instrumentation.py")
     session.run(
         "python",
