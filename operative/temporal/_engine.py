@@ -42,6 +42,7 @@ from .._core._types import ApprovalDecision
 from ..conversation import Conversation, ConversationHistory, Message
 from ..durable._records import JournalEntry, RunRecord, RunStatus
 from ..durable._rows import check_limit, check_name, check_run_id, statuses
+from ..steering import Configure, Pause, Resume, SteeringCommand
 from ._bridge import AsyncioThread
 from ._history import RunHistory, TemporalRunError
 from ._wire import (
@@ -49,6 +50,7 @@ from ._wire import (
     LEASE_LOST,
     NULL,
     SIGNAL_CANCEL,
+    SIGNAL_STEER,
     UPDATE_APPROVE,
     WORKFLOW,
     Approve,
@@ -257,6 +259,20 @@ class TemporalEngine:
             if not token:
                 return state
 
+    async def _steering_after(self, run_id: str, taken: int) -> list[SteeringCommand]:
+        """Wait until the run was sent more than ``taken`` steering commands; all of
+        them (asyncio side: a long poll on the history)."""
+        state = RunHistory(run_id)
+        token = b""
+        run = ""
+        while True:
+            events, token, _ = await self._page(run_id, run, token, True)
+            state.feed(events)
+            if len(state.steering) > taken:
+                return state.steering
+            if state.next_run is not None and not token:
+                run, token, state.next_run = state.next_run, b"", None
+
     async def _decision(self, run_id: str, call_id: str) -> ApprovalDecision:
         """Wait until ``engine.approve`` answers ``call_id`` (a long poll on the history)."""
         return await self.bridge.call(self._wait_decision, run_id, call_id)
@@ -404,6 +420,34 @@ class TemporalEngine:
                 f"run {run_id!r} has ended: no call of it waits for an approval",
                 reason="not-waiting",  # type: ignore[arg-type]
             ) from None
+
+    async def steer(self, run_id: str, command: SteeringCommand) -> None:
+        """Send a steering command (``Pause``, ``Resume``, ``Configure``) to the run.
+
+        Recorded at once, even with no worker running; a running attempt takes it at its
+        next step entry (a ``Pause`` parks the run there until a ``Resume``), and a run
+        resumed elsewhere takes every command sent so far, in order.
+
+        Raises:
+            RunNotFoundError: no run has this id (or it has ended).
+        """
+        check_run_id(run_id)
+        if not isinstance(command, Pause | Resume | Configure):
+            raise InvalidArgument(
+                f"steer takes a Pause, Resume or Configure command, got {command!r}"
+            )
+        handle = self.client.get_workflow_handle(run_id)
+        payload = msgspec.json.encode(command)
+
+        async def signal() -> None:
+            try:
+                await handle.signal(SIGNAL_STEER, payload)
+            except RPCError as exc:
+                if exc.status == RPCStatusCode.NOT_FOUND:
+                    raise RunNotFoundError(run_id) from None
+                raise
+
+        await self.bridge.call(signal)
 
     async def _update(self, run_id: str, name: str, payload: bytes) -> bytes | None:
         handle = self.client.get_workflow_handle(run_id)

@@ -36,8 +36,10 @@ from ..durable._records import (
 )
 from ..durable._replay import replay_journal, transcript
 from ..durable._rows import decode_entry, encode_record, status_of
+from ..steering import SteeringCommand
 from ._wire import (
     SIGNAL_CANCEL,
+    SIGNAL_STEER,
     UPDATE_APPEND,
     UPDATE_APPROVE,
     UPDATE_CLAIM,
@@ -112,6 +114,8 @@ class RunHistory:
         self.owner: str | None = None
         self.cancel_reason: str | None = None
         self.decisions: dict[str, Approve] = {}
+        self.steering: list[SteeringCommand] = []
+        """The steering commands the run was sent, in order."""
         self.outcome: RunOutcome | None = None
         self.closed: str | None = None
         """How the workflow closed, when it did (``completed``, ``failed``, ...)."""
@@ -245,6 +249,10 @@ class RunHistory:
                     self.decisions[approve.call_id] = approve
             elif kind == _E.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
                 attrs_s = event.workflow_execution_signaled_event_attributes
+                if attrs_s.signal_name == SIGNAL_STEER and self.outcome is None:
+                    (payload,) = attrs_s.input.payloads
+                    raw = payload_bytes(payload, f"a steering command of run {self.run_id!r}")
+                    self.steering.append(_steering(raw, self.run_id))
                 if attrs_s.signal_name == SIGNAL_CANCEL and self.outcome is None:
                     (payload,) = attrs_s.input.payloads
                     raw = payload_bytes(payload, f"a cancellation of run {self.run_id!r}")
@@ -280,6 +288,7 @@ class RunHistory:
         self.cancel_reason = carried.cancel_reason
         for call_id, raw in carried.decisions.items():
             self.decisions[call_id] = decode(raw, Approve)
+        self.steering = [_steering(bytes(raw), self.run_id) for raw in carried.steering]
         for raw in carried.journal:
             self._entry(bytes(raw), at, added)
 
@@ -328,6 +337,17 @@ class RunHistory:
                 )
             results.append(result)
         return encode_record(StepDone(step=wire.step, results=tuple(results))).encode()
+
+
+def _steering(raw: bytes, run_id: str) -> SteeringCommand:
+    try:
+        return msgspec.json.decode(raw, type=SteeringCommand)
+    except msgspec.DecodeError as exc:
+        raise CorruptRecordError(
+            f"a steering command of Temporal run {run_id!r} cannot be read: {exc}",
+            what=f"run {run_id!r}",
+            detail=str(exc),
+        ) from None
 
 
 _CLOSED = {

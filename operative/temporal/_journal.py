@@ -77,6 +77,8 @@ class AttemptJournal:
         self._fence = 0
         self._settled: dict[tuple[int, str], ToolResult] = {}
         self.cancel_reason: str | None = None
+        self.steers = 0
+        """How many steering commands the workflow holds, as its last reply said."""
         self.rollover = False
         """The workflow asked the attempt to stop between steps (continue-as-new)."""
         self.wrote = trio.Event()
@@ -103,6 +105,7 @@ class AttemptJournal:
         reply = decode(raw, ClaimReply)
         self._fence = reply.fence
         self.cancel_reason = reply.cancel_reason
+        self.steers = reply.steers
         return reply
 
     # -- the checkpoint store --------------------------------------------------------
@@ -147,6 +150,7 @@ class AttemptJournal:
         reply = decode(raw, AppendReply)
         if reply.rollover:
             self.rollover = True
+        self.steers = max(self.steers, reply.steers)
         if reply.cancel_reason and self.cancel_reason is None:
             self.cancel_reason = reply.cancel_reason
         self.wrote.set()

@@ -16,6 +16,7 @@ import msgspec
 __all__ = [
     "ACTIVITY",
     "SIGNAL_CANCEL",
+    "SIGNAL_STEER",
     "UPDATE_APPEND",
     "UPDATE_APPROVE",
     "UPDATE_CLAIM",
@@ -40,6 +41,7 @@ ACTIVITY = "operative.run"
 UPDATE_CLAIM = "operative.claim"
 UPDATE_APPEND = "operative.append"
 SIGNAL_CANCEL = "operative.cancel"
+SIGNAL_STEER = "operative.steer"
 UPDATE_APPROVE = "operative.approve"
 
 NULL = msgspec.Raw(b"null")
@@ -65,6 +67,8 @@ class Carried(msgspec.Struct, frozen=True, kw_only=True):
     cancel_reason: str | None = None
     generation: int = 0
     decisions: dict[str, msgspec.Raw] = msgspec.field(default_factory=dict)
+    steering: list[msgspec.Raw] = msgspec.field(default_factory=list)
+    """The steering commands sent so far, in order (a ``SteeringCommand`` each)."""
 
 
 class RunInput(msgspec.Struct, frozen=True, kw_only=True):
@@ -108,6 +112,8 @@ class ClaimReply(msgspec.Struct, frozen=True, kw_only=True):
     fence: int
     next_seq: int
     cancel_reason: str | None = None
+    steers: int = 0
+    """How many steering commands the run was sent so far."""
 
 
 class Append(msgspec.Struct, frozen=True, kw_only=True):
@@ -119,6 +125,7 @@ class Append(msgspec.Struct, frozen=True, kw_only=True):
 class AppendReply(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     cancel_reason: str | None = None
     rollover: bool = False
+    steers: int = 0
 
 
 class Cancel(msgspec.Struct, frozen=True, kw_only=True):

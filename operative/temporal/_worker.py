@@ -39,6 +39,7 @@ from .._lazy._agent import resolve_agent
 from ..conversation import ConversationHistory
 from ..durable._replay import replay_journal
 from ..durable._routing import Durable, Resumed, default_worker_id
+from ..steering import Steering, SteeringCommand
 from ._bridge import Shutdown
 from ._engine import TemporalEngine
 from ._journal import AttemptJournal
@@ -91,21 +92,81 @@ class _Rollover:
 
     journal: AttemptJournal
     control: _Control
+    steering: _RunSteering | None
 
     def extension(self, config: Any) -> Extension:
-        return _RolloverExtension(self.journal, self.control)
+        return _RolloverExtension(self.journal, self.control, self.steering)
 
 
 class _RolloverExtension(Extension):
-    __slots__ = ("_control", "_journal")
+    __slots__ = ("_control", "_journal", "_steering")
 
-    def __init__(self, journal: AttemptJournal, control: _Control) -> None:
+    def __init__(
+        self, journal: AttemptJournal, control: _Control, steering: _RunSteering | None
+    ) -> None:
         self._journal = journal
         self._control = control
+        self._steering = steering
 
     async def step_started(self, run: Any, step: int) -> None:
         if self._journal.rollover and self._control.abort_reason is None:
             self._control.shutdown("rollover")
+            return
+        steering = self._steering
+        if steering is not None and self._journal.steers > steering.taken:
+            await steering.catch_up()  # before the step's steering entry reads the gate
+
+
+class _RunSteering(Steering):
+    """A run's steering gate on a worker: its commands come from the run's history.
+
+    Commands sent while the run works are taken at its next step entry (the journal's
+    replies say how many there are); while the run is parked on a ``Pause``, a long
+    poll on the history waits for the ``Resume``.
+    """
+
+    def __init__(self, engine: TemporalEngine, run_id: str) -> None:
+        super().__init__(run_id)
+        self._engine = engine
+        self._run_id = run_id
+        self._taken = 0
+
+    @property
+    def taken(self) -> int:
+        return self._taken
+
+    def take(self, commands: list[SteeringCommand]) -> None:
+        for command in commands[self._taken :]:
+            outcome = self.submit(command)
+            if outcome.status != "accepted":
+                logger.warning(
+                    "steering command %s of run %s was %s: %s",
+                    outcome.command_id,
+                    self._run_id,
+                    outcome.status,
+                    outcome.reason,
+                )
+        self._taken = max(self._taken, len(commands))
+
+    async def catch_up(self) -> None:
+        self.take((await self._engine.history(self._run_id)).steering)
+
+    async def wait_for_resume(self) -> None:
+        if not self.desired_state().paused:
+            await trio.lowlevel.checkpoint()
+            return
+        async with trio.open_nursery() as nursery:
+
+            async def follow() -> None:
+                while True:
+                    commands = await self._engine.bridge.call(
+                        self._engine._steering_after, self._run_id, self._taken
+                    )
+                    self.take(commands)
+
+            nursery.start_soon(follow, name=f"operative steering of {self._run_id}")
+            await super().wait_for_resume()
+            nursery.cancel_scope.cancel()
 
 
 def _parks(agent: Agent) -> bool:
@@ -193,7 +254,14 @@ async def _claim_and_run(
     if not isinstance(agent, Agent):
         raise _Fatal(f"agents[{spec.agent_name!r}] is not an operative Agent: {agent!r}")
     options = dict(agent.options)
-    options["extensions"] = (*options.get("extensions", ()), _Rollover(journal, control))
+    steering: _RunSteering | None = None
+    if options.get("steering") is None:
+        steering = _RunSteering(engine, spec.run_id)
+        options["steering"] = steering
+        if journal.steers:
+            await steering.catch_up()
+    rollover = _Rollover(journal, control, steering)
+    options["extensions"] = (*options.get("extensions", ()), rollover)
     if options.get("on_approval") is None and _parks(agent):
 
         async def decide(pending: PendingApproval) -> ApprovalDecision:

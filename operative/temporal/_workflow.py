@@ -31,6 +31,7 @@ from ._wire import (
     NON_RETRYABLE,
     NOT_WAITING,
     SIGNAL_CANCEL,
+    SIGNAL_STEER,
     UPDATE_APPEND,
     UPDATE_APPROVE,
     UPDATE_CLAIM,
@@ -78,6 +79,7 @@ class RunWorkflow:
         self._cancel_reason = carried.cancel_reason
         self._generation = carried.generation
         self._decisions: dict[str, msgspec.Raw] = dict(carried.decisions)
+        self._steering: list[msgspec.Raw] = list(carried.steering)
         self._parked: set[str] = set()
         self._finished: msgspec.Raw | None = None
         self._attempt = 0
@@ -148,6 +150,7 @@ class RunWorkflow:
                 cancel_reason=self._cancel_reason,
                 generation=self._generation + 1,
                 decisions=self._decisions,
+                steering=self._steering,
             )
             successor = encode(msgspec.structs.replace(spec, carried=carried))
             if len(successor) <= MAX_PAYLOAD:
@@ -199,7 +202,10 @@ class RunWorkflow:
         self._fence += 1
         self._owner = claim.worker_id
         reply = ClaimReply(
-            fence=self._fence, next_seq=len(self._journal), cancel_reason=self._cancel_reason
+            fence=self._fence,
+            next_seq=len(self._journal),
+            cancel_reason=self._cancel_reason,
+            steers=len(self._steering),
         )
         return encode(reply)
 
@@ -227,7 +233,10 @@ class RunWorkflow:
             info.get_current_history_length() >= self._input.rollover_events
             or info.is_continue_as_new_suggested()
         )
-        return encode(AppendReply(cancel_reason=self._cancel_reason, rollover=rollover))
+        reply = AppendReply(
+            cancel_reason=self._cancel_reason, rollover=rollover, steers=len(self._steering)
+        )
+        return encode(reply)
 
     @append.validator
     def _check_append(self, raw: bytes) -> None:
@@ -255,6 +264,12 @@ class RunWorkflow:
         self._cancel_reason = decode(raw, Cancel).reason
         if self._activity is not None:
             self._activity.cancel()
+
+    @workflow.signal(name=SIGNAL_STEER)
+    def steer(self, raw: bytes) -> None:
+        """A steering command for the run (checked by the sender; kept to carry over)."""
+        if self._finished is None:
+            self._steering.append(msgspec.Raw(raw))
 
     @workflow.update(name=UPDATE_APPROVE)
     def approve(self, raw: bytes) -> None:

@@ -349,3 +349,31 @@ async def test_a_record_over_the_payload_limit_is_refused_before_it_is_sent(
     huge = ToolResult(call_id="c", tool_name="work", outcome="success", value="x" * 2_100_000)
     with pytest.raises(InvalidArgument, match="payload limit"):
         await journal.append(journal.lease(3.0), 4, [ToolSettled(step=1, result=huge)])
+
+
+async def test_steering_pauses_a_run_at_its_next_step_and_resumes_it(
+    engine: TemporalEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from operative.steering import Pause, Resume
+
+    monkeypatch.setenv("OPERATIVE_TEST_WORK_SECONDS", "0.2")
+    async with trio.open_nursery() as nursery:
+        worker = await start_worker(nursery, engine, {"worker": worker_agent()})
+        run_id = await engine.start_run("worker", "steps=3")
+        await engine.steer(run_id, Pause(reason="look first"))
+        with trio.fail_after(20):
+            while not (await engine.history(run_id)).entries:  # noqa: ASYNC110 - a history
+                await trio.sleep(0.05)
+        await trio.sleep(1.5)  # parked: no step runs while paused
+        parked = await engine.history(run_id)
+        generated = [e for e in parked.entries if isinstance(e.record, Generated)]
+        assert len(generated) <= 1, "a paused run goes no further than its current step"
+        assert parked.record().status == "running"
+        await engine.steer(run_id, Resume())
+        with trio.fail_after(20):
+            result = await engine.result(run_id)
+        worker.cancel()
+    assert result.finish_reason == "stop-condition"
+    assert result.content == "results: done-0, done-1, done-2"
+    with pytest.raises(InvalidArgument):
+        await engine.steer(run_id, "pause")  # type: ignore[arg-type]
