@@ -10,7 +10,16 @@ from typing import Any
 import pytest
 
 import operative
-from operative import Conversation, GenerateResponse, ToolCall, Usage, open_run, stop_when, tool
+from operative import (
+    Conversation,
+    GenerateRequest,
+    GenerateResponse,
+    ToolCall,
+    Usage,
+    open_run,
+    stop_when,
+    tool,
+)
 from operative._core import (
     _final_answer,
     _generate_phase,
@@ -60,7 +69,7 @@ async def test_an_ended_run_leaves_no_reference_cycle(options: dict[str, Any]) -
         GenerateResponse(content="3", usage=Usage(prompt=5, completion=1, total=6)),
     ]
 
-    async def generate(request: Any) -> GenerateResponse:
+    async def generate(request: GenerateRequest) -> GenerateResponse:
         return script[request.step - 1]
 
     conversation = Conversation()

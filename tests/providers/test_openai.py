@@ -592,7 +592,7 @@ async def test_a_run_without_reported_usage_counts_an_estimate(
         """Echo."""
         return text * 50
 
-    call = tool_call("c1", "echo", '{"text": "a long enough piece of text"}')
+    call = tool_call("c1", "echo", {"text": "a long enough piece of text"})
     wire_server.handler = LlamaCppServer(
         completion("", tool_calls=[call], finish_reason="tool_calls"),
         completion("", tool_calls=[call], finish_reason="tool_calls"),

@@ -122,7 +122,8 @@ async def test_reading_sources_does_not_wrap_the_generate_function_twice() -> No
             wraps.append("wrap")
 
             async def wrapped(request: GenerateRequest) -> GenerateResponse:
-                return await generate(request)
+                response: GenerateResponse = await generate(request)
+                return response
 
             return wrapped
 
