@@ -149,7 +149,14 @@ class _RunSteering(Steering):
         self._taken = max(self._taken, len(commands))
 
     async def catch_up(self) -> None:
-        self.take((await self._engine.history(self._run_id)).steering)
+        try:
+            state = await self._engine.history(self._run_id)
+        except Exception:
+            # Taken at a later step entry (or while parked) instead: steering waits, the
+            # run does not fail for it.
+            logger.warning("reading the steering of run %s failed", self._run_id, exc_info=True)
+            return
+        self.take(state.steering)
 
     async def wait_for_resume(self) -> None:
         if not self.desired_state().paused:
@@ -159,9 +166,18 @@ class _RunSteering(Steering):
 
             async def follow() -> None:
                 while True:
-                    commands = await self._engine.bridge.call(
-                        self._engine._steering_after, self._run_id, self._taken
-                    )
+                    try:
+                        commands = await self._engine.bridge.call(
+                            self._engine._steering_after, self._run_id, self._taken
+                        )
+                    except Exception:
+                        logger.warning(
+                            "following the steering of run %s failed; trying again",
+                            self._run_id,
+                            exc_info=True,
+                        )
+                        await trio.sleep(1.0)
+                        continue
                     self.take(commands)
 
             nursery.start_soon(follow, name=f"operative steering of {self._run_id}")
