@@ -19,7 +19,15 @@ import base64
 import binascii
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, MutableMapping
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Mapping,
+    MutableMapping,
+    Sequence,
+)
 from typing import Any, Literal
 
 import msgspec
@@ -737,13 +745,17 @@ async def agui_endpoint(
     request_context: Callable[[str], Any],
     maximum_steps: int = 8,
     agent_name: str = "operative-agui",
+    stop_when: Sequence[Any] = (),
+    options: Mapping[str, Any] | None = None,
 ) -> None:
     """Answer one ``POST /api/agui`` (an ASGI ``http`` scope) with an AG-UI event stream.
 
     ``toolbox`` holds the server's tools, built with the approval secret and a shared
     approval-state store (any process with both resumes an interrupt); ``request_context``
-    builds this request's authority from the thread id. The run is cancelled when the
-    client disconnects.
+    builds this request's authority from the thread id. ``stop_when`` are the agent's own
+    stop conditions (default: stop at a plain answer; a parked call always stops the
+    run), ``options`` its other run options (hooks, settings). The run is cancelled when
+    the client disconnects.
     """
     if scope["method"] != "POST":
         await _respond_json(send, 405, "POST a RunAgentInput (JSON) to this URL", allow="POST")
@@ -808,6 +820,8 @@ async def agui_endpoint(
             request_context=request_context,
             maximum_steps=maximum_steps,
             agent_name=agent_name,
+            stop_when=tuple(stop_when),
+            options=dict(options or {}),
         )
         nursery.cancel_scope.cancel()
     if not gone.is_set():
@@ -824,12 +838,16 @@ async def _run(
     request_context: Callable[[str], Any],
     maximum_steps: int,
     agent_name: str,
+    stop_when: tuple[Any, ...],
+    options: dict[str, Any],
 ) -> None:
-    from .. import ApprovalError, create_agent, stop_when
+    from .. import ApprovalError, create_agent
+    from .. import stop_when as conditions
 
     encoder = AguiEncoder(request.thread_id, request.run_id, (t.name for t in request.tools))
     await emit(encoder.run_started())
     context = request_context(request.thread_id)
+    options["request_context"] = context
     try:
         messages = list(request.messages)
         for decision in request.decisions:
@@ -847,10 +865,10 @@ async def _run(
         agent = create_agent(
             generate=generate,
             toolbox=toolbox,
-            request_context=context,
-            stop_when=[stop_when.pending_approval(), stop_when.no_tool_calls()],
+            stop_when=[conditions.pending_approval(), *(stop_when or [conditions.no_tool_calls()])],
             maximum_steps=maximum_steps,
             name=agent_name,
+            **options,
         )
         async with agent.open_run(history) as run:
             async for event in run.events(*STREAMED):

@@ -26,6 +26,7 @@ from operative.ui._agui import (
     AguiEncoder,
     AguiInputError,
     agui_endpoint,
+    agui_stream,
     approval_from_interrupt_id,
     interrupt_id,
     parse_agui_input,
@@ -167,6 +168,7 @@ async def call(
     method: str = "POST",
     content_type: bytes = b"application/json",
     disconnect: trio.Event | None = None,
+    stop_when: Any = (),
 ) -> Response:
     response = Response()
     data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
@@ -205,6 +207,7 @@ async def call(
         toolbox=toolbox,
         instructions="You are a test agent.",
         request_context=request_context,
+        stop_when=stop_when,
     )
     return response
 
@@ -703,3 +706,36 @@ def test_the_module_never_imports_asyncio() -> None:
     source = (Path(__file__).parents[2] / "operative" / "ui" / "_agui.py").read_text()
     assert "asyncio" not in source
     assert msgspec  # used above
+
+
+async def test_the_agents_own_stop_conditions_apply() -> None:
+    from operative import stop_when
+
+    response = await call(
+        body([user("weather please")]),
+        toolbox=make_toolbox([]),
+        stop_when=[stop_when.tool_called("get_weather")],
+    )
+    events = response.events()
+    assert types(events).count("STEP_STARTED") == 1
+    assert events[-1]["outcome"] == {"type": "success"}
+
+
+async def test_agui_stream_reads_an_active_run() -> None:
+    from operative import create_agent
+
+    agent = create_agent(
+        generate=ScriptedModel(script),
+        toolbox=make_toolbox([]),
+        request_context=request_context("t"),
+    )
+    async with agent.open_run("weather please") as run:
+        chunks = [chunk async for chunk in agui_stream(run, thread_id="t", run_id="r")]
+    events = [json.loads(chunk[len(b"data: ") :]) for chunk in chunks]
+    assert all(chunk.endswith(b"\n\n") and chunk.count(b"\n") == 2 for chunk in chunks)
+    assert events[0] == {"type": "RUN_STARTED", "threadId": "t", "runId": "r"}
+    assert "TOOL_CALL_RESULT" in types(events)
+    assert events[-1]["type"] == "RUN_FINISHED"
+    async with agent.open_run("hello") as run:
+        later = [c async for c in agui_stream(run, thread_id="t", run_id="r2", started=True)]
+    assert json.loads(later[0][6:])["type"] == "STEP_STARTED"

@@ -174,3 +174,22 @@ async def test_a_client_disconnect_cancels_the_run(ui_node_modules: Path) -> Non
     assert kinds(run) == ["RUN_STARTED", "STEP_STARTED", "RUN_ERROR"]
     assert run["runError"] == {"message": "This operation was aborted", "code": "abort"}
     assert server.cancelled.is_set()
+
+
+@pytest.mark.parametrize("scenario", ["tool", "approve"])
+async def test_the_app_serves_agui(ui_node_modules: Path, scenario: str) -> None:
+    from operative import create_agent
+    from operative.ui import asgi_app
+
+    notes: list[str] = []
+    agent = create_agent(
+        generate=ScriptedModel(script),
+        toolbox=make_toolbox(notes),
+        instructions="You are a test agent.",
+    )
+    async with open_ui_server(asgi_app(agent)) as base:
+        output = await run_node(ui_node_modules, "agui_client.mjs", f"{base}/api/agui", scenario)
+    check_clean(output)
+    assert output["runs"][-1]["outcome"] == "success"
+    assert output["messages"][-1]["content"].startswith("Done: ")
+    assert notes == (["buy milk"] if scenario == "approve" else [])
