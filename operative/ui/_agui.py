@@ -471,6 +471,7 @@ class AguiEncoder:
         self._message: str | None = None  # this step's assistant message id
         self._text_open = False
         self._text_sent = False
+        self._reasoning: str | None = None  # the open reasoning message's id
         self._calls: dict[str, str] = {}  # streamed call id -> tool name
         self._streamed_by_index: dict[int, str] = {}
         self._ended_calls: set[str] = set()
@@ -512,6 +513,15 @@ class AguiEncoder:
             self._message = new_message_id()
         return self._message
 
+    def _close_reasoning(self) -> list[bytes]:
+        if self._reasoning is None:
+            return []
+        message, self._reasoning = self._reasoning, None
+        return [
+            _frame({"type": "REASONING_MESSAGE_END", "messageId": message}),
+            _frame({"type": "REASONING_END", "messageId": message}),
+        ]
+
     def _close_text(self) -> list[bytes]:
         if not self._text_open:
             return []
@@ -530,7 +540,7 @@ class AguiEncoder:
         )
 
     def _close_step(self) -> list[bytes]:
-        out = self._close_text()
+        out = self._close_reasoning() + self._close_text()
         for call_id in self._calls:
             if call_id not in self._ended_calls:
                 self._ended_calls.add(call_id)
@@ -583,6 +593,30 @@ class AguiEncoder:
 
     def _delta(self, event: Any) -> list[bytes]:
         out: list[bytes] = []
+        if event.kind == "thinking" and event.text:
+            if self._reasoning is None:
+                self._reasoning = new_message_id()
+                out.append(_frame({"type": "REASONING_START", "messageId": self._reasoning}))
+                out.append(
+                    _frame(
+                        {
+                            "type": "REASONING_MESSAGE_START",
+                            "messageId": self._reasoning,
+                            "role": "reasoning",
+                        }
+                    )
+                )
+            out.append(
+                _frame(
+                    {
+                        "type": "REASONING_MESSAGE_CONTENT",
+                        "messageId": self._reasoning,
+                        "delta": event.text,
+                    }
+                )
+            )
+            return out
+        out += self._close_reasoning()
         if event.kind == "text" and event.text:
             if not self._text_open:
                 self._text_open = self._text_sent = True
@@ -619,7 +653,7 @@ class AguiEncoder:
         return out
 
     def _generated(self, event: Any) -> list[bytes]:
-        out: list[bytes] = []
+        out = self._close_reasoning()
         if event.content and not self._text_sent:
             message = self._message_id()
             out.append(

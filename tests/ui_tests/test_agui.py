@@ -106,6 +106,9 @@ async def script(request: Any) -> GenerateResponse | Any:
         return GenerateResponse(content=f"You said {said}", usage=Usage(prompt=3, total=3))
     call_id = f"call-{len(messages)}"
     raw = json.dumps(arguments)
+    if sink is not None and "think" in said:
+        for part in ("The user wants ", "the weather."):
+            sink(Delta(kind="thinking", text=part))
     if sink is not None:
         sink(Delta(kind="text", text="Let me check. "))
         for part in (raw[:5], raw[5:]):
@@ -739,3 +742,24 @@ async def test_agui_stream_reads_an_active_run() -> None:
     async with agent.open_run("hello") as run:
         later = [c async for c in agui_stream(run, thread_id="t", run_id="r2", started=True)]
     assert json.loads(later[0][6:])["type"] == "STEP_STARTED"
+
+
+async def test_streamed_thinking_is_a_reasoning_message() -> None:
+    events = (
+        await call(body([user("think about the weather")]), toolbox=make_toolbox([]))
+    ).events()
+    assert types(events)[:8] == [
+        "RUN_STARTED",
+        "STEP_STARTED",
+        "REASONING_START",
+        "REASONING_MESSAGE_START",
+        "REASONING_MESSAGE_CONTENT",
+        "REASONING_MESSAGE_CONTENT",
+        "REASONING_MESSAGE_END",
+        "REASONING_END",
+    ]
+    ids = {e["messageId"] for e in events[2:8]}
+    assert len(ids) == 1
+    assert events[3]["role"] == "reasoning"
+    assert "".join(e["delta"] for e in events[4:6]) == "The user wants the weather."
+    assert events[-1]["type"] == "RUN_FINISHED"

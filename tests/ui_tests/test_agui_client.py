@@ -108,6 +108,15 @@ async def test_a_tool_using_run(ui_node_modules: Path) -> None:
     assert answer["content"].strip() == "Done: Lisbon: sunny, 21 °C"
 
 
+async def test_streamed_thinking_is_a_reasoning_message(ui_node_modules: Path) -> None:
+    _, output = await drive(ui_node_modules, "reasoning")
+    check_clean(output)
+    assert [run["outcome"] for run in output["runs"]] == ["success", "success"]
+    reasoning = [m for m in output["messages"] if m["role"] == "reasoning"]
+    assert [m["content"] for m in reasoning] == ["The user wants the weather."]
+    assert output["messages"][-1]["content"].strip() == "Done: Lisbon: sunny, 21 °C"
+
+
 async def test_an_approval_interrupt_approved(ui_node_modules: Path) -> None:
     server, output = await drive(ui_node_modules, "approve")
     check_clean(output)

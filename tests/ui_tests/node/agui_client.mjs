@@ -2,7 +2,7 @@
 //
 //   node agui_client.mjs <url> <scenario>
 //   env OPERATIVE_UI_NODE_MODULES: the node_modules holding `@ag-ui/client`
-// scenarios: tool, approve, deny, frontend (a client tool), error, disconnect.
+// scenarios: tool, reasoning, approve, deny, frontend (a client tool), error, disconnect.
 //
 // Prints one JSON object: the events each run saw (after the client's own validation),
 // the client's warnings and errors (it drops unknown events and strips unknown fields
@@ -82,6 +82,11 @@ const colorTool = {
 
 if (scenario === "tool") {
   user("weather please");
+  await run();
+} else if (scenario === "reasoning") {
+  user("think about the weather");
+  await run();
+  user("weather please"); // the thread sent back holds the reasoning message
   await run();
 } else if (scenario === "approve" || scenario === "deny") {
   user("save a note");
