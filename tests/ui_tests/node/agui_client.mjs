@@ -1,6 +1,6 @@
 // Drives operative's POST /api/agui with @ag-ui/client's HttpAgent (what CopilotKit runs).
 //
-//   node agui_client.mjs <url> <scenario>
+//   node agui_client.mjs <url> <scenario> [text]
 //   env OPERATIVE_UI_NODE_MODULES: the node_modules holding `@ag-ui/client`
 // scenarios: tool, reasoning, approve, deny, frontend (a client tool), error, disconnect.
 //
@@ -16,7 +16,7 @@ const load = (...path) => import(pathToFileURL(join(modules, ...path)).href);
 const { HttpAgent } = await load("@ag-ui", "client", "dist", "index.mjs");
 const { EventSchema } = await load("@ag-ui", "core", "dist", "schemas.mjs");
 
-const [url, scenario] = process.argv.slice(2);
+const [url, scenario, text] = process.argv.slice(2);
 const warnings = [];
 const errors = [];
 const originalWarn = console.warn;
@@ -81,7 +81,7 @@ const colorTool = {
 };
 
 if (scenario === "tool") {
-  user("weather please");
+  user(text ?? "weather please");
   await run();
 } else if (scenario === "reasoning") {
   user("think about the weather");
@@ -89,7 +89,7 @@ if (scenario === "tool") {
   user("weather please"); // the thread sent back holds the reasoning message
   await run();
 } else if (scenario === "approve" || scenario === "deny") {
-  user("save a note");
+  user(text ?? "save a note");
   const first = await run();
   const interrupt = agent.pendingInterrupts[0];
   first.pendingInterrupts = agent.pendingInterrupts.length;
