@@ -84,6 +84,8 @@ class UIApp:
                 instructions=host.instructions,
                 request_context=host.request_context,
                 maximum_steps=host.maximum_steps,
+                stop_when=self.stop_when,
+                options=self.options,
             )
         else:
             await self.host(scope, receive, send)
