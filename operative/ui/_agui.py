@@ -58,6 +58,7 @@ MAX_BODY = 4 * 1024 * 1024
 
 STREAMED = (
     "step.started",
+    "generate.retry",
     "step.completed",
     "step.aborted",
     "generate.delta",
@@ -564,6 +565,8 @@ class AguiEncoder:
             out.append(_frame({"type": "STEP_STARTED", "stepName": self._step}))
         elif kind == "generate.delta":
             out += self._delta(event)
+        elif kind == "generate.retry":
+            out += self._retrying()
         elif kind == "step.generated":
             out += self._generated(event)
         elif kind == "tool-result.validated":
@@ -589,6 +592,28 @@ class AguiEncoder:
                     }
                 )
             )
+        return out
+
+    def _retrying(self) -> list[bytes]:
+        """A failed attempt's streamed pieces stay as they are (AG-UI cannot take them
+        back): its message is closed, its calls are ended and answered as never run, and
+        the retry streams into a new message."""
+        out = self._close_reasoning() + self._close_text()
+        for call_id, name in self._calls.items():
+            if call_id not in self._ended_calls:
+                self._ended_calls.add(call_id)
+                out.append(_frame({"type": "TOOL_CALL_END", "toolCallId": call_id}))
+                cut = ToolResult(
+                    call_id=call_id,
+                    tool_name=name,
+                    outcome="cancelled",
+                    error="The model's answer failed while writing this call; it did not run.",
+                )
+                out.append(self.tool_result(cut))
+        self._message = None
+        self._text_sent = False
+        self._calls = {}
+        self._streamed_by_index = {}
         return out
 
     def _delta(self, event: Any) -> list[bytes]:

@@ -172,6 +172,7 @@ async def call(
     content_type: bytes = b"application/json",
     disconnect: trio.Event | None = None,
     stop_when: Any = (),
+    options: Any = None,
 ) -> Response:
     response = Response()
     data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
@@ -211,6 +212,7 @@ async def call(
         instructions="You are a test agent.",
         request_context=request_context,
         stop_when=stop_when,
+        options=options,
     )
     return response
 
@@ -763,3 +765,48 @@ async def test_streamed_thinking_is_a_reasoning_message() -> None:
     assert events[3]["role"] == "reasoning"
     assert "".join(e["delta"] for e in events[4:6]) == "The user wants the weather."
     assert events[-1]["type"] == "RUN_FINISHED"
+
+
+async def test_a_retried_attempt_streams_into_a_new_message(autojump_clock: Any) -> None:
+    from operative import ProviderError
+    from operative.retry import RetryOptions
+
+    attempts: list[int] = []
+
+    async def flaky(request: Any) -> GenerateResponse:
+        attempts.append(1)
+        sink = current_delta_sink()
+        assert sink is not None
+        if len(attempts) == 1:
+            sink(Delta(kind="text", text="Partial "))
+            sink(Delta(kind="tool_arguments", text='{"ci', call_id="c1", tool_name="get_weather"))
+            raise ProviderError("overloaded", retryable=True)
+        sink(Delta(kind="text", text="Whole answer."))
+        return GenerateResponse(content="Whole answer.")
+
+    response = await call(
+        body([user("hello")]),
+        toolbox=make_toolbox([]),
+        generate=ScriptedModel(flaky),
+        options={"retry": RetryOptions(jitter=False)},
+    )
+    events = response.events()
+    assert types(events) == [
+        "RUN_STARTED",
+        "STEP_STARTED",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TEXT_MESSAGE_END",
+        "TOOL_CALL_END",
+        "TOOL_CALL_RESULT",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "STEP_FINISHED",
+        "RUN_FINISHED",
+    ]
+    assert events[2]["messageId"] != events[9]["messageId"]
+    assert "did not run" in events[8]["content"]
+    assert events[10]["delta"] == "Whole answer."
