@@ -433,7 +433,7 @@ def _frame(event: dict[str, Any]) -> bytes:
     return b"data: " + msgspec.json.encode(event) + b"\n\n"
 
 
-def _usage(usage: Usage, model: str | None = None) -> list[dict[str, Any]]:
+def _usage(usage: Usage) -> list[dict[str, Any]]:
     entry: dict[str, Any] = {
         "inputTokens": usage.prompt,
         "outputTokens": usage.completion,
@@ -445,8 +445,6 @@ def _usage(usage: Usage, model: str | None = None) -> list[dict[str, Any]]:
         entry["cachedInputTokens"] = usage.cache_read
     if usage.cache_write:
         entry["cacheWriteInputTokens"] = usage.cache_write
-    if model is not None:
-        entry["model"] = model
     return [entry]
 
 
