@@ -1,4 +1,5 @@
-"""``operative serve``: the stateless chat host on hypercorn's Trio worker."""
+"""``operative serve``: the stateless chat host on hypercorn's Trio worker, with the
+Vercel AI SDK (``POST /api/chat``) and AG-UI (``POST /api/agui``) endpoints beside it."""
 
 from __future__ import annotations
 
@@ -145,7 +146,8 @@ async def _until_stopped() -> None:
 
 
 async def run_serve(args: argparse.Namespace, out: Output, env: Mapping[str, str]) -> int:
-    """Serve the chat page and ``POST /api/turn`` until interrupted.
+    """Serve the chat page, ``POST /api/turn``, ``/api/chat`` and ``/api/agui`` until
+    interrupted.
 
     Everything that can be checked is, before anything is created: the model (its SDK
     and key), the data directory, the address and port (bound here).
@@ -180,7 +182,9 @@ async def run_serve(args: argparse.Namespace, out: Output, env: Mapping[str, str
                     model=choice,
                 )
                 out.line(f"model: {choice.label}", "bold yellow" if choice.offline else "bold")
-                app = with_request_log(host, lambda line: out.line(line, "dim"))
+                from ..ui import UIApp  # the front ends' endpoints beside the page's
+
+                app = with_request_log(UIApp(host=host), lambda line: out.line(line, "dim"))
                 async with trio.open_nursery() as nursery:
                     binds = await nursery.start(
                         functools.partial(serve, app, config, shutdown_trigger=_until_stopped)
