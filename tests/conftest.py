@@ -156,17 +156,20 @@ def postgres_dsn() -> Iterator[str]:
 # -- the second CI step --------------------------------------------------------------
 # Tests marked ``realserver`` start a real server too slow for the default run (the
 # llama-cpp-python server, the Temporal crash and property tests, the MCP conformance
-# suite's authorization scenarios). They are deselected (not skipped) unless ``-m
-# realserver`` selects them or ``OPERATIVE_REALSERVER`` is set; ``.ci/run`` runs them as
-# its second step.
+# suite's authorization scenarios); tests marked ``heavy`` are other slow checks (the
+# benchmarks' smoke runs). Both are deselected (not skipped) unless ``-m`` selects them
+# or ``OPERATIVE_REALSERVER`` is set; ``.ci/run`` runs them as its second step.
+
+_SECOND_STEP = ("realserver", "heavy")
 
 
 def realserver_requested(config: pytest.Config) -> bool:
-    """``OPERATIVE_REALSERVER`` is set (and not ``0``), or ``-m`` selects ``realserver``."""
+    """``OPERATIVE_REALSERVER`` is set (and not ``0``), or ``-m`` selects ``realserver``
+    or ``heavy``."""
     if os.environ.get("OPERATIVE_REALSERVER", "0") not in ("", "0"):
         return True
     expression = str(config.getoption("markexpr", "") or "")
-    return re.search(r"(?<!not )\brealserver\b", expression) is not None
+    return re.search(r"(?<!not )\b(realserver|heavy)\b", expression) is not None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -175,7 +178,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     kept: list[pytest.Item] = []
     left_out: list[pytest.Item] = []
     for item in items:
-        (left_out if item.get_closest_marker("realserver") else kept).append(item)
+        second = any(item.get_closest_marker(name) for name in _SECOND_STEP)
+        (left_out if second else kept).append(item)
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         items[:] = kept

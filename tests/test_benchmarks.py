@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.heavy  # about a minute: the second CI step (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
