@@ -23,15 +23,22 @@ class CrashKitError(OperativeError):
 
 
 class ForkServer:
-    """``python -m operative.testing._crash_worker --fork-server``: a worker per request."""
+    """A process that imports everything once, then forks a worker per JSON config it
+    reads on stdin and answers with the worker's pid (one line each)."""
 
-    def __init__(self, factory: str, directory: Path) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        directory: Path,
+        *,
+        ready: bool = True,
+        environment: dict[str, str] | None = None,
+    ) -> None:
+        """Start ``argv``; with ``ready``, wait for its ``ready`` line (its imports done)."""
         self._stderr_path = directory / "fork-server.err"
-        environment = dict(os.environ)
-        environment["PYTHONPATH"] = os.pathsep.join(path or os.getcwd() for path in sys.path)
         with open(self._stderr_path, "wb") as stderr:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "operative.testing._crash_worker", "--fork-server", factory],
+                argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=stderr,
@@ -39,12 +46,21 @@ class ForkServer:
             )
         self._lock = threading.Lock()
         assert self._process.stdout is not None
-        if self._process.stdout.readline() != b"ready\n":
+        if ready and self._process.stdout.readline() != b"ready\n":
             self.close()
             raise CrashKitError(
-                f"the crash kit's fork server could not import the agent factory {factory!r}: "
+                f"the crash kit's fork server did not start: "
                 f"{self._stderr_path.read_text(errors='replace')[-3000:]}"
             )
+
+    @classmethod
+    def for_factory(cls, factory: str, directory: Path) -> ForkServer:
+        """The crash kit's worker, importing ``factory``'s module (with this process's
+        ``sys.path``, so what imports here imports there)."""
+        environment = dict(os.environ)
+        environment["PYTHONPATH"] = os.pathsep.join(path or os.getcwd() for path in sys.path)
+        argv = [sys.executable, "-m", "operative.testing._crash_worker", "--fork-server", factory]
+        return cls(argv, directory, environment=environment)
 
     def fork(self, config: dict[str, Any]) -> int:
         """Start a worker (blocking, for a few milliseconds); returns its pid."""
@@ -106,6 +122,12 @@ class Worker:
     def running(self) -> bool:
         return not self._exited.is_set()
 
+    def send(self, signum: int) -> None:
+        """Send ``signum`` to the worker if it still runs."""
+        if self._pidfd is not None and self.running:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self._pidfd, signum)
+
     def kill(self) -> None:
         if self._pidfd is not None and self.running:
             try:
@@ -140,6 +162,13 @@ class Worker:
     def acked(self) -> set[str]:
         return {record["acked"] for record in self.records() if "acked" in record}
 
+    def results(self) -> dict[str, dict[str, Any]]:
+        return {record["run"]: record for record in self.records() if "run" in record}
+
     def describe(self) -> str:
+        output = self.out.read_text(errors="replace") if self.out.exists() else ""
         errors = self.stderr.read_text(errors="replace") if self.stderr.exists() else ""
-        return f"worker {self.name} (killed: {self.killed}, clean: {self.clean}): {errors[-3000:]}"
+        return (
+            f"worker {self.name} (killed: {self.killed}, clean: {self.clean})\nreports:\n"
+            f"{output[-4000:]}\nstderr:\n{errors[-6000:]}"
+        )

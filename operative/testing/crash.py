@@ -180,7 +180,7 @@ def crash_test(
 
     async def main() -> None:
         if runs:
-            kit.server = ForkServer(spec, where)
+            kit.server = ForkServer.for_factory(spec, where)
             try:
                 limiter = trio.CapacityLimiter(CONCURRENT_ROUNDS)
 
