@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from operative import CorruptRecordError
 from operative.durable import (
     Finished,
     JournalEntry,
@@ -51,7 +52,10 @@ async def check_stored_run(
             break
     if record.status == "running":
         return [*problems, f"run {run_id} is still running after recovery: {record}"]
-    replay = replay_journal(run_id, entries)
+    try:
+        replay = replay_journal(run_id, entries)
+    except CorruptRecordError as error:
+        return [*problems, f"run {run_id}: {error}"]
     if replay.finished is None or not entries or not isinstance(entries[-1].record, Finished):
         return [*problems, f"run {run_id} ended {record.status} but its journal has no end"]
     if record.outcome != replay.finished.outcome:
@@ -79,7 +83,10 @@ def check_journal(
     seqs = [entry.seq for entry in entries]
     if seqs != list(range(seqs[0], seqs[0] + len(seqs))):
         problems.append(f"run {run_id}: journal sequence numbers not contiguous: {seqs}")
-    replay = replay_journal(run_id, entries)
+    try:
+        replay = replay_journal(run_id, entries)
+    except CorruptRecordError as error:
+        return [*problems, f"run {run_id}: {error}"]
     numbers = [step.step for step in replay.steps]
     if numbers != list(range(1, len(numbers) + 1)):
         problems.append(f"run {run_id}: steps not contiguous: {numbers}")
