@@ -50,7 +50,7 @@ def test_a_sound_agent_passes_crashes_and_abort_races_on_sqlite(tmp_path: Path) 
 def test_a_tool_declared_idempotent_that_is_not_is_found() -> None:
     """Recovery runs a cut ``charge`` again (it is declared idempotent): the card is
     charged twice, and the report says which effect, run and workers."""
-    report = _found(falsely_idempotent_agent, runs=8, kills=4, aborts=0, seed=1)
+    report = _found(falsely_idempotent_agent, runs=8, kills=6, aborts=0, seed=1)
     assert report.problems
     assert all(p.startswith("effect 'charge ") for p in report.problems), report.problems
     assert any("recover" in problem for problem in report.problems), report.problems
@@ -106,5 +106,12 @@ def test_public_names() -> None:
 @pytest.mark.realserver
 def test_a_sound_agent_passes_a_long_crash_test(tmp_path: Path) -> None:
     report = crash_test(sound_agent, runs=50, kills=10, aborts=40, seed=7, directory=tmp_path)
+    assert report.ok, str(report)
+    assert report.kills_landed >= 5
+
+
+@pytest.mark.realserver
+def test_a_sound_agent_passes_a_long_crash_test_on_postgresql(postgres_dsn: str) -> None:
+    report = crash_test(sound_agent, runs=50, kills=10, aborts=40, seed=8, backend=postgres_dsn)
     assert report.ok, str(report)
     assert report.kills_landed >= 5
