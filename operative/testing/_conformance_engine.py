@@ -18,6 +18,7 @@ import trio
 
 from .._core._errors import (
     ConflictError,
+    CorruptRecordError,
     InvalidArgument,
     LeaseLostError,
     RunNotFoundError,
@@ -117,6 +118,11 @@ class EngineConformance:
             "returning (engine, checkpoint_store)"
         )
 
+    async def corrupt_journal(self, run_id: str, seq: int) -> None:
+        """Damage journal entry ``seq`` of ``run_id`` behind the store's back so that it
+        cannot be decoded; without it, the damaged-journal check is skipped."""
+        pytest.skip("corrupt_journal() is not defined")
+
     def engine_in_subprocess(self) -> str | None:
         """Python statements that bind ``engine`` to an engine over this test's database
         on the real clock, run in a fresh interpreter; ``None`` skips the cross-process
@@ -183,6 +189,29 @@ class EngineConformance:
             expect_equal(
                 (record.status, record.lease_owner, record.fence), ("running", "w1", 1), "record"
             )
+
+        await self._with_pair(body)
+
+    @pytest.mark.trio
+    async def test_a_damaged_journal_entry_raises_corrupt_record_error(self) -> None:
+        """Reading past a journal entry that cannot be decoded raises CorruptRecordError
+        naming run and seq; the entries after it and other runs still read."""
+
+        async def body(engine: DurableEngine, store: CheckpointStore, clock: _Clock) -> None:
+            lease = await engine.start(_started(), run_id="r1", worker_id="w1", lease_seconds=10)
+            await store.append(lease, 1, [_generated(1), _generated(2), _generated(3)])
+            other = await engine.start(_started(), run_id="r2", worker_id="w1", lease_seconds=10)
+            await store.append(other, 1, [_generated(1)])
+            await self.corrupt_journal("r1", 2)
+            try:
+                got = await store.read("r1")
+            except CorruptRecordError as error:
+                text = str(error)
+                expect("'r1'" in text and "2" in text, f"the error names run and seq: {text}")
+            else:
+                raise AssertionError(f"read returned {got!r} past a damaged entry")
+            expect_equal([e.seq for e in await store.read("r1", after=2)], [3], "entries after it")
+            expect_equal([e.seq for e in await store.read("r2")], [0, 1], "another run")
 
         await self._with_pair(body)
 

@@ -22,6 +22,7 @@ from operative.kvstore import ConditionalTextValueStore, MemoryStore, PostgresSt
 from operative.testing.conformance import EngineConformance, StoreConformance
 
 _names = itertools.count()
+_SET_RECORD = "UPDATE operative_journal SET record = ? WHERE run_id = ? AND seq = ?"
 
 
 class TestMemoryStore(StoreConformance):
@@ -93,7 +94,7 @@ class TestPostgresStore(StoreConformance):
         def write() -> None:
             with psycopg.connect(self.dsn, autocommit=True) as pg:
                 for statement in statements:
-                    pg.execute(statement, (key,) if "%s" in statement else ())  # type: ignore[arg-type]
+                    pg.execute(statement, (key,) if "%s" in statement else ())
 
         await trio.to_thread.run_sync(write)
 
@@ -104,6 +105,15 @@ class TestSqliteEngine(EngineConformance):
     ) -> tuple[DurableEngine, CheckpointStore]:
         path = self.tmp_path / "runs.db"
         return SqliteEngine(path, clock=clock), SqliteCheckpointStore(path, clock=clock)
+
+    async def corrupt_journal(self, run_id: str, seq: int) -> None:
+        def write() -> None:
+            conn = sqlite3.connect(self.tmp_path / "runs.db")
+            with conn:
+                conn.execute(_SET_RECORD, ("{not json", run_id, seq))
+            conn.close()
+
+        await trio.to_thread.run_sync(write)
 
     def engine_in_subprocess(self) -> str:
         path = str(self.tmp_path / "runs.db")
@@ -117,7 +127,7 @@ class TestPostgresEngine(EngineConformance):
 
         schema = f"kit_durable_{os.getpid()}_{next(_names)}"
         with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-            conn.execute(f"CREATE SCHEMA {schema}")  # type: ignore[arg-type]
+            conn.execute(f"CREATE SCHEMA {schema}")
         self.dsn = f"{postgres_dsn} options='-csearch_path={schema}'"
 
     async def make_engine(
@@ -125,7 +135,26 @@ class TestPostgresEngine(EngineConformance):
     ) -> tuple[DurableEngine, CheckpointStore]:
         return PostgresEngine(self.dsn, clock=clock), PostgresCheckpointStore(self.dsn, clock=clock)
 
+    async def corrupt_journal(self, run_id: str, seq: int) -> None:
+        import psycopg
+
+        def write() -> None:
+            with psycopg.connect(self.dsn, autocommit=True) as pg:
+                pg.execute(_SET_RECORD.replace("?", "%s"), ('{"type": "no-such"}', run_id, seq))
+
+        await trio.to_thread.run_sync(write)
+
     def engine_in_subprocess(self) -> str:
         return (
             f"from operative.durable import PostgresEngine\nengine = PostgresEngine({self.dsn!r})"
         )
+
+
+@pytest.mark.realserver
+class TestSqliteStoreAtLength(StoreConformance):
+    """The linearizability check at 400 examples, outside the default run."""
+
+    hypothesis_examples = 400
+
+    async def make_store(self) -> ConditionalTextValueStore:
+        return SqliteStore(self.tmp_path / "kv.db")

@@ -7,6 +7,7 @@ would) and must raise an AssertionError naming what went wrong. A correct toy pa
 from __future__ import annotations
 
 import bisect
+import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
@@ -251,15 +252,54 @@ class DeafCancelEngine:
         return getattr(self.inner, name)
 
 
-def engine_kit(wrap: Callable[[SqliteEngine, Callable[[], float]], Any], tmp_path: Any) -> Any:
+@attrs.define
+class SkippingJournal:
+    """A SQLite checkpoint store whose read hides a damaged journal behind an empty one."""
+
+    inner: SqliteCheckpointStore
+
+    async def read(self, run_id: str, *, after: int = -1) -> list[Any]:
+        try:
+            return await self.inner.read(run_id, after=after)
+        except CorruptRecordError:
+            return []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def engine_kit(
+    wrap: Callable[[SqliteEngine, Callable[[], float]], Any],
+    tmp_path: Any,
+    journal: Callable[[SqliteCheckpointStore], Any] = lambda store: store,
+) -> Any:
     class Kit(EngineConformance):
         async def make_engine(self, clock: Callable[[], float]) -> Any:
             path = tmp_path / "runs.db"
-            return wrap(SqliteEngine(path, clock=clock), clock), SqliteCheckpointStore(
-                path, clock=clock
-            )
+            store = journal(SqliteCheckpointStore(path, clock=clock))
+            return wrap(SqliteEngine(path, clock=clock), clock), store
+
+        async def corrupt_journal(self, run_id: str, seq: int) -> None:
+            with sqlite3.connect(tmp_path / "runs.db") as conn:
+                conn.execute(
+                    "UPDATE operative_journal SET record = '{' WHERE run_id = ? AND seq = ?",
+                    (run_id, seq),
+                )
+            conn.close()
 
     return Kit()
+
+
+async def test_a_journal_that_hides_a_damaged_entry_fails(tmp_path: Any) -> None:
+    """Reading around a damaged entry instead of raising CorruptRecordError is caught;
+    the same wiring without the wrapper passes."""
+    kit = engine_kit(lambda engine, clock: engine, tmp_path / "a", SkippingJournal)
+    (tmp_path / "a").mkdir()
+    await fails(kit.test_a_damaged_journal_entry_raises_corrupt_record_error, "past a damaged")
+    (tmp_path / "b").mkdir()
+    await engine_kit(
+        lambda engine, clock: engine, tmp_path / "b"
+    ).test_a_damaged_journal_entry_raises_corrupt_record_error()
 
 
 async def test_an_engine_whose_claim_is_not_exclusive_fails(tmp_path: Any) -> None:
