@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import sqlite3
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -31,6 +31,7 @@ from operative import (
 )
 from operative.durable import Durable, ToolSettled, recover, replay_journal, transcript
 from operative.durable._records import StepDone
+from operative.testing._crash_kit import RACES, Interference
 
 from .conftest import DurableDb
 from .test_durable_runs import Script, make_agent, shape
@@ -54,58 +55,9 @@ class _Wall:
         return self.now
 
 
-# -- interference at the n-th write -------------------------------------------------------
+# -- interference at the n-th write (the crash kit's Interference) ------------------------
 
-MODES = ("abort-before", "abort-during", "abort-after", "cancel-during", "cancel-after")
-
-
-class Interfere:
-    """Wraps an engine or checkpoint store; at write number ``at`` it aborts the run or
-    cancels its caller, before, during or just after the real write."""
-
-    def __init__(self, inner: Any, plan: Plan) -> None:
-        self._inner = inner
-        self._plan = plan
-
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self._inner, name)
-        if name not in ("start", "append", "finish"):
-            return value
-        return lambda *args, **kwargs: self._plan.write(value, *args, **kwargs)
-
-
-class Plan:
-    def __init__(self, at: int, mode: str) -> None:
-        self.at = at
-        self.mode = mode
-        self.count = 0
-        self.fired = False
-        self.run: Any = None
-        self.caller = trio.CancelScope()
-
-    def _fire(self) -> None:
-        self.fired = True
-        if self.mode.startswith("abort"):
-            self.run.abort("abort racing a durable write")
-        else:
-            self.caller.cancel()
-
-    async def write(self, method: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
-        index = self.count
-        self.count += 1
-        if index != self.at or self.run is None:
-            return await method(*args, **kwargs)
-        if self.mode == "abort-before":
-            self._fire()
-            await trio.lowlevel.checkpoint()
-            return await method(*args, **kwargs)
-        if self.mode.endswith("during"):
-            self._fire()  # the write is in flight when the cancellation lands
-            return await method(*args, **kwargs)
-        value = await method(*args, **kwargs)
-        self._fire()  # committed; the cancellation lands before the caller hears of it
-        await trio.lowlevel.checkpoint()
-        return value
+MODES = RACES
 
 
 scripts = st.lists(
@@ -117,12 +69,12 @@ async def _race(db: DurableDb, script: Script, at: int, mode: str) -> None:
     run_id = f"race{next(_ids)}"
     executions: Counter[str] = Counter()
     agent = make_agent(script, executions)
-    plan = Plan(at, mode)
+    plan = Interference(at, mode)
     engine, store = db.engine(), db.store()
     async with engine, store:
         durable = Durable(
-            engine=Interfere(engine, plan),
-            checkpoint_store=Interfere(store, plan),
+            engine=plan.wrap(engine),
+            checkpoint_store=plan.wrap(store),
             run_id=run_id,
             worker_id="w1",
         )

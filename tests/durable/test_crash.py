@@ -26,15 +26,11 @@ Workers are forks of one fork server (see ``_crash_worker.py``), which needs Lin
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import os
 import random
-import signal
-import subprocess
 import sys
-import threading
 import time
 import traceback
 from collections import Counter
@@ -60,6 +56,8 @@ from operative.durable import (
     transcript,
 )
 from operative.durable._driver import UNKNOWN_OUTCOME
+from operative.testing._crash_procs import ForkServer
+from operative.testing._crash_procs import Worker as KitWorker
 
 from ._crash_worker import (
     IDEMPOTENT,
@@ -97,126 +95,30 @@ def _seeds(default: list[int]) -> list[int]:
 # -- worker processes -----------------------------------------------------------------
 
 
-class ForkServer:
-    """``_crash_worker.py --fork-server``: forks a worker process per request."""
-
-    def __init__(self) -> None:
-        self._process = subprocess.Popen(
-            [sys.executable, str(WORKER), "--fork-server"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-        )
-        self._lock = threading.Lock()
-
-    def fork(self, config: dict[str, Any]) -> int:
-        """Start a worker (blocking, for a few milliseconds); returns its pid."""
-        stdin, stdout = self._process.stdin, self._process.stdout
-        assert stdin is not None
-        assert stdout is not None
-        with self._lock:
-            stdin.write(json.dumps(config).encode() + b"\n")
-            stdin.flush()
-            line = stdout.readline()
-        if not line:
-            raise AssertionError(f"the fork server exited with {self._process.poll()}")
-        return int(line)
-
-    def close(self) -> None:
-        assert self._process.stdin is not None
-        self._process.stdin.close()
-        self._process.wait(timeout=30)
-        assert self._process.stdout is not None
-        self._process.stdout.close()
-
-
 @pytest.fixture(scope="module")
-def fork_server() -> Iterator[ForkServer]:
-    server = ForkServer()
+def fork_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
+    """``_crash_worker.py --fork-server``: forks a worker process per request."""
+    directory = tmp_path_factory.mktemp("fork-server")
+    server = ForkServer([sys.executable, str(WORKER), "--fork-server"], directory, ready=False)
     try:
         yield server
     finally:
         server.close()
 
 
-class Worker:
-    """A worker process: what it reported, whether it exited, and how."""
-
-    def __init__(self, name: str, pid: int, out: Path, stderr: Path) -> None:
-        self.name = name
-        self.out = out
-        self.stderr = stderr
-        self.killed = False
-        self._exited = trio.Event()
-        self._pidfd: int | None
-        try:
-            self._pidfd = os.pidfd_open(pid)
-        except ProcessLookupError:
-            self._pidfd = None
-            self._exited.set()
-
-    async def _watch(self) -> None:
-        if self._pidfd is None:
-            return
-        try:
-            await trio.lowlevel.wait_readable(self._pidfd)  # readable once it exited
-        finally:
-            self._exited.set()
-            os.close(self._pidfd)
-            self._pidfd = None
-
-    @property
-    def running(self) -> bool:
-        return not self._exited.is_set()
+class Worker(KitWorker):
+    """A worker process of these tests: ``release`` lets a stalled one go, and ``wait``
+    fails the test if it does not exit."""
 
     def release(self) -> None:
         """Let a worker stalled in its ``stall`` tool (or ``on_step``) go."""
-        if self._pidfd is not None and self.running:
-            with contextlib.suppress(ProcessLookupError):
-                signal.pidfd_send_signal(self._pidfd, RELEASE)
+        self.send(RELEASE)
 
-    def kill(self) -> None:
-        if self._pidfd is not None and self.running:
-            try:
-                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
-            except ProcessLookupError:
-                return  # it exited just now
-            self.killed = True
-
-    async def wait(self, seconds: float = 60) -> None:
+    async def wait(self, seconds: float = 60) -> bool:
         """Wait for the worker to exit; kill it and fail after ``seconds``."""
-        with trio.move_on_after(seconds):
-            await self._exited.wait()
-        if self.running:
-            self.kill()
-            await self._exited.wait()
+        if not await super().wait(seconds):
             raise AssertionError(f"{self.name} did not exit within {seconds} s\n{self.describe()}")
-
-    def records(self) -> list[dict[str, Any]]:
-        """Every complete line reported (a line cut by SIGKILL is left out)."""
-        lines = self.out.read_bytes().split(b"\n") if self.out.exists() else [b""]
-        return [json.loads(line) for line in lines[:-1] if line.strip()]
-
-    def said(self, key: str) -> bool:
-        return any(key in record for record in self.records())
-
-    @property
-    def clean(self) -> bool:
-        """It ran to its end (it reports ``exit`` last)."""
-        return self.said("exit")
-
-    def results(self) -> dict[str, dict[str, Any]]:
-        return {record["run"]: record for record in self.records() if "run" in record}
-
-    def acked(self) -> set[str]:
-        return {record["acked"] for record in self.records() if "acked" in record}
-
-    def describe(self) -> str:
-        output = self.out.read_text(errors="replace") if self.out.exists() else ""
-        errors = self.stderr.read_text(errors="replace") if self.stderr.exists() else ""
-        return (
-            f"worker {self.name} (killed: {self.killed}, clean: {self.clean})\nreports:\n"
-            f"{output[-4000:]}\nstderr:\n{errors[-6000:]}"
-        )
+        return True
 
 
 @attrs.define
@@ -241,7 +143,7 @@ class Workers:
         pid = await trio.to_thread.run_sync(self.server.fork, config)
         worker = Worker(name, pid, out, stderr)
         self.started.append(worker)
-        self.nursery.start_soon(worker._watch)
+        self.nursery.start_soon(worker.watch)
         return worker
 
 
