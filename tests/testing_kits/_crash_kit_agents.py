@@ -29,6 +29,7 @@ async def _model(request: GenerateRequest) -> GenerateResponse:
     done = sum(1 for message in messages if message.role == "assistant")
     usage = Usage.of(prompt=10, completion=1)
     await trio.sleep(0.002)
+    calls: tuple[ToolCall, ...]
     if done == 0:
         calls = (
             ToolCall(id="c1", name="charge", arguments={"order": "A-17"}),
