@@ -10,6 +10,7 @@ import shlex
 import time
 from collections.abc import Sequence
 from datetime import datetime
+from pathlib import Path
 
 import trio
 
@@ -28,6 +29,7 @@ from ._temporal import (
     temporal_command,
     where,
 )
+from ._viewer import render_run
 
 __all__ = [
     "parse_since",
@@ -170,6 +172,20 @@ async def runs_show(args: argparse.Namespace, out: Output) -> int:
             detail = await state.runs.run(args.run_id)
     if detail is None:
         raise _no_data(args, "run", args.run_id)
+    if args.html:
+        page = render_run(detail, now=time.time())
+        target = Path(args.html)
+        try:
+            await trio.Path(target).write_text(page, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(
+                f"--html {args.html}: cannot write it ({exc}); pick another path"
+            ) from None
+        if args.json:
+            out.json(detail)
+        else:
+            out.line(f"wrote {target} ({len(page.encode()) // 1024 + 1} KiB): open it in a browser")
+        return EXIT_OK
     if args.json:
         out.json(detail)
         return EXIT_OK

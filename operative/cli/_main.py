@@ -130,6 +130,9 @@ def build_parser(env: Mapping[str, str], *, prog: str = "operative") -> argparse
         "show", parents=[common, listing, temporal], help="one run, step by step"
     )
     runs_sh.add_argument("run_id", metavar="RUN_ID")
+    runs_sh.add_argument(
+        "--html", metavar="FILE", help="write the run's page (timeline, transcript) to FILE"
+    )
     runs_sh.set_defaults(handler=runs_show)
     runs_cn = runs.add_parser(
         "cancel",
