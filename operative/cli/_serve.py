@@ -1,5 +1,6 @@
 """``operative serve``: the stateless chat host on hypercorn's Trio worker, with the
-Vercel AI SDK (``POST /api/chat``) and AG-UI (``POST /api/agui``) endpoints beside it."""
+Vercel AI SDK (``POST /api/chat``) and AG-UI (``POST /api/agui``) endpoints beside it,
+and the run viewer (``/runs``) over the data directory's durable runs."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Any
 import trio
 
 from ..kvstore import SqliteStore
+from ..runstore import SqliteRunStore
 from ..tools import ApprovalPolicy, Toolbox
 from ._agents import _INSTRUCTIONS, _note_tool, calculate, get_weather
 from ._chat_host import ChatHost
@@ -26,6 +28,7 @@ from ._listen import handed_over, listen
 from ._models import ModelChoice, choose_model, open_generate
 from ._output import Output
 from ._state import DATABASE, check_data_dir, make_data_dir
+from ._viewer_app import RunsApp
 
 __all__ = ["SECRET_FILE", "approval_secret", "build_host", "run_serve", "with_request_log"]
 
@@ -168,7 +171,10 @@ async def run_serve(args: argparse.Namespace, out: Output, env: Mapping[str, str
         try:
             await trio.to_thread.run_sync(make_data_dir, data_dir)
             secret = await trio.to_thread.run_sync(approval_secret, data_dir, env)
-            async with SqliteStore(data_dir / DATABASE) as state:
+            async with (
+                SqliteStore(data_dir / DATABASE) as state,
+                SqliteRunStore(data_dir / DATABASE) as runs,
+            ):
                 await _probe(state, data_dir / DATABASE)
                 config = Config()
                 config.bind = handed_over(sockets)
@@ -184,13 +190,16 @@ async def run_serve(args: argparse.Namespace, out: Output, env: Mapping[str, str
                 out.line(f"model: {choice.label}", "bold yellow" if choice.offline else "bold")
                 from ..ui import UIApp  # the front ends' endpoints beside the page's
 
-                app = with_request_log(UIApp(host=host), lambda line: out.line(line, "dim"))
+                app = with_request_log(
+                    RunsApp(app=UIApp(host=host), store=runs), lambda line: out.line(line, "dim")
+                )
                 async with trio.open_nursery() as nursery:
                     binds = await nursery.start(
                         functools.partial(serve, app, config, shutdown_trigger=_until_stopped)
                     )
                     for bind in binds:
                         out.line(f"serving the chat page at {bind}/ (Ctrl-C stops)", "bold")
+                        out.line(f"the runs of {data_dir} at {bind}/runs")
         finally:
             for sock in sockets:
                 if sock.fileno() != -1:  # not handed over
