@@ -13,19 +13,17 @@ from __future__ import annotations
 import mimetypes
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import urllib.parse
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+from _chromium import chromium_or_skip, open_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 WIDTH, HEIGHT = 1200, 900
 
 # The key pages: the front page, the tutorial, and a reference page (mkdocstrings).
@@ -189,63 +187,34 @@ def _search_finds(driver: Any, query: str) -> None:
 
 
 def _look_at_pages(url: str, shots: Path) -> None:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tempfile.mkdtemp(prefix="operative-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--hide-scrollbars",
-        f"--window-size={WIDTH},{HEIGHT}",
-        f"--user-data-dir={profile}",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
-    try:
-        assert driver.execute_script("return window.innerWidth;") == WIDTH
-        for name, page in PAGES.items():
-            driver.get(f"{url}/{page}")
-            _header_is_one_row(driver, name)
-            _code_is_coloured(driver, name)
-            shot = shots / f"{name}-{WIDTH}.png"
-            assert driver.save_screenshot(str(shot)), shot
-            assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-            assert shot.stat().st_size > 20_000, f"{shot} looks blank"
-        _dark_mode_toggles(driver)
-        _search_finds(driver, "needs_approval")
-        # Wide enough for the section tabs: they too are one row.
-        driver.set_window_size(1600, HEIGHT)
-        driver.get(f"{url}/tutorial/")
-        _header_is_one_row(driver, "tutorial at 1600px")
-        _tabs_are_one_row(driver, "tutorial at 1600px")
-        driver.save_screenshot(str(shots / "tutorial-1600.png"))
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
+    with open_chromium(width=WIDTH, height=HEIGHT, flags=("--hide-scrollbars",)) as driver:
+        _look(driver, url, shots)
 
 
-def _chromium_or_skip() -> None:
-    if os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK):
-        return
-    why = f"{CHROMIUM} and {CHROMEDRIVER} (Debian's chromium, chromium-driver) are needed"
-    if os.environ.get("OPERATIVE_REQUIRE_CHROMIUM", "") not in ("", "0"):
-        pytest.fail(f"Chromium is required (OPERATIVE_REQUIRE_CHROMIUM=1) but {why}")
-    pytest.skip(why)
+def _look(driver: Any, url: str, shots: Path) -> None:
+    assert driver.execute_script("return window.innerWidth;") == WIDTH
+    for name, page in PAGES.items():
+        driver.get(f"{url}/{page}")
+        _header_is_one_row(driver, name)
+        _code_is_coloured(driver, name)
+        shot = shots / f"{name}-{WIDTH}.png"
+        assert driver.save_screenshot(str(shot)), shot
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert shot.stat().st_size > 20_000, f"{shot} looks blank"
+    _dark_mode_toggles(driver)
+    _search_finds(driver, "needs_approval")
+    # Wide enough for the section tabs: they too are one row.
+    driver.set_window_size(1600, HEIGHT)
+    driver.get(f"{url}/tutorial/")
+    _header_is_one_row(driver, "tutorial at 1600px")
+    _tabs_are_one_row(driver, "tutorial at 1600px")
+    driver.save_screenshot(str(shots / "tutorial-1600.png"))
 
 
 async def test_key_pages_in_chromium_at_1200px(site: Path, tmp_path: Path) -> None:
     """At 1200 px: the header is one row, code is coloured with copy buttons, screenshots
     are taken; the dark mode toggle and the search work; wider, the tabs are one row."""
-    _chromium_or_skip()
+    chromium_or_skip()
     shots = Path(os.environ.get("OPERATIVE_DOCS_SCREENSHOTS") or tmp_path)
     await trio.Path(shots).mkdir(parents=True, exist_ok=True)
 

@@ -6,11 +6,9 @@ import json
 import os
 import re
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 import trio
+from _chromium import chromium_or_skip, open_chromium
 from hypercorn.config import Config
 from hypercorn.trio import serve
 
@@ -302,36 +301,12 @@ async def test_operative_serve_serves_until_sigterm(tmp_path: Path) -> None:
 
 # -- the page, in headless Chromium ------------------------------------------------------
 
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-
 
 def drive(url: str, script: Callable[[Any], None]) -> None:
     """Run ``script(driver)`` against a fresh headless Chromium (in a worker thread)."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tempfile.mkdtemp(prefix="operative-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        f"--user-data-dir={profile}",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
-    try:
+    with open_chromium() as driver:
         driver.get(url + "/")
         script(driver)
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 def wait_for(driver: Any, css: str, text: str | None = None, *, timeout: float = 10) -> Any:
@@ -396,11 +371,7 @@ def browser_session(driver: Any) -> None:
 
 async def test_the_page_chats_streams_and_approves_in_chromium(tmp_path: Path) -> None:
     """In headless Chromium: streamed answers, tool calls, approve and deny buttons."""
-    if not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):
-        why = f"{CHROMIUM} and {CHROMEDRIVER} (Debian's chromium, chromium-driver) are needed"
-        if os.environ.get("OPERATIVE_REQUIRE_CHROMIUM", "") not in ("", "0"):
-            pytest.fail(f"Chromium is required (OPERATIVE_REQUIRE_CHROMIUM=1) but {why}")
-        pytest.skip(why)
+    chromium_or_skip()
     notes = tmp_path / "notes.txt"
     async with open_server(notes) as url:
         await trio.to_thread.run_sync(drive, url, browser_session)

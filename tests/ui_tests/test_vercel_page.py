@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
+from _chromium import chromium_or_skip, open_chromium
 
 from operative import MemoryStore, create_agent
 from operative.cli._agents import _note_tool, calculate, get_weather, offline_generate
@@ -22,7 +20,6 @@ from operative.ui import asgi_app
 
 from .conftest import NODE_DIR, open_ui_server
 
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 HTML = (
     b"<!doctype html><meta charset=utf-8><title>useChat + operative</title>"
     b'<div id="root"></div><script type="module" src="/page.js"></script>\n'
@@ -72,26 +69,13 @@ def with_page(app: Any, script: bytes) -> Any:
 
 def browse(url: str, screenshot: Path) -> None:
     """In headless Chromium: ask for the weather, then approve a note; screenshot the page."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
+    with open_chromium(width=900, height=900) as driver:
+        _browse(driver, url, screenshot)
+
+
+def _browse(driver: Any, url: str, screenshot: Path) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
-
-    profile = tempfile.mkdtemp(prefix="operative-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-background-networking",
-        "--no-first-run",
-        "--window-size=900,900",
-        f"--user-data-dir={profile}",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
 
     def shown(css: str, text: str) -> Any:
         def found(d: Any) -> Any:
@@ -107,34 +91,25 @@ def browse(url: str, screenshot: Path) -> None:
         driver.find_element(By.ID, "message").send_keys(text)
         driver.find_element(By.ID, "send").click()
 
-    try:
-        driver.get(url + "/")
-        say("weather in Lisbon")
-        shown(".tool.output-available", "get_weather")
-        shown(".msg.assistant .text", "Lisbon: ")
-        say("remember to buy milk")
-        shown(".tool.approval-requested", "save_note").find_element(
-            By.CSS_SELECTOR, "button.approve"
-        ).click()
-        shown(".tool.output-available", "saved the note 'buy milk'")
-        shown(".msg.assistant .text", "saved the note 'buy milk'")
-        shown("#status", "ready")
-        assert not driver.find_elements(By.ID, "error")
-        driver.save_screenshot(str(screenshot))
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
+    driver.get(url + "/")
+    say("weather in Lisbon")
+    shown(".tool.output-available", "get_weather")
+    shown(".msg.assistant .text", "Lisbon: ")
+    say("remember to buy milk")
+    shown(".tool.approval-requested", "save_note").find_element(
+        By.CSS_SELECTOR, "button.approve"
+    ).click()
+    shown(".tool.output-available", "saved the note 'buy milk'")
+    shown(".msg.assistant .text", "saved the note 'buy milk'")
+    shown("#status", "ready")
+    assert not driver.find_elements(By.ID, "error")
+    driver.save_screenshot(str(screenshot))
 
 
 async def test_a_usechat_page_in_chromium_chats_and_approves(
     tmp_path: Path, ui_node_modules: Path
 ) -> None:
-    if not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):
-        why = f"{CHROMIUM} and {CHROMEDRIVER} (Debian's chromium, chromium-driver) are needed"
-        if os.environ.get("OPERATIVE_REQUIRE_CHROMIUM"):
-            pytest.fail(f"Chromium is required (OPERATIVE_REQUIRE_CHROMIUM=1) but {why}")
-        pytest.skip(why)
-    pytest.importorskip("selenium")
+    chromium_or_skip()
     script = await trio.to_thread.run_sync(bundle, ui_node_modules, tmp_path / "page.js")
     notes = tmp_path / "notes.txt"
     toolbox = Toolbox(
