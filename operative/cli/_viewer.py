@@ -70,6 +70,8 @@ margin:.3rem 0;font-size:.85rem;white-space:pre-wrap;overflow-wrap:anywhere}
 .call{border-top:1px dashed var(--line);padding:.3rem 0;font-size:.85rem}
 pre{background:#f3f4f6;padding:.3rem;margin:.2rem 0;white-space:pre-wrap;
 overflow-wrap:anywhere;font-size:.8rem}
+.outcome-success{color:var(--ok)}.outcome-error{color:var(--err)}
+.outcome-denied,.outcome-action-required{color:var(--warn)}
 .live{color:var(--model);font-size:.8rem}
 form.filters{display:flex;gap:.6rem;flex-wrap:wrap;align-items:end;margin:.5rem 0}
 form.filters label{font-size:.8rem;display:flex;flex-direction:column}
@@ -100,6 +102,8 @@ def _when(epoch: float) -> str:
 
 
 def _seconds(value: float) -> str:
+    if value < 0.001:
+        return f"{value * 1_000_000:.0f} µs"
     if value < 1:
         return f"{value * 1000:.1f} ms"
     return f"{value:.2f} s"
@@ -244,7 +248,7 @@ def _call_bar(call: ToolCallRecord, y: int, x: Any, *, now: float) -> str:
     if call.attempts > 1:
         marks.append(f"↻{call.attempts}")
     if call.outcome == "action-required":
-        marks.append("⏸ approval")
+        marks.append("waits for approval")
     if call.unknown_outcome:
         marks.append("? outcome unknown")
     title = f"{call.tool_name} ({call.call_id}): {call.outcome}, {took}"
@@ -274,7 +278,7 @@ def _legend() -> str:
         ("#93c5fd", "in flight"),
     )
     keys = "".join(f'<span style="background:{c}"></span>{escape(t)}' for c, t in items)
-    return f'<p class="legend">{keys} &nbsp; ↻N: attempts (recovered) · ⏸: approval</p>'
+    return f'<p class="legend">{keys} &nbsp; ↻N: attempts (run again on recovery)</p>'
 
 
 def _facts(run: RunSummary, detail: RunDetail) -> str:
@@ -342,7 +346,8 @@ def _call_detail(call: ToolCallRecord) -> str:
     took = _seconds(call.duration) if call.duration is not None else "-"
     head = (
         f"<b>{escape(call.tool_name)}</b> <code>{escape(call.call_id)}</code>: "
-        f'<span class="outcome {escape(call.outcome)}">{escape(call.outcome)}</span>, {took}'
+        f'<span class="outcome outcome-{escape(call.outcome)}">{escape(call.outcome)}</span>'
+        f", {took}"
     )
     if call.attempts > 1:
         head += f", {call.attempts} attempts"

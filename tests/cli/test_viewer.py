@@ -175,7 +175,7 @@ def test_recoveries_approvals_aborts_and_in_flight_calls_are_marked() -> None:
     assert parse_errors(page) == []
     assert [o for o, _ in tool_bars(page)] == ["success", "action-required", "cancelled"]
     assert "↻3" in page
-    assert "⏸ approval" in page
+    assert "waits for approval" in page
     assert "? outcome unknown" in page
     assert 'class="abort-mark"' in page
     assert "cancelled by ops" in page

@@ -7,9 +7,11 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import trio
+from _chromium import chromium_or_skip, open_chromium
 from hypercorn.config import Config
 from hypercorn.trio import serve
 
@@ -121,3 +123,85 @@ async def test_bad_requests_say_what_to_send(tmp_path: Path) -> None:
     assert "give a duration" in since.json()["error"]
     assert limit.status_code == 400
     assert posted.status_code == 405
+
+
+def look(url: str, data_dir: Path, shots: Path) -> dict[str, int]:
+    """In headless Chromium: what a person looks for on each page; screenshots into
+    ``shots``; the in-flight run's page follows it to its end. Page sizes by name."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    sizes: dict[str, int] = {}
+
+    def visit(driver: Any, path: str, name: str) -> None:
+        driver.get(url + path)
+        sizes[name] = len(driver.page_source.encode())
+
+    def count(driver: Any, css: str) -> int:
+        return len(driver.find_elements(By.CSS_SELECTOR, css))
+
+    with open_chromium(width=1400, height=1000) as driver:
+        visit(driver, "/runs", "runs")
+        rows = driver.find_elements(By.CSS_SELECTOR, "tr.run")
+        assert len(rows) == len(RUNS)
+        assert {row.get_attribute("data-status") for row in rows} == {
+            "completed",
+            "aborted",
+            "error",
+            "running",
+        }
+        driver.save_screenshot(str(shots / "runs.png"))
+
+        visit(driver, "/runs/completed", "completed")
+        assert count(driver, "g.step-row") == 2
+        assert count(driver, "rect.bar.tool") == 2
+        assert count(driver, "rect.bar.tool.error") == 1  # add(1, "x")
+        assert count(driver, "section.step") == 2
+        assert "1 + 2 = 3" in driver.find_element(By.CSS_SELECTOR, ".transcript").text
+        driver.save_screenshot(str(shots / "completed.png"))
+
+        visit(driver, "/runs/failed", "failed")
+        assert "model backend down" in driver.find_element(By.ID, "run-error").text
+        driver.save_screenshot(str(shots / "failed.png"))
+
+        visit(driver, "/runs/aborted", "aborted")
+        assert "user pressed stop" in driver.find_element(By.ID, "run-abort").text
+        assert count(driver, "g.abort-mark") == 1
+        driver.save_screenshot(str(shots / "aborted.png"))
+
+        visit(driver, "/runs/recovered", "recovered")
+        assert "↻2" in driver.find_element(By.CSS_SELECTOR, "svg.timeline-svg").text
+        assert (
+            "run again after a worker stopped"
+            in driver.find_element(By.CSS_SELECTOR, ".facts").text
+        )
+        driver.save_screenshot(str(shots / "recovered.png"))
+
+        visit(driver, "/runs/in-flight", "in-flight")
+        assert count(driver, "main[data-status=running] rect.bar.tool.in-flight") == 1
+        driver.save_screenshot(str(shots / "in-flight.png"))
+        trio.from_thread.run(finish_in_flight, data_dir)
+        WebDriverWait(driver, 15).until(
+            lambda d: d.find_elements(By.CSS_SELECTOR, "main[data-status=completed]"),
+            "the in-flight run's page did not show it completed",
+        )
+        assert count(driver, "rect.bar.tool.success") == 1
+        assert "done waiting" in driver.find_element(By.CSS_SELECTOR, ".transcript").text
+        driver.save_screenshot(str(shots / "in-flight-landed.png"))
+    return sizes
+
+
+async def test_both_pages_in_chromium(tmp_path: Path) -> None:
+    """Chromium loads the runs page and each run's page; the in-flight run's page updates
+    by itself when the run ends."""
+    chromium_or_skip()
+    data_dir = tmp_path / "data"
+    await fill(data_dir)
+    async with open_viewer(data_dir) as url:
+        with trio.fail_after(60):
+            sizes = await trio.to_thread.run_sync(look, url, data_dir, tmp_path)
+    for name in ("runs", "completed", "failed", "aborted", "recovered", "in-flight"):
+        shot = tmp_path / f"{name}.png"
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert shot.stat().st_size > 10_000, f"{shot} looks blank"
+    assert all(size < 64_000 for size in sizes.values()), sizes
