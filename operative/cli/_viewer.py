@@ -193,10 +193,11 @@ def _timeline(detail: RunDetail, *, now: float) -> str:
         parts.append(
             f'<g class="abort-mark"><line x1="{at:.1f}" y1="16" x2="{at:.1f}" y2="{y}" '
             'stroke="#b7791f" stroke-width="2"/>'
-            f'<text class="mark" x="{max(at - 60, _LABEL):.1f}" y="12" fill="#b7791f">'
-            f"aborted</text><title>aborted: "
+            f'<text class="mark" x="{at:.1f}" y="{y + 12}" text-anchor="end" fill="#b7791f">'
+            f"aborted here</text><title>aborted: "
             f"{escape(detail.summary.outcome.abort_reason or 'no reason given')}</title></g>"
         )
+        y += 16
     axis = (
         f'<text x="{_LABEL}" y="12">0</text>'
         f'<text x="{_WIDTH - 10}" y="12" text-anchor="end">{_seconds(end - start)}</text>'
