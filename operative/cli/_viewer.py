@@ -54,6 +54,7 @@ white-space:pre-wrap}
 .split{display:grid;grid-template-columns:minmax(0,3fr) minmax(0,2fr);gap:1rem}
 @media (max-width:1000px){.split{grid-template-columns:1fr}}
 .timeline{background:#fff;border:1px solid var(--line);overflow-x:auto}
+.timeline-svg{display:block;width:100%;height:auto;min-width:520px}
 svg text{font-size:11px;fill:#374151}
 .bar.model{fill:var(--model)}.bar.success{fill:var(--ok)}.bar.error{fill:var(--err)}
 .bar.denied,.bar.action-required{fill:var(--warn)}.bar.cancelled{fill:#9ca3af}
