@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import html5lib
+import html5lib  # type: ignore[import-untyped]
 import trio
 
 from operative import ToolCall, ToolResult, Usage
@@ -30,8 +30,12 @@ def parse_errors(page: str) -> list[object]:
     return list(parser.errors)
 
 
-def tool_bars(page: str) -> list[str]:
-    return re.findall(r'<rect class="bar tool ([\w-]+)" data-call-id="([^"]+)"', page)
+def tool_bars(page: str) -> list[tuple[str, str]]:
+    """(outcome, call id) of each tool call's bar."""
+    found: list[tuple[str, str]] = re.findall(
+        r'<rect class="bar tool ([\w-]+)" data-call-id="([^"]+)"', page
+    )
+    return found
 
 
 def step_rows(page: str) -> list[str]:
@@ -110,7 +114,7 @@ def detail(
     run: RunSummary, steps: tuple[StepRecord, ...], calls: tuple[ToolCallRecord, ...]
 ) -> RunDetail:
     history = ConversationHistory(
-        messages=[Message(id="m0", role="user", content="find the order")]
+        messages=(Message(id="m0", role="user", content="find the order"),)
     )
     return RunDetail(summary=run, steps=steps, tool_calls=calls, transcript=history)
 
