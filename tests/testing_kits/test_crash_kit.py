@@ -41,7 +41,11 @@ def _found(bug: object, **options: object) -> CrashReport:
 def test_a_sound_agent_passes_crashes_and_abort_races_on_sqlite(tmp_path: Path) -> None:
     report = crash_test(sound_agent, runs=8, kills=4, aborts=10, seed=1, directory=tmp_path)
     assert report.ok, str(report)
-    assert report.counts["runs completed"] == 8
+    # A kill that lands before the first worker committed a run's start leaves that run
+    # unstarted (never acknowledged, no effects): legitimate on a slow machine.
+    ended = report.counts["runs completed"] + report.counts.get("runs never started", 0)
+    assert ended == 8, report.counts
+    assert report.counts["runs completed"] >= 1, report.counts
     assert report.kills_landed >= 1
     assert sum(n for name, n in report.counts.items() if name.startswith("races fired")) >= 5
     assert "seed 1: passed" in str(report)
@@ -66,7 +70,8 @@ def test_a_sound_agent_passes_on_postgresql(postgres_dsn: str) -> None:
     report = crash_test(sound_agent, runs=4, kills=2, aborts=5, seed=3, backend=postgres_dsn)
     assert report.ok, str(report)
     assert report.backend == "postgresql"
-    assert report.counts["runs completed"] == 4
+    ended = report.counts["runs completed"] + report.counts.get("runs never started", 0)
+    assert ended == 4, report.counts
 
 
 def test_a_factory_the_workers_cannot_import_is_refused() -> None:
