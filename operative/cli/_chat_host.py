@@ -17,10 +17,9 @@ serves the chat page, ``/favicon.ico`` and ``/favicon.svg`` its icon.
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import attrs
@@ -39,6 +38,15 @@ from .. import (
     resolve_tool_result,
     stop_when,
 )
+from .._asgi import (
+    BadRequestBody,
+    Receive,
+    Scope,
+    Send,
+    read_json_body,
+    respond,
+    respond_json_error,
+)
 from .._core._errors import OperativeError
 from ..streaming import SSE_CONTENT_TYPE, encode_sse
 from ._chat_page import FAVICON_ICO, FAVICON_SVG
@@ -46,8 +54,6 @@ from ._chat_page import FAVICON_ICO, FAVICON_SVG
 __all__ = ["HOST_AGENT", "ChatHost", "Decision", "TurnRequest", "sse_frame"]
 
 HOST_AGENT = "operative-serve"
-MAX_BODY = 4 * 1024 * 1024
-"""The largest request body accepted (bytes)."""
 
 FORWARDED = (
     "generate.delta",
@@ -64,10 +70,6 @@ _ICONS = {
     "/favicon.ico": (FAVICON_ICO, "image/x-icon"),
     "/favicon.svg": (FAVICON_SVG, "image/svg+xml"),
 }
-
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 
 class Decision(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -157,19 +159,23 @@ class ChatHost:
         path, method = scope["path"], scope["method"]
         if path == "/":
             if method not in ("GET", "HEAD"):
-                await _respond(send, 405, b"use GET\n", allow="GET, HEAD")
+                await respond(send, 405, b"use GET\n", allow="GET, HEAD")
                 return
-            await _respond(send, 200, self.page, content_type="text/html; charset=utf-8")
+            await respond(send, 200, self.page, content_type="text/html; charset=utf-8")
         elif path in _ICONS:
             body, content_type = _ICONS[path]
-            await _respond(send, 200, body, content_type=content_type, cache="max-age=86400")
+            await respond(send, 200, body, content_type=content_type, cache="max-age=86400")
         elif path == "/api/turn":
             if method != "POST":
-                await _error(send, 405, "POST a turn request (JSON) to /api/turn", allow="POST")
+                await respond_json_error(
+                    send, 405, "POST a turn request (JSON) to /api/turn", allow="POST"
+                )
                 return
             await self._turn(scope, receive, send)
         else:
-            await _error(send, 404, f"nothing at {path}: the page is at /, the API at /api/turn")
+            await respond_json_error(
+                send, 404, f"nothing at {path}: the page is at /, the API at /api/turn"
+            )
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -197,25 +203,17 @@ class ChatHost:
         )
 
     async def _turn(self, scope: Scope, receive: Receive, send: Send) -> None:
-        kind = dict(scope.get("headers", ())).get(b"content-type", b"").split(b";")[0].strip()
-        if kind != b"application/json":
-            await _error(send, 415, "send the turn request as Content-Type: application/json")
-            return
-        body = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            body += message.get("body", b"")
-            if len(body) > MAX_BODY:
-                await _error(send, 413, f"the body is larger than {MAX_BODY} bytes")
-                return
-            if not message.get("more_body", False):
-                break
         try:
-            request = _parse(bytes(body))
+            body = await read_json_body(scope, receive, what="the turn request")
+        except BadRequestBody as exc:
+            await respond_json_error(send, exc.status, str(exc))
+            return
+        if body is None:
+            return
+        try:
+            request = _parse(body)
         except _BadRequest as exc:
-            await _error(send, 400, str(exc))
+            await respond_json_error(send, 400, str(exc))
             return
         await send(
             {
@@ -345,29 +343,3 @@ class ChatHost:
                         await emit(sse_frame("approval.pending", approval))
         result = await run.result()
         return result.conversation.current, pending, str(result.finish_reason), result.content
-
-
-async def _respond(
-    send: Send,
-    status: int,
-    body: bytes,
-    *,
-    content_type: str = "text/plain; charset=utf-8",
-    allow: str | None = None,
-    cache: str | None = None,
-) -> None:
-    headers = [
-        (b"content-type", content_type.encode()),
-        (b"content-length", str(len(body)).encode()),
-    ]
-    if allow is not None:
-        headers.append((b"allow", allow.encode()))
-    if cache is not None:
-        headers.append((b"cache-control", cache.encode()))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-async def _error(send: Send, status: int, message: str, *, allow: str | None = None) -> None:
-    body = json.dumps({"error": message}).encode() + b"\n"
-    await _respond(send, status, body, content_type="application/json", allow=allow)

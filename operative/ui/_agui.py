@@ -15,12 +15,10 @@ here: the run ends with it pending, and the client's ``role: "tool"`` message an
 
 from __future__ import annotations
 
-import json
 from collections.abc import (
     Awaitable,
     Callable,
     Mapping,
-    MutableMapping,
     Sequence,
 )
 from typing import Any
@@ -28,6 +26,7 @@ from typing import Any
 import msgspec
 import trio
 
+from .._asgi import BadRequestBody, Receive, Scope, Send, read_json_body, respond_json_error
 from .._core._errors import OperativeError
 from .._core._types import ToolResult
 from ..conversation import Message
@@ -35,7 +34,6 @@ from ..conversation._tool_results import tool_result_message
 from ..streaming import SSE_CONTENT_TYPE
 from ._agui_events import STREAMED, AguiEncoder, agui_stream
 from ._agui_input import (
-    MAX_BODY,
     AguiInput,
     AguiInputError,
     approval_from_interrupt_id,
@@ -56,24 +54,7 @@ __all__ = [
     "parse_agui_input",
 ]
 
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-
-
 # -- the ASGI handler ---------------------------------------------------------------------
-
-
-async def _respond_json(send: Send, status: int, message: str, allow: str | None = None) -> None:
-    body = json.dumps({"error": message}).encode() + b"\n"
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-    ]
-    if allow is not None:
-        headers.append((b"allow", allow.encode()))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 async def agui_endpoint(
@@ -100,25 +81,17 @@ async def agui_endpoint(
     the client disconnects.
     """
     if scope["method"] != "POST":
-        await _respond_json(send, 405, "POST a RunAgentInput (JSON) to this URL", allow="POST")
+        await respond_json_error(send, 405, "POST a RunAgentInput (JSON) to this URL", allow="POST")
         return
-    kind = dict(scope.get("headers", ())).get(b"content-type", b"").split(b";")[0].strip()
-    if kind != b"application/json":
-        await _respond_json(send, 415, "send the RunAgentInput as Content-Type: application/json")
-        return
-    body = bytearray()
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return
-        body += message.get("body", b"")
-        if len(body) > MAX_BODY:
-            await _respond_json(send, 413, f"the body is larger than {MAX_BODY} bytes")
-            return
-        if not message.get("more_body", False):
-            break
     try:
-        request = parse_agui_input(bytes(body))
+        body = await read_json_body(scope, receive, what="the RunAgentInput")
+    except BadRequestBody as exc:
+        await respond_json_error(send, exc.status, str(exc))
+        return
+    if body is None:
+        return
+    try:
+        request = parse_agui_input(body)
         clash = sorted(tool.name for tool in request.tools if tool.name in toolbox)
         if clash:
             raise AguiInputError(
@@ -126,7 +99,7 @@ async def agui_endpoint(
             )
         offered = toolbox.extended(frontend_tools(request.tools))
     except OperativeError as exc:
-        await _respond_json(send, 400, str(exc))
+        await respond_json_error(send, 400, str(exc))
         return
     await send(
         {

@@ -23,7 +23,6 @@ from ..conversation import Conversation, ConversationHistory, Message
 from ..conversation._message import ImagePart, TextPart
 
 __all__ = [
-    "MAX_BODY",
     "AguiInput",
     "AguiInputError",
     "approval_from_interrupt_id",
@@ -31,9 +30,6 @@ __all__ = [
     "interrupt_id",
     "parse_agui_input",
 ]
-
-MAX_BODY = 4 * 1024 * 1024
-"""The largest request body accepted (bytes)."""
 
 
 class AguiInputError(OperativeError, ValueError):

@@ -9,7 +9,6 @@ whose client goes away has its run cancelled.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -26,7 +25,8 @@ from .. import (
     stop_when,
 )
 from .._agent import Agent
-from ..cli._chat_host import HOST_AGENT, MAX_BODY, ChatHost, Receive, Scope, Send
+from .._asgi import BadRequestBody, Receive, Scope, Send, read_json_body, respond_json_error
+from ..cli._chat_host import HOST_AGENT, ChatHost
 from ..conditions import StopCondition
 from ._sse import DONE, data_frame
 from ._vercel import (
@@ -48,12 +48,6 @@ _PAGE = (
 )
 
 Emit = Callable[[bytes], Awaitable[None]]
-
-
-class _BadBody(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 @attrs.frozen(kw_only=True)
@@ -91,14 +85,19 @@ class UIApp:
             await self.host(scope, receive, send)
 
     async def _chat(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] != "POST":
+            await respond_json_error(send, 405, "POST a JSON request to /api/chat", allow="POST")
+            return
         try:
-            body = await _read_json_body(scope, receive, "/api/chat")
+            body = await read_json_body(scope, receive, what="the request")
+            if body is None:
+                return
             request = parse_vercel_request(body, instructions=self.host.instructions)
-        except _BadBody as exc:
-            await _error(send, exc.status, str(exc))
+        except BadRequestBody as exc:
+            await respond_json_error(send, exc.status, str(exc))
             return
         except VercelRequestError as exc:
-            await _error(send, 400, str(exc))
+            await respond_json_error(send, 400, str(exc))
             return
         await send({"type": "http.response.start", "status": 200, "headers": list(VERCEL_HEADERS)})
 
@@ -193,36 +192,6 @@ async def _cancel_on_disconnect(receive: Receive, scope: trio.CancelScope) -> No
         if message["type"] == "http.disconnect":
             scope.cancel()
             return
-
-
-async def _read_json_body(scope: Scope, receive: Receive, path: str) -> bytes:
-    if scope["method"] != "POST":
-        raise _BadBody(405, f"POST a JSON request to {path}")
-    kind = dict(scope.get("headers", ())).get(b"content-type", b"").split(b";")[0].strip()
-    if kind != b"application/json":
-        raise _BadBody(415, "send the request as Content-Type: application/json")
-    body = bytearray()
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise _BadBody(400, "the client went away before sending the whole body")
-        body += message.get("body", b"")
-        if len(body) > MAX_BODY:
-            raise _BadBody(413, f"the body is larger than {MAX_BODY} bytes")
-        if not message.get("more_body", False):
-            return bytes(body)
-
-
-async def _error(send: Send, status: int, message: str) -> None:
-    body = json.dumps({"error": message}).encode() + b"\n"
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-    ]
-    if status == 405:
-        headers.append((b"allow", b"POST"))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 def asgi_app(

@@ -1,0 +1,90 @@
+"""The few ASGI pieces every operative endpoint shares: reading a JSON request body with a
+size limit, and answering with a small body or a JSON error.
+
+One place for them, so the chat host, the Vercel AI SDK endpoint and the AG-UI endpoint
+refuse an oversized or mistyped body the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+__all__ = [
+    "MAX_BODY",
+    "BadRequestBody",
+    "Receive",
+    "Scope",
+    "Send",
+    "read_json_body",
+    "respond",
+    "respond_json_error",
+]
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+MAX_BODY = 4 * 1024 * 1024
+"""The largest request body accepted (bytes)."""
+
+
+class BadRequestBody(Exception):
+    """A request body refused before it was parsed: ``status`` is the HTTP answer."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+async def read_json_body(scope: Scope, receive: Receive, *, what: str) -> bytes | None:
+    """The whole body of a JSON request, or None when the client went away first.
+
+    Raises :class:`BadRequestBody` (415) unless the content type is
+    ``application/json``, and (413) as soon as the body passes :data:`MAX_BODY`, so an
+    oversized body is never held whole. ``what`` names the body in the 415 message.
+    """
+    kind = dict(scope.get("headers", ())).get(b"content-type", b"").split(b";")[0].strip()
+    if kind != b"application/json":
+        raise BadRequestBody(415, f"send {what} as Content-Type: application/json")
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        body += message.get("body", b"")
+        if len(body) > MAX_BODY:
+            raise BadRequestBody(413, f"the body is larger than {MAX_BODY} bytes")
+        if not message.get("more_body", False):
+            return bytes(body)
+
+
+async def respond(
+    send: Send,
+    status: int,
+    body: bytes,
+    *,
+    content_type: str = "text/plain; charset=utf-8",
+    allow: str | None = None,
+    cache: str | None = None,
+) -> None:
+    """Answer with one whole body."""
+    headers = [
+        (b"content-type", content_type.encode()),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    if allow is not None:
+        headers.append((b"allow", allow.encode()))
+    if cache is not None:
+        headers.append((b"cache-control", cache.encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def respond_json_error(
+    send: Send, status: int, message: str, *, allow: str | None = None
+) -> None:
+    """Answer ``{"error": message}`` with ``status``."""
+    body = json.dumps({"error": message}).encode() + b"\n"
+    await respond(send, status, body, content_type="application/json", allow=allow)
