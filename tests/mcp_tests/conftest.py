@@ -30,6 +30,7 @@ from typing import Any
 import attrs
 import pytest
 import trio
+from _cached_install import cache_root, install_once
 
 from operative import Conversation, Event, GenerateResponse, RunResult, ToolCall, open_run
 from operative.testing import ScriptedModel
@@ -51,38 +52,29 @@ def _unavailable(reason: str) -> None:
 
 
 def npm_install(target: Path, *packages: str, unavailable: Any = None) -> None:
-    """``npm install`` ``packages`` into ``target`` (the tests' cache): into a staging
-    folder first, renamed into place, so concurrent runs never see half an install.
+    """``npm install`` ``packages`` into ``target`` (the tests' cache), once per machine.
     A failure is ``unavailable`` (a skip, or a failure under CI)."""
-    fail = unavailable or _unavailable
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = target.with_name(f"{target.name}.{os.getpid()}")
-    done = subprocess.run(
-        ["npm", "install", "--prefix", str(staging), "--no-audit", "--no-fund", *packages],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+    install_once(
+        target,
+        lambda staging: [
+            "npm",
+            "install",
+            "--prefix",
+            str(staging),
+            "--no-audit",
+            "--no-fund",
+            *packages,
+        ],
+        what=" ".join(packages),
+        unavailable=unavailable or _unavailable,
     )
-    if done.returncode != 0:
-        shutil.rmtree(staging, ignore_errors=True)
-        fail(f"npm could not install {' '.join(packages)}: {done.stderr.strip()[-500:]}")
-    try:
-        staging.rename(target)
-    except OSError:  # another run installed it first
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def _cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "operative-tests" / "npm"
 
 
 @pytest.fixture(scope="session")
 def everything_script() -> Path:
     """server-everything's entry point (installed with npm into the cache on first use)."""
     name, _, version = EVERYTHING.rpartition("@")
-    target = _cache_root() / f"server-everything-{version}"
+    target = cache_root() / "npm" / f"server-everything-{version}"
     script = target / "node_modules" / name / "dist" / "index.js"
     if shutil.which("node") is None or shutil.which("npm") is None:
         _unavailable("node and npm are not on PATH")

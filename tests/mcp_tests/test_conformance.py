@@ -35,6 +35,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from _cached_install import cache_root
 
 from .conftest import npm_install
 
@@ -145,9 +146,8 @@ def _unavailable(reason: str) -> None:
 
 def cache_dir() -> Path:
     """Where the suite and its Node are installed (``.ci/run`` installs here too)."""
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     version = CONFORMANCE.rpartition("@")[2]
-    return Path(base) / "operative-tests" / "npm" / f"conformance-{version}"
+    return cache_root() / "npm" / f"conformance-{version}"
 
 
 class Suite:

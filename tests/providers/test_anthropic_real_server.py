@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -29,6 +28,7 @@ import trio
 pytest.importorskip("anthropic")
 
 import anthropic
+from _cached_install import cache_root, install_once
 
 from operative import Conversation, GenerateRequest, create_agent, tool
 from operative.providers import Delta, ProviderAuthenticationError
@@ -40,21 +40,21 @@ KATAN = "llm-katan==0.22.0"
 _RUNNING = re.compile(rb"Uvicorn running on (http://127\.0\.0\.1:\d+)")
 
 
-def _cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "operative-tests"
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
 def katan_path() -> Path:
     """A directory holding llm-katan and its dependencies (installed on first use)."""
-    target = _cache_root() / KATAN.replace("==", "-")
+    target = cache_root() / KATAN.replace("==", "-")
     if (target / "llm_katan").is_dir():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = target.with_name(f"{target.name}.{os.getpid()}")
-    done = subprocess.run(
-        [
+    install_once(
+        target,
+        lambda staging: [
             sys.executable,
             "-m",
             "pip",
@@ -66,21 +66,9 @@ def katan_path() -> Path:
             str(staging),
             KATAN,
         ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+        what=KATAN,
+        unavailable=_unavailable,
     )
-    if done.returncode != 0:
-        shutil.rmtree(staging, ignore_errors=True)
-        reason = f"could not install {KATAN}: {done.stderr.strip()[-500:]}"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    try:
-        staging.rename(target)
-    except OSError:  # another run installed it first
-        shutil.rmtree(staging, ignore_errors=True)
     return target
 
 

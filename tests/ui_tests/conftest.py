@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 
 import pytest
 import trio
+from _cached_install import cache_root, install_once
 from hypercorn.config import Config
 from hypercorn.trio import serve
 
@@ -33,11 +33,6 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-def _cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "operative-tests" / "npm"
-
-
 @pytest.fixture(scope="session")
 def ui_node_modules() -> Path:
     """The ``node_modules`` holding the pinned clients (``npm ci`` on first use)."""
@@ -45,31 +40,17 @@ def ui_node_modules() -> Path:
         _unavailable("node and npm are not on PATH")
     lock = (NODE_DIR / "package-lock.json").read_bytes()
     digest = hashlib.sha256(lock + (NODE_DIR / "package.json").read_bytes()).hexdigest()[:16]
-    target = _cache_root() / f"ui-{digest}"
+    target = cache_root() / "npm" / f"ui-{digest}"
     modules = target / "node_modules"
     if (modules / "ai" / "package.json").is_file():
         return modules
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = target.with_name(f"{target.name}.{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
-    for name in ("package.json", "package-lock.json"):
-        shutil.copy(NODE_DIR / name, staging / name)
-    done = subprocess.run(
-        ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-        cwd=staging,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+    install_once(
+        target,
+        lambda _: ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+        what="the ui clients with npm",
+        unavailable=_unavailable,
+        files=[NODE_DIR / "package.json", NODE_DIR / "package-lock.json"],
     )
-    if done.returncode != 0:
-        shutil.rmtree(staging, ignore_errors=True)
-        _unavailable(f"npm could not install the ui clients: {done.stderr.strip()[-500:]}")
-    try:
-        staging.rename(target)
-    except OSError:  # another run installed them first
-        shutil.rmtree(staging, ignore_errors=True)
     return modules
 
 
