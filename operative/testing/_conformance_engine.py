@@ -33,7 +33,7 @@ from ..durable import (
     RunOutcome,
     Started,
 )
-from ._conformance_store import expect, expect_equal
+from ._conformance_checks import expect, expect_equal
 
 __all__ = ["EngineConformance"]
 

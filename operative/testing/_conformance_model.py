@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
-from ..kvstore import ANY, Delete, Operation, Put
+from .._core._errors import ConflictError
+from ..kvstore import ANY, ConditionalTextValueStore, Delete, Operation, Put
 
-__all__ = ["Get", "Outcome", "Step", "linearize", "model_apply"]
+__all__ = ["Get", "Outcome", "Step", "draw_step", "linearize", "model_apply", "perform"]
 
 State = dict[str, tuple[str, int]]
 """key -> (value, version)."""
@@ -77,3 +79,35 @@ def linearize(
             if current == final:
                 return current
     return None
+
+
+def draw_step(data: Any, st: Any, model: State, keys: list[str], value: str) -> Step:
+    """A read, or a batch over one or two keys with plausible expected versions."""
+    if data.draw(st.integers(0, 3), label="read?") == 0:
+        return Get(data.draw(st.sampled_from(keys), label="key"))
+    chosen = data.draw(st.lists(st.sampled_from(keys), min_size=1, max_size=2, unique=True))
+    ops: list[Put | Delete] = []
+    for key in chosen:
+        current = model[key][1] if key in model else None
+        expected = data.draw(
+            st.sampled_from([current, current, None, ANY, 1, (current or 0) + 1]), label="expected"
+        )
+        if data.draw(st.integers(0, 3), label="delete?") == 0:
+            ops.append(Delete(key=key, expected_version=expected))
+        else:
+            ops.append(Put(key=key, value=value, expected_version=expected))
+    return tuple(ops)
+
+
+async def perform(
+    store: ConditionalTextValueStore, step: Step, outcomes: list[Outcome], index: int
+) -> None:
+    """Run ``step`` and put what it gave at ``outcomes[index]``."""
+    if isinstance(step, Get):
+        found = await store.get(step.key)
+        outcomes[index] = ("read", None) if found is None else ("read", found.value, found.version)
+        return
+    try:
+        outcomes[index] = ("ok", tuple(await store.conditional_batch(list(step))))
+    except ConflictError as error:
+        outcomes[index] = ("conflict", error.key, error.expected, error.actual)

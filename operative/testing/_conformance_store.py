@@ -14,84 +14,12 @@ import pytest
 import trio
 import trio.testing
 
-from .._core._errors import ConflictError, CorruptRecordError, InvalidArgument, OperativeError
-from ..kvstore import ANY, ConditionalTextValueStore, Delete, ExpectedVersion, Put, Versioned
-from ._conformance_model import Get, Outcome, State, Step, linearize
+from .._core._errors import ConflictError, CorruptRecordError, InvalidArgument
+from ..kvstore import ANY, ConditionalTextValueStore, Delete, Put, Versioned
+from ._conformance_checks import CHILD, expect, expect_conflict, expect_equal, increments
+from ._conformance_model import Outcome, State, draw_step, linearize, perform
 
 __all__ = ["StoreConformance"]
-
-
-def expect(condition: bool, message: str) -> None:
-    """Fail the check with ``message`` (a readable failure without pytest's rewriting)."""
-    if not condition:
-        raise AssertionError(message)
-
-
-def expect_equal(actual: object, expected: object, what: str) -> None:
-    """Fail unless ``actual == expected``, showing both."""
-    if actual != expected:
-        raise AssertionError(f"{what}: expected {expected!r}, got {actual!r}")
-
-
-async def expect_conflict(
-    store: ConditionalTextValueStore,
-    ops: Sequence[Put | Delete],
-    key: str,
-    expected: ExpectedVersion,
-    actual: int | None,
-) -> None:
-    """The batch raises a ConflictError naming ``key``, ``expected`` and ``actual``."""
-    try:
-        await store.conditional_batch(ops)
-    except ConflictError as error:
-        expect(isinstance(error, OperativeError), "ConflictError must be operative's own")
-        expect_equal(
-            (error.key, error.expected, error.actual),
-            (key, expected, actual),
-            f"the ConflictError of {list(ops)!r} (key, expected, actual)",
-        )
-        expect(repr(key) in str(error), f"the ConflictError's message names {key!r}: {error}")
-        return
-    raise AssertionError(f"{list(ops)!r} was written: expected a ConflictError on {key!r}")
-
-
-async def increment(store: ConditionalTextValueStore, key: str) -> None:
-    """Read-modify-write one counter, retrying on conflict."""
-    while True:
-        current = await store.get(key)
-        value = 1 if current is None else int(current.value) + 1
-        expected = None if current is None else current.version
-        try:
-            await store.conditional_batch(
-                [Put(key=key, value=str(value), expected_version=expected)]
-            )
-        except ConflictError:
-            continue
-        return
-
-
-_CHILD = """
-import sys, trio
-from operative.kvstore import ConflictError, Put
-{opener}
-
-async def main():
-    async with store:
-        done = 0
-        while done < {each}:
-            current = await store.get("counter")
-            value = 1 if current is None else int(current.value) + 1
-            expected = None if current is None else current.version
-            try:
-                await store.conditional_batch(
-                    [Put(key="counter", value=str(value), expected_version=expected)]
-                )
-            except ConflictError:
-                continue
-            done += 1
-
-trio.run(main)
-"""
 
 
 class StoreConformance:
@@ -468,7 +396,7 @@ class StoreConformance:
         async def body(store: ConditionalTextValueStore) -> None:
             async with trio.open_nursery() as nursery:
                 for _ in range(10):
-                    nursery.start_soon(_increments, store, 10)
+                    nursery.start_soon(increments, store, 10)
             final = await store.get("counter")
             expect(final is not None, "the counter is missing")
             assert final is not None
@@ -485,7 +413,7 @@ class StoreConformance:
         command = [
             sys.executable,
             "-c",
-            _CHILD.format(opener=textwrap.dedent(opener), each=self.increments_per_process),
+            CHILD.format(opener=textwrap.dedent(opener), each=self.increments_per_process),
         ]
 
         async def body(store: ConditionalTextValueStore) -> None:
@@ -580,13 +508,13 @@ class StoreConformance:
             for round_number in range(data.draw(st.integers(1, 6), label="rounds")):
                 count = data.draw(st.integers(1, 3), label="steps")
                 steps = [
-                    _draw_step(data, st, model, keys, f"v{round_number}.{index}")
+                    draw_step(data, st, model, keys, f"v{round_number}.{index}")
                     for index in range(count)
                 ]
                 outcomes: list[Outcome] = [()] * len(steps)
                 async with trio.open_nursery() as nursery:
                     for index, step in enumerate(steps):
-                        nursery.start_soon(_perform, store, step, outcomes, index)
+                        nursery.start_soon(perform, store, step, outcomes, index)
                 final: State = {
                     k: (v.value, v.version) for k, v in (await store.get_many(keys)).items()
                 }
@@ -611,40 +539,3 @@ class StoreConformance:
                 expect_equal(listed, sorted(model), f"paging {prefix!r} {page} at a time")
         finally:
             await store.aclose()
-
-
-async def _increments(store: ConditionalTextValueStore, count: int) -> None:
-    for _ in range(count):
-        await increment(store, "counter")
-
-
-def _draw_step(data: Any, st: Any, model: State, keys: list[str], value: str) -> Step:
-    """A read, or a batch over one or two keys with plausible expected versions."""
-    if data.draw(st.integers(0, 3), label="read?") == 0:
-        return Get(data.draw(st.sampled_from(keys), label="key"))
-    chosen = data.draw(st.lists(st.sampled_from(keys), min_size=1, max_size=2, unique=True))
-    ops: list[Put | Delete] = []
-    for key in chosen:
-        current = model[key][1] if key in model else None
-        expected = data.draw(
-            st.sampled_from([current, current, None, ANY, 1, (current or 0) + 1]), label="expected"
-        )
-        if data.draw(st.integers(0, 3), label="delete?") == 0:
-            ops.append(Delete(key=key, expected_version=expected))
-        else:
-            ops.append(Put(key=key, value=value, expected_version=expected))
-    return tuple(ops)
-
-
-async def _perform(
-    store: ConditionalTextValueStore, step: Step, outcomes: list[Outcome], index: int
-) -> None:
-    """Run ``step`` and put what it gave at ``outcomes[index]``."""
-    if isinstance(step, Get):
-        found = await store.get(step.key)
-        outcomes[index] = ("read", None) if found is None else ("read", found.value, found.version)
-        return
-    try:
-        outcomes[index] = ("ok", tuple(await store.conditional_batch(list(step))))
-    except ConflictError as error:
-        outcomes[index] = ("conflict", error.key, error.expected, error.actual)
