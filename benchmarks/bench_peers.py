@@ -458,10 +458,13 @@ def child_memory(adapter: ModuleType, runs: int, top: int) -> dict[str, Any]:
     run = adapter.make_steps(CONCURRENT_STEPS, MODEL_LATENCY)
     state = {"in_flight": 0, "started": 0, "done": 0}
     found: dict[str, Any] = {}
+    all_started: list[Any] = []  # the runner's Event, made inside its event loop
 
     async def tracked() -> None:
         state["in_flight"] += 1
         state["started"] += 1
+        if state["started"] == runs:
+            all_started[0].set()
         try:
             await run()
         finally:
@@ -470,33 +473,30 @@ def child_memory(adapter: ModuleType, runs: int, top: int) -> dict[str, Any]:
 
     def measure() -> None:
         # Taken inside the event loop while the runs are suspended in their model calls.
-        snapshot = tracemalloc.take_snapshot()
-        in_flight = state["in_flight"]
-        census = _type_census()
         found.update(
-            in_flight=in_flight,
+            in_flight=state["in_flight"],
             done_before=state["done"],
-            snapshot=snapshot,
-            census=census,
+            snapshot=tracemalloc.take_snapshot(),
+            census=_type_census(),
         )
 
     async def trio_main() -> None:
         import trio
 
+        all_started.append(trio.Event())
         async with trio.open_nursery() as nursery:
             for _ in range(runs):
                 nursery.start_soon(tracked)
-            while state["started"] < runs:
-                await trio.sleep(0)
+            await all_started[0].wait()
             await trio.sleep(2 * MODEL_LATENCY)
             measure()
 
     async def asyncio_main() -> None:
+        all_started.append(asyncio.Event())
         async with asyncio.TaskGroup() as group:
             for _ in range(runs):
                 group.create_task(tracked())
-            while state["started"] < runs:
-                await asyncio.sleep(0)
+            await all_started[0].wait()
             await asyncio.sleep(2 * MODEL_LATENCY)
             measure()
 
@@ -516,9 +516,7 @@ def child_memory(adapter: ModuleType, runs: int, top: int) -> dict[str, Any]:
         raise RuntimeError(f"{adapter.NAME}: no run in flight when the snapshot was taken")
     ignore = [tracemalloc.Filter(False, tracemalloc.__file__)]
     diff = (
-        found["snapshot"]
-        .filter_traces(ignore)
-        .compare_to(before.filter_traces(ignore), "lineno")
+        found["snapshot"].filter_traces(ignore).compare_to(before.filter_traces(ignore), "lineno")
     )
     by_origin: dict[str, float] = {}
     by_line: list[tuple[float, int, str]] = []
