@@ -19,17 +19,32 @@ the floor on Trio.
 3. **Concurrency.** 2,000 and 10,000 runs of 5 steps (4 tool calls, then an answer), the
    model sleeping 20 ms of real time per call, all started at once (a Trio nursery, an
    asyncio ``TaskGroup``). Wall time, runs/s, process CPU time, and peak RSS growth
-   (``VmHWM`` over the RSS before the batch) per in-flight run. One batch per size.
-4. **Import time.** Best of ``--imports`` (7) fresh interpreters importing what a program
-   needs to build an agent with a tool on that system.
+   (``VmHWM`` over the RSS before the batch) per in-flight run. One batch per size; the
+   floor's and operative's smaller batch in three fresh processes each, in turn, so
+   their ratio has a spread.
+4. **Import time.** ``--imports`` (7) rounds of one fresh interpreter per system, in
+   turn, importing what a program needs to build an agent with a tool on that system:
+   the best time, and the per-round ratio to ``import trio`` (median and range).
 5. **Durable checkpoint overhead per step.** operative on SQLite and PostgreSQL (through
    ``bench_durable.py``'s machinery: a throwaway local cluster with ``fsync=off``) next to
    langgraph's ``AsyncSqliteSaver`` (``langgraph-checkpoint-sqlite``) and ``InMemorySaver``:
    the 20-step run per step, minus the same run without persistence, over 20 steps.
+6. **Same-process batches and the GC share** (floor and operative). The 2,000-run batch
+   of both in one process, in five rounds, each batch with the cyclic GC on and then off:
+   the per-round wall-time ratio, and the share of the batch's CPU time the GC takes
+   (``gc.callbacks`` timing, and the CPU time saved by ``gc.disable()``).
+7. **Memory per in-flight run** (floor and operative). 500 concurrent runs, each system
+   in a fresh process: ``tracemalloc`` bytes held per in-flight run by allocating file
+   (operative, trio, the benchmark's model and tools, the standard library, ...) and
+   line, and GC-tracked objects per run by type (``gc.get_objects()``).
+
+The per-step figures also come as per-round ratios (median and range over the rounds),
+for the 20-step run and for the 1-step run (the fixed cost of a run).
 
 Systems whose packages are missing are skipped and named in the notes. ``--json PATH``
-writes every figure; ``--markdown PATH`` a table of ratios to the floor; ``--plot PATH`` a
-PNG of per-step overhead and memory per run (matplotlib). ``--quick`` is a smoke run.
+writes every figure (``benchmarks/report.py`` renders it); ``--markdown PATH`` the tables
+of ratios to the floor; ``--plot PATH`` a PNG of per-step overhead and memory per run
+(matplotlib). ``--quick`` is a smoke run.
 
 Usage::
 
@@ -316,14 +331,18 @@ def _batch(adapter: ModuleType, run: Callable[[], Coroutine[Any, Any, Any]], n: 
 
 BATCH_ROUNDS = 5
 """Rounds of the same-process batch comparison (``child_batch_rounds``)."""
+FRESH_ROUNDS = 3
+"""Fresh processes each for the floor's and operative's smallest batch (peak RSS)."""
+MEMORY_RUNS = 500
+"""Concurrent runs whose memory ``child_memory`` takes apart."""
 
 
 def child_batch_rounds(names: Sequence[str], runs: int, rounds: int) -> dict[str, Any]:
     """Batches of ``runs`` concurrent 5-step runs, every system in one process, in rounds;
     each round runs every system's batch with the cyclic GC on and then off.
 
-    The GC share of a batch is measured twice: the time between ``gc.callbacks``' start
-    and stop of every collection over the batch's process CPU time, and one minus the
+    The GC share of a batch is measured twice: the CPU time between ``gc.callbacks``'
+    start and stop of every collection over the batch's process CPU time, and one minus the
     CPU time of the same batch with ``gc.disable()`` over the CPU time with it on. Peak
     RSS cannot be read here (``VmHWM`` only grows), so memory comes from the fresh
     processes of the concurrency scenario and ``child_memory``.
@@ -334,10 +353,11 @@ def child_batch_rounds(names: Sequence[str], runs: int, rounds: int) -> dict[str
     started = [0.0]
 
     def on_gc(phase: str, info: dict[str, Any]) -> None:
+        # CPU time, as the batch's: on a loaded machine wall time would count preemption.
         if phase == "start":
-            started[0] = time.perf_counter()
+            started[0] = time.process_time()
         else:
-            gc_time[0] += time.perf_counter() - started[0]
+            gc_time[0] += time.process_time() - started[0]
 
     for name in names:
         _batch(adapters[name], made[name], 10)  # warm-up
@@ -835,8 +855,11 @@ DURABLE_HEADER = [
 
 
 def markdown(results: dict[str, Any]) -> str:
+    """``peers.md``: the tables ``report.py`` renders from these results, and the method."""
+    import report
+
     m = results["machine"]
-    header, rows = headline_rows(results)
+    found = report.Results.of({"peers": results})
     lines = [
         "# operative against the field",
         "",
@@ -853,9 +876,9 @@ def markdown(results: dict[str, Any]) -> str:
         "Ratios are to the floor: a bare hand-written Trio loop over plain dicts doing the same "
         "work. Every tool execution is counted and checked against the work asked for.",
         "",
-        "| " + " | ".join(header) + " |",
-        "| " + " | ".join("---" for _ in header) + " |",
-        *("| " + " | ".join(row) + " |" for row in rows),
+        report.render("peers", found),
+        "",
+        report.render("batches", found),
         "",
         f"- µs/step: median of {results['per_step']['floor']['repetitions']} "
         f"{STEPS}-step runs (one `add` tool call per step, then an answer), set-up amortised "
@@ -874,7 +897,8 @@ def markdown(results: dict[str, Any]) -> str:
         "run's footprint. The stop takes effect when the event loop next gets control; "
         "the process then reports and exits without unwinding the runs. A system whose "
         "smaller batch was stopped does not run the larger one (`not run`).",
-        f"- Import: best of {results['import_attempts']} fresh interpreters.",
+        f"- Import: {results['import_attempts']} rounds of one fresh interpreter per system, "
+        "in turn; the best time, and the median and range of the per-round ratios.",
         "",
         "## Durable checkpoint overhead per step",
         "",
@@ -886,6 +910,8 @@ def markdown(results: dict[str, Any]) -> str:
         "persistence. operative's PostgreSQL is a throwaway local cluster with `fsync=off`; "
         "SQLite on both sides is a local file (operative: WAL, `synchronous=NORMAL`).",
     ]
+    for name in ("fixed-cost", "import", "gc", "memory"):
+        lines += ["", f"## {report.SECTIONS[name][0]}", "", report.render(name, found)]
     if results["notes"]:
         lines += ["", "## Notes", ""] + [f"- {note}" for note in results["notes"]]
     return "\n".join(lines) + "\n"
@@ -973,9 +999,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     warmup = 1 if args.quick else 10
     batches = args.batches or ([50] if args.quick else [2000, 10000])
     attempts = args.imports or (2 if args.quick else 7)
-    fresh_rounds = 1 if args.quick else 3
+    fresh_rounds = 1 if args.quick else FRESH_ROUNDS
     batch_rounds = 1 if args.quick else BATCH_ROUNDS
-    memory_runs = 50 if args.quick else 500
+    memory_runs = 50 if args.quick else MEMORY_RUNS
     args.batch_limit = args.batch_limit or (20.0 if args.quick else BATCH_LIMIT)
     results_limit = args.batch_limit
 

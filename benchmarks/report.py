@@ -131,6 +131,20 @@ class Results:
             except (OSError, ValueError) as exc:
                 self.why_missing[name] = f"`{name}.json` could not be read ({exc})"
 
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> Results:
+        """Results already in memory (``{"peers": {...}}``): what a benchmark renders
+        from the figures it has just measured; the files not given are "not written"."""
+        found = cls.__new__(cls)
+        found.directory = Path(".")
+        found.data = dict(data)
+        found.why_missing = {
+            name: f"`{name}.json` was not written (bench_{name}.py not run)"
+            for name in SOURCES
+            if name not in data
+        }
+        return found
+
     def get(self, source: str, *path: str) -> Any:
         if source not in self.data:
             raise Missing(self.why_missing[source])
@@ -609,8 +623,9 @@ def _peer_row(r: Results, s: str, size: str) -> list[str]:
         ("us_per_step", "x_floor_per_step"),
         ("us_run_1_step", "x_floor_run_1_step"),
     ):
-        value = figure(per[key]).median
-        floor_value = _maybe(floor_per.get(key))
+        # The median of the rounds' medians when there are rounds, as the ratios are.
+        value = figure(per.get(f"{key}_rounds", per[key])).median
+        floor_value = _maybe(floor_per.get(f"{key}_rounds", floor_per.get(key)))
         ratio = _ratio_or_plain(
             per.get(spread_key), value, floor_value.median if floor_value else None
         )
@@ -631,14 +646,16 @@ def _peer_row(r: Results, s: str, size: str) -> list[str]:
         if c.get("stopped_after_s"):
             cells.append(f"> {c['stopped_after_s']:.0f} (stopped, {c['finished']:,} done)")
         else:
+            wall = figure(c.get("wall_s_rounds", c["wall_s"])).median
             ratio = _maybe(c.get("x_floor_wall"))
             if ratio is None and floor.get("wall_s"):
                 ratio = Figure(c["wall_s"] / floor["wall_s"])
-            cells.append(with_ratio(number(c["wall_s"]), ratio, is_floor))
+            cells.append(with_ratio(number(wall), ratio, is_floor))
+        kib = figure(c.get("kib_per_run_rounds", c["kib_per_run"])).median
         ratio = _maybe(c.get("x_floor_kib_per_run"))
         if ratio is None and floor.get("kib_per_run"):
             ratio = Figure(c["kib_per_run"] / floor["kib_per_run"])
-        cells.append(with_ratio(number(c["kib_per_run"], 1), ratio, is_floor))
+        cells.append(with_ratio(number(kib, 1), ratio, is_floor))
     imp = peers.get("import", {}).get(s)
     best = peers.get("import_ms", {})
     if imp:
@@ -777,10 +794,10 @@ def render_gc(r: Results) -> str:
             *table(header, rows),
             "",
             f"One process, {plural(b['rounds'], 'round')} of each batch with the cyclic GC on "
-            "and then off (the heap frozen after start-up). GC share: the time `gc.callbacks` sees "
-            "between each collection's start and stop over the batch's CPU time, and one "
-            "minus the CPU time with `gc.disable()` over the CPU time with it on (that one "
-            "also counts what collections do to the caches).",
+            "and then off (the heap frozen after start-up). GC share: the CPU time "
+            "`gc.callbacks` sees between each collection's start and stop over the batch's "
+            "CPU time, and one minus the CPU time with `gc.disable()` over the CPU time with "
+            "it on (that one also counts what collections do to the caches).",
         ]
     )
 
