@@ -356,6 +356,33 @@ GOALS: tuple[Goal, ...] = (
                 _text("peers", ("batch_rounds", "operative", "wall_s"), " s"),
             ),
             Candidate(
+                "peers",
+                "bench_peers.py, fresh processes in turn",
+                lambda r: r.fig(
+                    "peers", "concurrency", _peers_first_batch(r), "operative", "x_floor_wall"
+                ),
+                lambda r: (
+                    spread_text(
+                        r.fig(
+                            "peers", "concurrency", _peers_first_batch(r), "floor", "wall_s_rounds"
+                        )
+                    )
+                    + " s"
+                ),
+                lambda r: (
+                    spread_text(
+                        r.fig(
+                            "peers",
+                            "concurrency",
+                            _peers_first_batch(r),
+                            "operative",
+                            "wall_s_rounds",
+                        )
+                    )
+                    + " s"
+                ),
+            ),
+            Candidate(
                 "loop",
                 "bench_loop.py, fresh processes",
                 _fig("loop", "concurrency", "operative", "x_floor_wall"),
@@ -498,6 +525,23 @@ GOALS: tuple[Goal, ...] = (
                     _text("durable", ("per_step", "memory", "us_per_step"), " µs/step in memory"),
                     _text("durable", ("per_step", backend, "overhead_us_per_step"), " µs"),
                 ),
+                Candidate(
+                    "peers",
+                    "bench_peers.py (bench_durable.py's measurement, fewer runs)",
+                    _fig(
+                        "peers", "durable", "operative", "per_step", backend, "overhead_us_per_step"
+                    ),
+                    _text(
+                        "peers",
+                        ("durable", "operative", "per_step", "memory", "us_per_step"),
+                        " µs/step in memory",
+                    ),
+                    _text(
+                        "peers",
+                        ("durable", "operative", "per_step", backend, "overhead_us_per_step"),
+                        " µs",
+                    ),
+                ),
             ),
         )
         for backend, target in (("sqlite", 150.0), ("postgres", 600.0))
@@ -505,11 +549,42 @@ GOALS: tuple[Goal, ...] = (
 )
 
 
+def _peers_plain(goal_name: str) -> Candidate:
+    """The ratio of medians from a ``peers.json`` without per-round ratios (an older
+    shape, or a run with one round): the last resort for the ratio goals."""
+
+    def size(r: Results) -> str:
+        return _peers_first_batch(r)
+
+    paths: dict[str, tuple[Callable[[Results], tuple[str, ...]], str, str]] = {
+        GOALS[0].name: (lambda r: ("per_step",), "us_per_step", " µs"),
+        GOALS[1].name: (lambda r: ("concurrency", size(r)), "wall_s", " s"),
+        GOALS[2].name: (lambda r: ("concurrency", size(r)), "kib_per_run", " KiB"),
+        GOALS[3].name: (lambda r: ("per_step",), "us_run_1_step", " µs"),
+        GOALS[4].name: (lambda r: ("import_ms",), "", " ms"),
+    }
+    prefix, key, unit = paths[goal_name]
+
+    def path(r: Results, system: str) -> tuple[str, ...]:
+        return (*prefix(r), system, key) if key else (*prefix(r), system)
+
+    return Candidate(
+        "peers",
+        "bench_peers.py (ratio of medians, no rounds)",
+        lambda r: Figure(
+            r.fig("peers", *path(r, "operative")).median / r.fig("peers", *path(r, "floor")).median
+        ),
+        lambda r: spread_text(r.fig("peers", *path(r, "floor"))) + unit,
+        lambda r: spread_text(r.fig("peers", *path(r, "operative"))) + unit,
+    )
+
+
 def choose(goal: Goal, r: Results) -> tuple[Candidate, Figure]:
     """The first candidate with a spread over rounds, else the first with a figure."""
     found: list[tuple[Candidate, Figure]] = []
     reasons: list[str] = []
-    for candidate in goal.candidates:
+    extra = (_peers_plain(goal.name),) if goal.kind == "ratio" else ()
+    for candidate in (*goal.candidates, *extra):
         try:
             found.append((candidate, candidate.ratio(r)))
         except Missing as exc:

@@ -228,11 +228,17 @@ def test_missing_files_and_sections_render_as_not_measured_with_the_reason(
     assert "*not measured: `peers.json` has no `batch_rounds`*" in summary
     assert "*not measured: `durable.json` has no `concurrency`*" in summary
     assert "`loop.json` was not written (bench_loop.py not run)" in summary
-    # Without the same-process batch, the wall-time goal falls back to bench_loop; without
-    # loop.json either, it says why for every candidate.
+    # Without the same-process batch, the wall-time goal falls back to the fresh processes'
+    # ratio; without those either (and no loop.json), it says why for every candidate.
     row = _goal(summary, "2,000 concurrent 5-step runs, wall time")
+    assert row[4] == "1.20× (1.10–1.30)"
+    assert row[5] == "bench_peers.py, fresh processes in turn"
+    del sample["peers"]["concurrency"]
+    _write(tmp_path, {"peers": sample["peers"]})
+    row = _goal(report.summary(report.Results(tmp_path)), "2,000 concurrent 5-step runs, wall time")
     assert row[4] == "not measured"
     assert "no `batch_rounds`" in row[5]
+    assert "no `concurrency`" in row[5]
     assert "`loop.json` was not written" in row[5]
     # A figure of the wrong type is reported, not rendered.
     sample["durable"]["per_step"]["sqlite"]["overhead_us_per_step"] = "fast"
