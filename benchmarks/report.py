@@ -252,6 +252,16 @@ def attempt(render: Callable[..., str], *args: Any, fallback: str = NOT_MEASURED
         return render(*args)
     except Missing as exc:
         return fallback if fallback == "–" else f"{fallback}: {exc}"
+    except SHAPE_ERRORS as exc:
+        return fallback if fallback == "–" else f"{fallback}: unexpected JSON ({_shape(exc)})"
+
+
+SHAPE_ERRORS = (KeyError, TypeError, ValueError, IndexError, AttributeError, ZeroDivisionError)
+"""What reading a JSON of another shape than the documented one raises in a renderer."""
+
+
+def _shape(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
 
 
 # --------------------------------------------------------------------------------------
@@ -589,6 +599,8 @@ def choose(goal: Goal, r: Results) -> tuple[Candidate, Figure]:
             found.append((candidate, candidate.ratio(r)))
         except Missing as exc:
             reasons.append(str(exc))
+        except SHAPE_ERRORS as exc:
+            reasons.append(f"`{candidate.source}.json`: unexpected JSON ({_shape(exc)})")
     for candidate, fig in found:
         if fig.has_spread:
             return candidate, fig
@@ -1095,6 +1107,8 @@ def render(name: str, r: Results) -> str:
         return SECTIONS[name][1](r).rstrip("\n")
     except Missing as exc:
         return f"*{NOT_MEASURED}: {exc}*"
+    except SHAPE_ERRORS as exc:
+        return f"*{NOT_MEASURED}: the JSON is not in the shape this section reads ({_shape(exc)})*"
 
 
 def summary(r: Results) -> str:

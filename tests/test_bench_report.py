@@ -248,6 +248,22 @@ def test_missing_files_and_sections_render_as_not_measured_with_the_reason(
     assert "not str" in row[5]
 
 
+def test_a_section_of_another_shape_renders_as_not_measured(tmp_path: Path) -> None:
+    """Another script's JSON may change shape; the report says so instead of stopping."""
+    sample = _sample()
+    sample["peers"]["memory"]["operative"] = {"bytes": 1}
+    sample["peers"]["import"]["operative"] = ["not", "a", "dict"]
+    results = report.Results(_write(tmp_path, sample))
+    assert report.render("memory", results) == (
+        "*not measured: the JSON is not in the shape this section reads "
+        "(KeyError: 'by_origin_bytes_per_run')*"
+    )
+    assert report.render("import", results).startswith("*not measured: the JSON is not in")
+    summary = report.summary(results)  # everything else still renders
+    assert "## Goals" in summary
+    assert "| floor | 0.50 (0.45–0.55) |" in summary
+
+
 def test_goal_falls_back_to_a_plain_ratio_without_spreads(tmp_path: Path) -> None:
     sample = _sample()
     results = report.Results(_write(tmp_path, {"loop": sample["loop"]}))
