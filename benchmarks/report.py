@@ -27,14 +27,15 @@ process, summarised as a spread. The keys read, by file (``?`` marks an optional
 ``import.json`` (``bench_import.py --json``)
     the shape of ``peers.json``'s ``import``: ``{floor,operative}.ms`` (a figure; the
     floor is ``import trio``), ``operative.x_floor`` (spread of per-round ratios),
-    ``{floor,operative}.statement?``, ``attempts?``.
+    ``{floor,operative}.statement?``, ``{floor,operative}.best_ms?``, ``attempts?``.
 ``peers.json`` (``bench_peers.py --json``)
     ``systems``; ``per_step.<system>.us_per_step``, ``.us_run_1_step``,
     ``.x_floor_per_step``, ``.x_floor_run_1_step``, ``.us_per_step_rounds``,
     ``.us_run_1_step_rounds``; ``parallel.<system>.wall_s``, ``.parallel``;
     ``batch_sizes``; ``concurrency.<runs>.<system>`` (``wall_s``, ``kib_per_run``,
     ``stopped_after_s``, ``finished``, ``not_run_after``, ``x_floor_wall?``,
-    ``x_floor_kib_per_run?``, ``fresh_rounds?``); ``batch_rounds.{runs, rounds}`` and
+    ``x_floor_kib_per_run?``, ``fresh_rounds?``, ``wall_s_rounds?``,
+    ``kib_per_run_rounds?``); ``batch_rounds.{runs, rounds}`` and
     ``batch_rounds.<system>.{wall_s, cpu_s, gc_s, gc_share_callbacks, gc_share_disabled,
     gc_collections_per_batch, x_floor_wall}``; ``memory.<system>.{in_flight,
     bytes_per_run, by_origin_bytes_per_run, top_types[{type, objects_per_run,
@@ -47,6 +48,15 @@ process, summarised as a spread. The keys read, by file (``?`` marks an optional
 
 Every file may carry ``machine``, ``date`` and ``quick``; the report names each file's
 date and says when a figure comes from a ``--quick`` smoke run.
+
+Each goal (``GOALS``) lists where its figures can come from, in order of preference; the
+report takes the first with a spread over rounds, else the first with a figure at all:
+µs per step and the one-step fixed cost from ``loop.json``'s ``x_floor_*`` spreads, then
+``peers.json``'s; the batch wall time from ``peers.json``'s ``batch_rounds`` (one
+process), then its fresh processes, then ``loop.json``; peak RSS per run from
+``peers.json``'s fresh processes, then ``loop.json``; the import ratio from
+``import.json``, then ``peers.json``; the durable overheads from ``durable.json``, then
+``peers.json``'s ``durable``.
 
 Usage::
 
