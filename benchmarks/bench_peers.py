@@ -1117,6 +1117,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     header, rows = headline_rows(results)
     print_table("operative against the field (ratios to the bare Trio floor)", header, rows)
     print_table("durable checkpoint overhead per step", DURABLE_HEADER, durable_rows(results))
+    import report
+
+    found = report.Results.of({"peers": results})
+    for name in ("fixed-cost", "import", "gc", "memory"):
+        print(f"\n{report.SECTIONS[name][0]}\n\n{report.render(name, found)}")
     for note in notes:
         print(f"\nnote: {note}")
     if args.json:

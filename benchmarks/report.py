@@ -1074,6 +1074,14 @@ def render_durable_concurrency(r: Results) -> str:
     return "\n".join(table(header, rows) + ([""] + [f"- {n}" for n in notes] if notes else []))
 
 
+def _fixed_ratio(system: str, per: dict[str, Any]) -> str:
+    if system == "floor":
+        return "1×"
+    if "x_floor_run_1_step" in per:
+        return ratio_text(figure(per["x_floor_run_1_step"]))
+    return "–"
+
+
 def render_fixed_cost(r: Results) -> str:
     rows = []
     for s in r.get("peers", "systems"):
@@ -1082,9 +1090,7 @@ def render_fixed_cost(r: Results) -> str:
             [
                 s,
                 spread_text(figure(per.get("us_run_1_step_rounds", per["us_run_1_step"]))),
-                ratio_text(figure(per["x_floor_run_1_step"]))
-                if "x_floor_run_1_step" in per
-                else "–",
+                _fixed_ratio(s, per),
                 number(per["us_per_step_marginal"], 1),
             ]
         )

@@ -211,6 +211,7 @@ def test_summary_renders_every_goal_from_sample_json(tmp_path: Path) -> None:
     assert "*not measured" not in summary
     assert "| floor | 0.50 (0.45–0.55) | 0.12 (0.10–0.17) | 40 | 25% (20–30%) |" in summary
     assert "| operative | 150 (135–180) | 18.0× (15.0–21.0) | 29.0 |" in summary
+    assert "| floor | 8.00 (7.20–9.60) | 1× | 12.0 |" in summary
     assert "| SQLite | 900 | 2,500 (2,400–2,600) | not measured |" in summary
     assert "| **total** (tracemalloc) | **4,000** | **15,000** (3.8×) |" in summary
 
