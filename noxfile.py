@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+
 import nox
 
 nox.options.sessions = ["lint", "typecheck", "tests", "docs"]
@@ -74,29 +77,58 @@ def docs(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """The benchmarks, reported as ratios to a bare Trio loop, and the peers compared."""
+    """The benchmarks, reported as ratios to a bare Trio loop, and the peers compared.
+
+    Each script that reports figures writes ``benchmarks/results/<name>.json``; then
+    ``benchmarks/report.py`` renders ``benchmarks/results/summary.md`` and the figures of
+    ``docs/comparison.md`` from those files, so every published figure comes from this
+    one run. ``nox -s bench -- --quick`` is a smoke run: every script in its quick mode,
+    the JSON, the summary and a copy of the page written to a temporary directory (the
+    published results are left alone). Other arguments go to ``bench_loop.py``.
+    """
     # The peer frameworks are installed here only, never in the project's own environment.
     session.install("-e", ".[dev]", *PEERS)
-    session.run("python", "benchmarks/bench_loop.py", *session.posargs)
-    session.run("python", "benchmarks/bench_codec.py")
-    session.run("python", "benchmarks/bench_providers.py")
-    session.run("python", "benchmarks/bench_durable.py")
+    quick = "--quick" in session.posargs
+    loop_args = [a for a in session.posargs if a != "--quick"]
+    smoke = ["--quick"] if quick else []
+    if quick:
+        results = os.path.join(session.create_tmp(), "results")
+        os.makedirs(results, exist_ok=True)
+        docs = os.path.join(results, "comparison.md")
+        shutil.copyfile("docs/comparison.md", docs)
+    else:
+        results, docs = "benchmarks/results", "docs/comparison.md"
+
+    def out(name: str, suffix: str = "json") -> str:
+        return os.path.join(results, f"{name}.{suffix}")
+
+    session.run("python", "benchmarks/bench_loop.py", *smoke, "--json", out("loop"), *loop_args)
+    session.run("python", "benchmarks/bench_codec.py", *smoke)
+    session.run("python", "benchmarks/bench_providers.py", *smoke)
+    session.run("python", "benchmarks/bench_durable.py", *smoke, "--json", out("durable"))
+    if os.path.exists("benchmarks/bench_import.py"):
+        session.run("python", "benchmarks/bench_import.py", *smoke, "--json", out("import"))
+    else:
+        session.log("benchmarks/bench_import.py does not exist: the import ratio comes from peers")
     session.run(
         "python",
         "benchmarks/bench_temporal.py",
+        *smoke,
         "--json",
-        "benchmarks/results/temporal.json",
+        out("temporal"),
         "--markdown",
-        "benchmarks/results/temporal.md",
+        out("temporal", "md"),
     )
-    session.run("python", "benchmarks/bench_instrumentation.py")
+    session.run("python", "benchmarks/bench_instrumentation.py", *smoke)
     session.run(
         "python",
         "benchmarks/bench_peers.py",
+        *smoke,
         "--json",
-        "benchmarks/results/peers.json",
+        out("peers"),
         "--markdown",
-        "benchmarks/results/peers.md",
+        out("peers", "md"),
         "--plot",
-        "benchmarks/results/peers.png",
+        out("peers", "png"),
     )
+    session.run("python", "benchmarks/report.py", "--results", results, "--docs", docs)

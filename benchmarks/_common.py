@@ -18,7 +18,9 @@ __all__ = [
     "machine",
     "median",
     "print_table",
+    "ratio_spread",
     "read_status_kib",
+    "spread",
     "write_json",
 ]
 
@@ -74,6 +76,31 @@ def read_status_kib(*fields: str) -> dict[str, int]:
 
 def median(values: Iterable[float]) -> float:
     return statistics.median(list(values))
+
+
+def spread(values: Iterable[float]) -> dict[str, float | int]:
+    """Median, min and max of samples (one per round), and how many there were.
+
+    This is the shape every ``{median, min, max, rounds}`` figure in the benchmarks' JSON
+    takes; ``benchmarks/report.py`` reads it (and a plain number) anywhere a figure goes.
+    """
+    found = list(values)
+    if not found:
+        raise ValueError("spread() of no samples")
+    return {
+        "median": statistics.median(found),
+        "min": min(found),
+        "max": max(found),
+        "rounds": len(found),
+    }
+
+
+def ratio_spread(values: Sequence[float], floors: Sequence[float]) -> dict[str, float | int]:
+    """The spread of per-round ratios ``values[i] / floors[i]``: each round's figure over
+    the floor measured in the same round, so a slow stretch of the machine cancels out."""
+    if len(values) != len(floors):
+        raise ValueError(f"{len(values)} rounds against {len(floors)} floor rounds")
+    return spread(v / f for v, f in zip(values, floors, strict=True))
 
 
 def print_table(title: str, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:

@@ -19,17 +19,32 @@ the floor on Trio.
 3. **Concurrency.** 2,000 and 10,000 runs of 5 steps (4 tool calls, then an answer), the
    model sleeping 20 ms of real time per call, all started at once (a Trio nursery, an
    asyncio ``TaskGroup``). Wall time, runs/s, process CPU time, and peak RSS growth
-   (``VmHWM`` over the RSS before the batch) per in-flight run. One batch per size.
-4. **Import time.** Best of ``--imports`` (7) fresh interpreters importing what a program
-   needs to build an agent with a tool on that system.
+   (``VmHWM`` over the RSS before the batch) per in-flight run. One batch per size; the
+   floor's and operative's smaller batch in three fresh processes each, in turn, so
+   their ratio has a spread.
+4. **Import time.** ``--imports`` (7) rounds of one fresh interpreter per system, in
+   turn, importing what a program needs to build an agent with a tool on that system:
+   the best time, and the per-round ratio to ``import trio`` (median and range).
 5. **Durable checkpoint overhead per step.** operative on SQLite and PostgreSQL (through
    ``bench_durable.py``'s machinery: a throwaway local cluster with ``fsync=off``) next to
    langgraph's ``AsyncSqliteSaver`` (``langgraph-checkpoint-sqlite``) and ``InMemorySaver``:
    the 20-step run per step, minus the same run without persistence, over 20 steps.
+6. **Same-process batches and the GC share** (floor and operative). The 2,000-run batch
+   of both in one process, in five rounds, each batch with the cyclic GC on and then off:
+   the per-round wall-time ratio, and the share of the batch's CPU time the GC takes
+   (``gc.callbacks`` timing, and the CPU time saved by ``gc.disable()``).
+7. **Memory per in-flight run** (floor and operative). 500 concurrent runs, each system
+   in a fresh process: ``tracemalloc`` bytes held per in-flight run by allocating file
+   (operative, trio, the benchmark's model and tools, the standard library, ...) and
+   line, and GC-tracked objects per run by type (``gc.get_objects()``).
+
+The per-step figures also come as per-round ratios (median and range over the rounds),
+for the 20-step run and for the 1-step run (the fixed cost of a run).
 
 Systems whose packages are missing are skipped and named in the notes. ``--json PATH``
-writes every figure; ``--markdown PATH`` a table of ratios to the floor; ``--plot PATH`` a
-PNG of per-step overhead and memory per run (matplotlib). ``--quick`` is a smoke run.
+writes every figure (``benchmarks/report.py`` renders it); ``--markdown PATH`` the tables
+of ratios to the floor; ``--plot PATH`` a PNG of per-step overhead and memory per run
+(matplotlib). ``--quick`` is a smoke run.
 
 Usage::
 
@@ -56,7 +71,15 @@ from types import ModuleType
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, median, print_table, read_status_kib, write_json
+from _common import (
+    machine,
+    median,
+    print_table,
+    ratio_spread,
+    read_status_kib,
+    spread,
+    write_json,
+)
 
 HERE = Path(__file__).resolve()
 STEPS = 20
@@ -116,6 +139,8 @@ def child_per_step(names: Sequence[str], repetitions: int, warmup: int) -> dict[
     adapters = {name: importlib.import_module(SYSTEMS[name][0]) for name in names}
     runs = {name: (a.make_steps(STEPS, 0.0), a.make_steps(1, 0.0)) for name, a in adapters.items()}
     samples: dict[str, dict[str, list[int]]] = {n: {"long": [], "short": []} for n in names}
+    # The median of each round, per system: the spread of per-round ratios to the floor.
+    rounds: dict[str, dict[str, list[float]]] = {n: {"long": [], "short": []} for n in names}
     gc.collect()
     gc.freeze()
 
@@ -123,15 +148,19 @@ def child_per_step(names: Sequence[str], repetitions: int, warmup: int) -> dict[
         long, short = runs[name]
 
         async def main() -> None:
+            taken: dict[str, list[int]] = {"long": [], "short": []}
             for _ in range(count):
                 for kind, fn in (("long", long), ("short", short)):
                     start = time.perf_counter_ns()
                     answer = await fn()
                     elapsed = time.perf_counter_ns() - start
-                    if record:
-                        samples[name][kind].append(elapsed)
+                    taken[kind].append(elapsed)
                     if answer != "the answer is 42":
                         raise RuntimeError(f"{name}: unexpected answer {answer!r}")
+            if record:
+                for kind, values in taken.items():
+                    samples[name][kind] += values
+                    rounds[name][kind].append(median(values) / 1000)
 
         return main
 
@@ -142,6 +171,7 @@ def child_per_step(names: Sequence[str], repetitions: int, warmup: int) -> dict[
         for name in names:
             _drive(adapters[name], sampler(name, per_round, record=True))
     out: dict[str, Any] = {}
+    floor = rounds.get("floor")
     for name, adapter in adapters.items():
         _check_calls(adapter, (warmup + per_round * ROUNDS) * (STEPS - 1))
         long_ns, short_ns = samples[name]["long"], samples[name]["short"]
@@ -149,12 +179,18 @@ def child_per_step(names: Sequence[str], repetitions: int, warmup: int) -> dict[
         ordered = sorted(long_ns)
         out[name] = {
             "repetitions": len(long_ns),
+            "rounds": ROUNDS,
             "us_per_step": whole / STEPS,
             "us_per_step_p10": ordered[len(ordered) // 10] / 1000 / STEPS,
             "us_per_step_marginal": (whole - one) / (STEPS - 1),
             "us_run_1_step": one,
+            "us_per_step_rounds": spread(v / STEPS for v in rounds[name]["long"]),
+            "us_run_1_step_rounds": spread(rounds[name]["short"]),
             "tool_calls": adapter.CALLS[0],
         }
+        if floor is not None:
+            out[name]["x_floor_per_step"] = ratio_spread(rounds[name]["long"], floor["long"])
+            out[name]["x_floor_run_1_step"] = ratio_spread(rounds[name]["short"], floor["short"])
     return out
 
 
@@ -272,6 +308,275 @@ def child_concurrency(adapter: ModuleType, runs: int, limit: float | None) -> di
     return summary(stopped=False)
 
 
+async def _trio_batch(run: Callable[[], Coroutine[Any, Any, Any]], n: int) -> None:
+    import trio
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(n):
+            nursery.start_soon(run)
+
+
+async def _asyncio_batch(run: Callable[[], Coroutine[Any, Any, Any]], n: int) -> None:
+    async with asyncio.TaskGroup() as group:
+        for _ in range(n):
+            group.create_task(run())
+
+
+def _batch(adapter: ModuleType, run: Callable[[], Coroutine[Any, Any, Any]], n: int) -> None:
+    if adapter.RUNNER == "trio":
+        _drive(adapter, lambda: _trio_batch(run, n))
+    else:
+        _drive(adapter, lambda: _asyncio_batch(run, n))
+
+
+BATCH_ROUNDS = 5
+"""Rounds of the same-process batch comparison (``child_batch_rounds``)."""
+FRESH_ROUNDS = 3
+"""Fresh processes each for the floor's and operative's smallest batch (peak RSS)."""
+MEMORY_RUNS = 500
+"""Concurrent runs whose memory ``child_memory`` takes apart."""
+
+
+def child_batch_rounds(names: Sequence[str], runs: int, rounds: int) -> dict[str, Any]:
+    """Batches of ``runs`` concurrent 5-step runs, every system in one process, in rounds;
+    each round runs every system's batch with the cyclic GC on and then off.
+
+    The GC share of a batch is measured twice: the CPU time between ``gc.callbacks``'
+    start and stop of every collection over the batch's process CPU time, and one minus the
+    CPU time of the same batch with ``gc.disable()`` over the CPU time with it on. Peak
+    RSS cannot be read here (``VmHWM`` only grows), so memory comes from the fresh
+    processes of the concurrency scenario and ``child_memory``.
+    """
+    adapters = {name: importlib.import_module(SYSTEMS[name][0]) for name in names}
+    made = {name: a.make_steps(CONCURRENT_STEPS, MODEL_LATENCY) for name, a in adapters.items()}
+    gc_time = [0.0]
+    started = [0.0]
+
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
+        # CPU time, as the batch's: on a loaded machine wall time would count preemption.
+        if phase == "start":
+            started[0] = time.process_time()
+        else:
+            gc_time[0] += time.process_time() - started[0]
+
+    for name in names:
+        _batch(adapters[name], made[name], 10)  # warm-up
+    gc.collect()
+    gc.freeze()
+    taken: dict[str, dict[str, list[float]]] = {
+        n: {k: [] for k in ("wall_s", "cpu_s", "gc_s", "cpu_no_gc_s", "wall_no_gc_s")}
+        for n in names
+    }
+    collections: dict[str, int] = dict.fromkeys(names, 0)
+    gc.callbacks.append(on_gc)
+    try:
+        for _ in range(rounds):
+            for name in names:
+                for enabled in (True, False):
+                    gc.collect()
+                    if not enabled:
+                        gc.disable()
+                    before = sum(stat["collections"] for stat in gc.get_stats())
+                    gc_time[0] = 0.0
+                    cpu, wall = time.process_time(), time.perf_counter()
+                    _batch(adapters[name], made[name], runs)
+                    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+                    gc.enable()
+                    if enabled:
+                        taken[name]["wall_s"].append(wall)
+                        taken[name]["cpu_s"].append(cpu)
+                        taken[name]["gc_s"].append(gc_time[0])
+                        collections[name] += (
+                            sum(stat["collections"] for stat in gc.get_stats()) - before
+                        )
+                    else:
+                        taken[name]["wall_no_gc_s"].append(wall)
+                        taken[name]["cpu_no_gc_s"].append(cpu)
+    finally:
+        gc.callbacks.remove(on_gc)
+    out: dict[str, Any] = {"runs": runs, "steps": CONCURRENT_STEPS, "rounds": rounds}
+    floor = taken.get("floor")
+    for name, adapter in adapters.items():
+        _check_calls(adapter, (10 + 2 * rounds * runs) * (CONCURRENT_STEPS - 1))
+        t = taken[name]
+        out[name] = {
+            "wall_s": spread(t["wall_s"]),
+            "cpu_s": spread(t["cpu_s"]),
+            "gc_s": spread(t["gc_s"]),
+            "gc_collections_per_batch": collections[name] / rounds,
+            "gc_share_callbacks": spread(g / c for g, c in zip(t["gc_s"], t["cpu_s"], strict=True)),
+            "gc_share_disabled": spread(
+                1 - off / on for off, on in zip(t["cpu_no_gc_s"], t["cpu_s"], strict=True)
+            ),
+            "wall_no_gc_s": spread(t["wall_no_gc_s"]),
+            "cpu_no_gc_s": spread(t["cpu_no_gc_s"]),
+        }
+        if floor is not None:
+            out[name]["x_floor_wall"] = ratio_spread(t["wall_s"], floor["wall_s"])
+            out[name]["x_floor_cpu"] = ratio_spread(t["cpu_s"], floor["cpu_s"])
+    return out
+
+
+def _origin(filename: str) -> str:
+    """Which code allocated a block, from the file of its allocating frame."""
+    path = filename.replace("\\", "/")
+    if "/operative/" in path:
+        return "operative"
+    if "/trio/" in path or "/outcome/" in path:
+        return "trio"
+    if "/msgspec/" in path:
+        return "msgspec"
+    if path.startswith("<attrs generated"):
+        return "attrs (generated)"
+    if "/benchmarks/" in path:
+        return "benchmark (model, tools)"
+    if "/asyncio/" in path:
+        return "asyncio"
+    if "/site-packages/" in path:
+        return "other packages"
+    return "python (stdlib, builtins)"
+
+
+def _short(filename: str) -> str:
+    """A source file's path from its package (``operative/_core/_step.py``, ``trio/...``,
+    ``contextlib.py``), not where this machine keeps it."""
+    path = filename.replace("\\", "/")
+    for marker in ("/site-packages/", "/benchmarks/"):
+        if marker in path:
+            return path.split(marker)[-1]
+    if "/operative/" in path:
+        return "operative/" + path.rsplit("/operative/", 1)[-1]
+    if "/lib/python" in path:
+        return path.rsplit("/", 1)[-1]
+    return path
+
+
+def _type_census() -> dict[str, tuple[int, int]]:
+    """Count and ``sys.getsizeof`` bytes of the GC-tracked objects, by type name."""
+    found: dict[str, list[int]] = {}
+    for obj in gc.get_objects():
+        kind = type(obj)
+        entry = found.setdefault(f"{kind.__module__}.{kind.__qualname__}", [0, 0])
+        entry[0] += 1
+        entry[1] += sys.getsizeof(obj)
+    return {name: (count, size) for name, (count, size) in found.items()}
+
+
+def child_memory(adapter: ModuleType, runs: int, top: int) -> dict[str, Any]:
+    """What one in-flight run holds: ``runs`` concurrent 5-step runs, measured once every
+    run has started and two model latencies have passed (every run is then between its
+    first and last step, none finished).
+
+    Reported per in-flight run: ``tracemalloc`` bytes still allocated over a snapshot
+    taken before the batch, grouped by the allocating frame's file (operative, trio,
+    the benchmark's own model and tools, the standard library, ...) and by source line;
+    and the difference in GC-tracked objects (``gc.get_objects()``) by type, with their
+    ``sys.getsizeof`` bytes (containers only: strings and numbers are not tracked).
+    """
+    import tracemalloc
+
+    run = adapter.make_steps(CONCURRENT_STEPS, MODEL_LATENCY)
+    state = {"in_flight": 0, "started": 0, "done": 0}
+    found: dict[str, Any] = {}
+    all_started: list[Any] = []  # the runner's Event, made inside its event loop
+
+    async def tracked() -> None:
+        state["in_flight"] += 1
+        state["started"] += 1
+        if state["started"] == runs:
+            all_started[0].set()
+        try:
+            await run()
+        finally:
+            state["in_flight"] -= 1
+            state["done"] += 1
+
+    def measure() -> None:
+        # Taken inside the event loop while the runs are suspended in their model calls.
+        found.update(
+            in_flight=state["in_flight"],
+            done_before=state["done"],
+            snapshot=tracemalloc.take_snapshot(),
+            census=_type_census(),
+        )
+
+    async def trio_main() -> None:
+        import trio
+
+        all_started.append(trio.Event())
+        async with trio.open_nursery() as nursery:
+            for _ in range(runs):
+                nursery.start_soon(tracked)
+            await all_started[0].wait()
+            await trio.sleep(2 * MODEL_LATENCY)
+            measure()
+
+    async def asyncio_main() -> None:
+        all_started.append(asyncio.Event())
+        async with asyncio.TaskGroup() as group:
+            for _ in range(runs):
+                group.create_task(tracked())
+            await all_started[0].wait()
+            await asyncio.sleep(2 * MODEL_LATENCY)
+            measure()
+
+    _batch(adapter, run, 10)  # warm-up: imports, caches, lazily built tables
+    gc.collect()
+    census_before = _type_census()
+    tracemalloc.start(1)
+    before = tracemalloc.take_snapshot()
+    if adapter.RUNNER == "trio":
+        _drive(adapter, trio_main)
+    else:
+        _drive(adapter, asyncio_main)
+    tracemalloc.stop()
+    _check_calls(adapter, (10 + runs) * (CONCURRENT_STEPS - 1))
+    in_flight = found["in_flight"]
+    if in_flight == 0:
+        raise RuntimeError(f"{adapter.NAME}: no run in flight when the snapshot was taken")
+    ignore = [tracemalloc.Filter(False, tracemalloc.__file__)]
+    diff = (
+        found["snapshot"].filter_traces(ignore).compare_to(before.filter_traces(ignore), "lineno")
+    )
+    by_origin: dict[str, float] = {}
+    by_line: list[tuple[float, int, str]] = []
+    for stat in diff:
+        frame = stat.traceback[0]
+        origin = _origin(frame.filename)
+        by_origin[origin] = by_origin.get(origin, 0) + stat.size_diff
+        if stat.size_diff > 0:
+            where = _short(frame.filename)
+            by_line.append((stat.size_diff, stat.count_diff, f"{where}:{frame.lineno}"))
+    by_line.sort(reverse=True)
+    census = found["census"]
+    types = []
+    for name, (count, size) in census.items():
+        old_count, old_size = census_before.get(name, (0, 0))
+        if count - old_count > 0:
+            types.append((name, (count - old_count) / in_flight, (size - old_size) / in_flight))
+    types.sort(key=lambda t: (-t[2], t[0]))
+    total = sum(by_origin.values())
+    return {
+        "runs": runs,
+        "in_flight": in_flight,
+        "finished_before_snapshot": found["done_before"],
+        "bytes_per_run": total / in_flight,
+        "by_origin_bytes_per_run": {
+            k: v / in_flight for k, v in sorted(by_origin.items(), key=lambda kv: -kv[1])
+        },
+        "top_lines": [
+            {"where": where, "bytes_per_run": size / in_flight, "blocks_per_run": n / in_flight}
+            for size, n, where in by_line[:top]
+        ],
+        "gc_objects_per_run": sum(t[1] for t in types),
+        "top_types": [
+            {"type": name, "objects_per_run": count, "bytes_per_run": size}
+            for name, count, size in types[:top]
+        ],
+        "tool_calls": adapter.CALLS[0],
+    }
+
+
 def child_durable_operative(repetitions: int, warmup: int, postgres: bool) -> dict[str, Any]:
     """bench_durable.py's per-step measurement (memory, SQLite, PostgreSQL when possible)."""
     import bench_durable as bd
@@ -382,10 +687,14 @@ def child(argv: Sequence[str]) -> int:
             out = child_durable_langgraph(args.repetitions, args.warmup)
     elif args.scenario == "per-step":
         out = child_per_step(args.system.split(","), args.repetitions, args.warmup)
+    elif args.scenario == "batch-rounds":
+        out = child_batch_rounds(args.system.split(","), args.runs, args.repetitions)
     else:
         adapter = importlib.import_module(SYSTEMS[args.system][0])
         if args.scenario == "parallel":
             out = child_parallel(adapter, args.repetitions)
+        elif args.scenario == "memory":
+            out = child_memory(adapter, args.runs, args.repetitions)
         else:
             out = child_concurrency(adapter, args.runs, args.limit)
     print(json.dumps(out))
@@ -411,16 +720,32 @@ def in_child(system: str, scenario: str, *extra: str, timeout: float = 900) -> d
     return result
 
 
-def import_time(statement: str, attempts: int) -> float:
-    """Best of ``attempts`` fresh interpreters, in milliseconds."""
+def import_time(statement: str) -> float:
+    """One fresh interpreter's time for ``statement``, in milliseconds."""
     code = f"import time; t = time.perf_counter(); {statement}; print(time.perf_counter() - t)"
-    best = float("inf")
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    return float(out.strip().splitlines()[-1]) * 1000
+
+
+def import_rounds(systems: Sequence[str], attempts: int) -> dict[str, Any]:
+    """``attempts`` rounds of one fresh interpreter per system, in turn: each system's
+    best time, and the spread of its per-round ratio to the floor (``import trio``)."""
+    taken: dict[str, list[float]] = {s: [] for s in systems}
     for _ in range(attempts):
-        out = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True
-        ).stdout
-        best = min(best, float(out.strip().splitlines()[-1]) * 1000)
-    return best
+        for s in systems:
+            taken[s].append(import_time(SYSTEMS[s][1]))
+    out: dict[str, Any] = {"attempts": attempts}
+    for s in systems:
+        out[s] = {
+            "statement": SYSTEMS[s][1],
+            "best_ms": min(taken[s]),
+            "ms": spread(taken[s]),
+            "x_floor": ratio_spread(taken[s], taken["floor"]),
+            "x_floor_best": min(taken[s]) / min(taken["floor"]),
+        }
+    return out
 
 
 def available(system: str) -> str | None:
@@ -530,8 +855,11 @@ DURABLE_HEADER = [
 
 
 def markdown(results: dict[str, Any]) -> str:
+    """``peers.md``: the tables ``report.py`` renders from these results, and the method."""
+    import report
+
     m = results["machine"]
-    header, rows = headline_rows(results)
+    found = report.Results.of({"peers": results})
     lines = [
         "# operative against the field",
         "",
@@ -548,9 +876,9 @@ def markdown(results: dict[str, Any]) -> str:
         "Ratios are to the floor: a bare hand-written Trio loop over plain dicts doing the same "
         "work. Every tool execution is counted and checked against the work asked for.",
         "",
-        "| " + " | ".join(header) + " |",
-        "| " + " | ".join("---" for _ in header) + " |",
-        *("| " + " | ".join(row) + " |" for row in rows),
+        report.render("peers", found),
+        "",
+        report.render("batches", found),
         "",
         f"- µs/step: median of {results['per_step']['floor']['repetitions']} "
         f"{STEPS}-step runs (one `add` tool call per step, then an answer), set-up amortised "
@@ -569,7 +897,8 @@ def markdown(results: dict[str, Any]) -> str:
         "run's footprint. The stop takes effect when the event loop next gets control; "
         "the process then reports and exits without unwinding the runs. A system whose "
         "smaller batch was stopped does not run the larger one (`not run`).",
-        f"- Import: best of {results['import_attempts']} fresh interpreters.",
+        f"- Import: {results['import_attempts']} rounds of one fresh interpreter per system, "
+        "in turn; the best time, and the median and range of the per-round ratios.",
         "",
         "## Durable checkpoint overhead per step",
         "",
@@ -581,6 +910,8 @@ def markdown(results: dict[str, Any]) -> str:
         "persistence. operative's PostgreSQL is a throwaway local cluster with `fsync=off`; "
         "SQLite on both sides is a local file (operative: WAL, `synchronous=NORMAL`).",
     ]
+    for name in ("fixed-cost", "import", "gc", "memory"):
+        lines += ["", f"## {report.SECTIONS[name][0]}", "", report.render(name, found)]
     if results["notes"]:
         lines += ["", "## Notes", ""] + [f"- {note}" for note in results["notes"]]
     return "\n".join(lines) + "\n"
@@ -668,6 +999,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     warmup = 1 if args.quick else 10
     batches = args.batches or ([50] if args.quick else [2000, 10000])
     attempts = args.imports or (2 if args.quick else 7)
+    fresh_rounds = 1 if args.quick else FRESH_ROUNDS
+    batch_rounds = 1 if args.quick else BATCH_ROUNDS
+    memory_runs = 50 if args.quick else MEMORY_RUNS
     args.batch_limit = args.batch_limit or (20.0 if args.quick else BATCH_LIMIT)
     results_limit = args.batch_limit
 
@@ -709,6 +1043,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     results["concurrency"] = {}
     stopped: dict[str, int] = {}
+    ours = [s for s in systems if s in ("floor", "operative")]
     for n in sorted(batches):
         results["concurrency"][str(n)] = {}
         for s in systems:
@@ -717,16 +1052,49 @@ def main(argv: Sequence[str] | None = None) -> int:
                 # spend minutes starting runs it cannot finish either.
                 results["concurrency"][str(n)][s] = {"runs": n, "not_run_after": stopped[s]}
                 continue
+            if s in ours and n == min(batches):
+                continue  # below: in rounds, alternating with the floor
             progress(f"{n:,} concurrent runs: {s}")
-            limit = [] if s in ("floor", "operative") else ["--limit", str(args.batch_limit)]
+            limit = [] if s in ours else ["--limit", str(args.batch_limit)]
             result = in_child(s, "concurrency", "--runs", str(n), *limit)
             results["concurrency"][str(n)][s] = result
             if result.get("stopped_after_s"):
                 stopped[s] = n
-    results["import_ms"] = {}
-    for s in systems:
-        progress(f"import time: {s}")
-        results["import_ms"][s] = import_time(SYSTEMS[s][1], attempts)
+    # The smallest batch of the floor and operative: fresh processes in turn, so peak RSS
+    # per run (which only a fresh process can read) comes with a spread too.
+    n = min(batches)
+    fresh: dict[str, list[dict[str, Any]]] = {s: [] for s in ours}
+    for i in range(fresh_rounds):
+        for s in ours:
+            progress(f"{n:,} concurrent runs: {s}, fresh process {i + 1}/{fresh_rounds}")
+            fresh[s].append(in_child(s, "concurrency", "--runs", str(n)))
+    for s in ours:
+        walls = [r["wall_s"] for r in fresh[s]]
+        middle = sorted(fresh[s], key=lambda r: r["wall_s"])[len(walls) // 2]
+        results["concurrency"][str(n)][s] = {
+            **middle,
+            "fresh_rounds": len(walls),
+            "wall_s_rounds": spread(walls),
+            "kib_per_run_rounds": spread(r["kib_per_run"] for r in fresh[s]),
+            "x_floor_wall": ratio_spread(walls, [r["wall_s"] for r in fresh["floor"]]),
+            "x_floor_kib_per_run": ratio_spread(
+                [r["kib_per_run"] for r in fresh[s]],
+                [r["kib_per_run"] for r in fresh["floor"]],
+            ),
+        }
+    progress(f"{n:,} concurrent runs: {', '.join(ours)} in one process, GC on and off")
+    results["batch_rounds"] = in_child(
+        ",".join(ours), "batch-rounds", "--runs", str(n), "--repetitions", str(batch_rounds)
+    )
+    results["memory"] = {}
+    for s in ours:
+        progress(f"memory per in-flight run: {s}, {memory_runs} runs under tracemalloc")
+        results["memory"][s] = in_child(
+            s, "memory", "--runs", str(memory_runs), "--repetitions", "12"
+        )
+    progress(f"import time: {', '.join(systems)}, {attempts} rounds")
+    results["import"] = import_rounds(systems, attempts)
+    results["import_ms"] = {s: results["import"][s]["best_ms"] for s in systems}
     results["durable"] = {}
     if not args.no_durable:
         durable_reps = [
@@ -749,6 +1117,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     header, rows = headline_rows(results)
     print_table("operative against the field (ratios to the bare Trio floor)", header, rows)
     print_table("durable checkpoint overhead per step", DURABLE_HEADER, durable_rows(results))
+    import report
+
+    found = report.Results.of({"peers": results})
+    for name in ("fixed-cost", "import", "gc", "memory"):
+        print(f"\n{report.SECTIONS[name][0]}\n\n{report.render(name, found)}")
     for note in notes:
         print(f"\nnote: {note}")
     if args.json:

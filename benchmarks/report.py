@@ -1,0 +1,1243 @@
+# ruff: noqa: RUF001, RUF002  (the report writes typographic signs and dashes on purpose)
+"""The performance report: ``benchmarks/results/summary.md`` and the figures of
+``docs/comparison.md``, both rendered from the JSON one ``nox -s bench`` run writes.
+
+Nothing here measures anything. It reads ``RESULTS/<name>.json`` for each name below
+(a missing file or section renders as "not measured" with the reason), writes the
+goals table and the detail tables to ``RESULTS/summary.md``, and replaces the text
+between each ``<!-- bench:NAME -->`` and ``<!-- /bench:NAME -->`` pair of marker
+comments in ``docs/comparison.md`` (prose outside the markers is left alone).
+
+Figures: a figure is either a plain number or a spread ``{"median": m, "min": a, "max":
+b, "rounds": n}`` (``"n"`` is read as well as ``"rounds"``; ``_common.spread`` builds
+them). Ratios ``x_floor...`` are per-round ratios to the floor measured in the same
+process, summarised as a spread. The keys read, by file (``?`` marks an optional key):
+
+``loop.json`` (``bench_loop.py --json``)
+    ``per_step.{floor,operative}.us_per_step``, ``.us_run_fixed``,
+    ``per_step.operative.x_floor_per_step?``, ``.x_floor_run_1_step?`` (spreads);
+    ``concurrency.{floor,operative}.wall_s``, ``.runs``, ``.kib_per_run_rss``,
+    ``concurrency.operative.x_floor_wall?``, ``.x_floor_kib_per_run?`` (spreads).
+``durable.json`` (``bench_durable.py --json``)
+    ``per_step.memory.us_per_step``; ``per_step.{sqlite,postgres}.overhead_us_per_step``,
+    ``.commits_per_step``, ``.overhead_us_per_commit?``;
+    ``concurrency.{sqlite,postgres}.{"1","100","1000"}.steps_per_s`` (a figure; also
+    ``.wall_s?``, ``.runs?``, ``.steps?``); the orientation ``concurrency.<runs>.<backend>``
+    is read too; ``notes?`` (list of strings).
+``import.json`` (``bench_import.py --json``)
+    the shape of ``peers.json``'s ``import``: ``{floor,operative}.ms`` (a figure; the
+    floor is ``import trio``), ``operative.x_floor`` (spread of per-round ratios),
+    ``{floor,operative}.statement?``, ``{floor,operative}.best_ms?``, ``attempts?``.
+``peers.json`` (``bench_peers.py --json``)
+    ``systems``; ``per_step.<system>.us_per_step``, ``.us_run_1_step``,
+    ``.x_floor_per_step``, ``.x_floor_run_1_step``, ``.us_per_step_rounds``,
+    ``.us_run_1_step_rounds``; ``parallel.<system>.wall_s``, ``.parallel``;
+    ``batch_sizes``; ``concurrency.<runs>.<system>`` (``wall_s``, ``kib_per_run``,
+    ``stopped_after_s``, ``finished``, ``not_run_after``, ``x_floor_wall?``,
+    ``x_floor_kib_per_run?``, ``fresh_rounds?``, ``wall_s_rounds?``,
+    ``kib_per_run_rounds?``); ``batch_rounds.{runs, rounds}`` and
+    ``batch_rounds.<system>.{wall_s, cpu_s, gc_s, gc_share_callbacks, gc_share_disabled,
+    gc_collections_per_batch, x_floor_wall}``; ``memory.<system>.{in_flight,
+    bytes_per_run, by_origin_bytes_per_run, top_types[{type, objects_per_run,
+    bytes_per_run}], top_lines[{where, bytes_per_run}]}``; ``import`` (as ``import.json``);
+    ``durable.operative.per_step.<memory|sqlite|postgres>``,
+    ``durable.langgraph.per_step.<none|memory|sqlite>``; ``machine``, ``date``, ``quick``,
+    ``load_before``, ``load_after``, ``notes``.
+``temporal.json`` (``bench_temporal.py --json``)
+    ``per_step.<sqlite|postgres|temporal>.overhead_us_per_step`` (spreads).
+
+Every file may carry ``machine``, ``date`` and ``quick``; the report names each file's
+date and says when a figure comes from a ``--quick`` smoke run.
+
+Each goal (``GOALS``) lists where its figures can come from, in order of preference; the
+report takes the first with a spread over rounds, else the first with a figure at all:
+µs per step and the one-step fixed cost from ``loop.json``'s ``x_floor_*`` spreads, then
+``peers.json``'s; the batch wall time from ``peers.json``'s ``batch_rounds`` (one
+process), then its fresh processes, then ``loop.json``; peak RSS per run from
+``peers.json``'s fresh processes, then ``loop.json``; the import ratio from
+``import.json``, then ``peers.json``; the durable overheads from ``durable.json``, then
+``peers.json``'s ``durable``.
+
+Usage::
+
+    python benchmarks/report.py                                   # benchmarks/results/
+    python benchmarks/report.py --results /tmp/r --summary /tmp/r/summary.md --docs -
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = ("loop", "durable", "import", "peers", "temporal")
+"""``RESULTS/<name>.json`` files the report reads, each written by ``bench_<name>.py``."""
+DURABLE_LEVELS = ("1", "100", "1000")
+BACKENDS = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+NOT_MEASURED = "not measured"
+
+
+class Missing(Exception):
+    """A figure the report needs is not in the JSON; the message says which and why."""
+
+
+# --------------------------------------------------------------------------------------
+# reading
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A median with an optional min-max spread over rounds."""
+
+    median: float
+    low: float | None = None
+    high: float | None = None
+    rounds: int | None = None
+
+    @property
+    def has_spread(self) -> bool:
+        return self.low is not None and self.high is not None and (self.rounds or 2) > 1
+
+
+def figure(value: Any) -> Figure:
+    """A plain number or a ``{median, min, max, rounds|n}`` spread, as a ``Figure``."""
+    if isinstance(value, bool):
+        raise Missing(f"a figure, not {value!r}")
+    if isinstance(value, int | float):
+        return Figure(float(value))
+    if isinstance(value, dict) and isinstance(value.get("median"), int | float):
+        low, high = value.get("min"), value.get("max")
+        rounds = value.get("rounds", value.get("n"))
+        return Figure(
+            float(value["median"]),
+            None if low is None else float(low),
+            None if high is None else float(high),
+            None if rounds is None else int(rounds),
+        )
+    raise Missing(f"a number or a {{median, min, max}} spread, not {type(value).__name__}")
+
+
+class Results:
+    """The JSON files of one bench run, read defensively: ``get`` raises ``Missing``
+    naming the file and the key path when a figure is absent."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.data: dict[str, Any] = {}
+        self.why_missing: dict[str, str] = {}
+        for name in SOURCES:
+            path = directory / f"{name}.json"
+            try:
+                self.data[name] = json.loads(path.read_text())
+            except FileNotFoundError:
+                self.why_missing[name] = f"`{name}.json` was not written (bench_{name}.py not run)"
+            except (OSError, ValueError) as exc:
+                self.why_missing[name] = f"`{name}.json` could not be read ({exc})"
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> Results:
+        """Results already in memory (``{"peers": {...}}``): what a benchmark renders
+        from the figures it has just measured; the files not given are "not written"."""
+        found = cls.__new__(cls)
+        found.directory = Path(".")
+        found.data = dict(data)
+        found.why_missing = {
+            name: f"`{name}.json` was not written (bench_{name}.py not run)"
+            for name in SOURCES
+            if name not in data
+        }
+        return found
+
+    def get(self, source: str, *path: str) -> Any:
+        if source not in self.data:
+            raise Missing(self.why_missing[source])
+        node: Any = self.data[source]
+        for i, key in enumerate(path):
+            if not isinstance(node, dict) or key not in node:
+                where = ".".join(path[: i + 1])
+                raise Missing(f"`{source}.json` has no `{where}`")
+            node = node[key]
+        return node
+
+    def fig(self, source: str, *path: str) -> Figure:
+        try:
+            return figure(self.get(source, *path))
+        except Missing as exc:
+            if source in self.data and "has no" not in str(exc):
+                raise Missing(f"`{source}.json` `{'.'.join(path)}`: {exc}") from None
+            raise
+
+    def has(self, source: str, *path: str) -> bool:
+        try:
+            self.get(source, *path)
+        except Missing:
+            return False
+        return True
+
+    def quick(self, source: str) -> bool:
+        return bool(self.data.get(source, {}).get("quick"))
+
+
+# --------------------------------------------------------------------------------------
+# formatting
+# --------------------------------------------------------------------------------------
+
+
+def number(value: float, digits: int | None = None) -> str:
+    """A figure with sensible digits: 1,234 / 56.7 / 0.82."""
+    if digits is None:
+        size = abs(value)
+        digits = 0 if size >= 100 else 1 if size >= 10 else 2
+    return f"{value:,.{digits}f}"
+
+
+def spread_text(f: Figure, digits: int | None = None, unit: str = "") -> str:
+    """``12.3 (11.0–14.1)``, or ``12.3`` without a spread; ``unit`` goes after each."""
+    text = number(f.median, digits) + unit
+    if f.has_spread:
+        assert f.low is not None
+        assert f.high is not None
+        text += f" ({number(f.low, digits)}–{number(f.high, digits)}{unit})"
+    return text
+
+
+def ratio_text(f: Figure) -> str:
+    """``2.44× (2.10–2.71)``: the median ratio and its range over rounds."""
+    digits = 2 if f.median < 10 else None
+    text = number(f.median, digits) + "×"
+    if f.has_spread:
+        assert f.low is not None
+        assert f.high is not None
+        text += f" ({number(f.low, digits)}–{number(f.high, digits)})"
+    return text
+
+
+def with_ratio(value: str, f: Figure | None, floor: bool = False) -> str:
+    """``37.9 (2.44×, 2.10–2.71)``; the floor's own row says ``1×``."""
+    if floor:
+        return f"{value} (1×)"
+    if f is None:
+        return value
+    text = f"{value} ({number(f.median, 2 if f.median < 10 else None)}×"
+    if f.has_spread:
+        assert f.low is not None
+        assert f.high is not None
+        digits = 2 if f.median < 10 else None
+        text += f", {number(f.low, digits)}–{number(f.high, digits)}"
+    return text + ")"
+
+
+def plural(n: Any, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def share_text(f: Figure) -> str:
+    text = f"{f.median * 100:.0f}%"
+    if f.has_spread:
+        assert f.low is not None
+        assert f.high is not None
+        text += f" ({f.low * 100:.0f}–{f.high * 100:.0f}%)"
+    return text
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    return [
+        "| " + " | ".join(header) + " |",
+        "| " + " | ".join("---" for _ in header) + " |",
+        *("| " + " | ".join(row) + " |" for row in rows),
+    ]
+
+
+def attempt(render: Callable[..., str], *args: Any, fallback: str = NOT_MEASURED) -> str:
+    """``render(*args)``, or ``fallback: why`` when a figure is missing (just ``fallback``
+    when it is a dash: a table cell)."""
+    try:
+        return render(*args)
+    except Missing as exc:
+        return fallback if fallback == "–" else f"{fallback}: {exc}"
+    except SHAPE_ERRORS as exc:
+        return fallback if fallback == "–" else f"{fallback}: unexpected JSON ({_shape(exc)})"
+
+
+SHAPE_ERRORS = (KeyError, TypeError, ValueError, IndexError, AttributeError, ZeroDivisionError)
+"""What reading a JSON of another shape than the documented one raises in a renderer."""
+
+
+def _shape(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+# --------------------------------------------------------------------------------------
+# the goals
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One place a goal's figures can come from."""
+
+    source: str
+    label: str | Callable[[Results], str]
+    ratio: Callable[[Results], Figure]
+    floor: Callable[[Results], str]
+    ours: Callable[[Results], str]
+
+
+@dataclass(frozen=True)
+class Goal:
+    name: str
+    target: float
+    kind: str  # "ratio": ratio to the floor <= target; "us": absolute microseconds <= target
+    candidates: tuple[Candidate, ...]
+
+
+def _plain_ratio(
+    source: str, ours: tuple[str, ...], floor: tuple[str, ...]
+) -> Callable[[Results], Figure]:
+    def read(r: Results) -> Figure:
+        return Figure(r.fig(source, *ours).median / r.fig(source, *floor).median)
+
+    return read
+
+
+def _fig(source: str, *path: str) -> Callable[[Results], Figure]:
+    return lambda r: r.fig(source, *path)
+
+
+def _text(
+    source: str, path: tuple[str, ...], unit: str, digits: int | None = None
+) -> Callable[[Results], str]:
+    return lambda r: spread_text(r.fig(source, *path), digits) + unit
+
+
+def _batch_label(r: Results) -> str:
+    runs = r.get("peers", "batch_rounds", "runs")
+    rounds = r.get("peers", "batch_rounds", "rounds")
+    return f"bench_peers.py: {runs:,} runs, floor and operative in one process, " + plural(
+        rounds, "round"
+    )
+
+
+def _peers_first_batch(r: Results) -> str:
+    sizes = r.get("peers", "batch_sizes")
+    return str(min(sizes))
+
+
+GOALS: tuple[Goal, ...] = (
+    Goal(
+        "µs per step (20-step run)",
+        1.3,
+        "ratio",
+        (
+            Candidate(
+                "loop",
+                "bench_loop.py",
+                _fig("loop", "per_step", "operative", "x_floor_per_step"),
+                _text("loop", ("per_step", "floor", "us_per_step"), " µs"),
+                _text("loop", ("per_step", "operative", "us_per_step"), " µs"),
+            ),
+            Candidate(
+                "peers",
+                "bench_peers.py, every system in one process, in rounds",
+                _fig("peers", "per_step", "operative", "x_floor_per_step"),
+                _text("peers", ("per_step", "floor", "us_per_step_rounds"), " µs"),
+                _text("peers", ("per_step", "operative", "us_per_step_rounds"), " µs"),
+            ),
+            Candidate(
+                "loop",
+                "bench_loop.py",
+                _plain_ratio(
+                    "loop",
+                    ("per_step", "operative", "us_per_step"),
+                    ("per_step", "floor", "us_per_step"),
+                ),
+                _text("loop", ("per_step", "floor", "us_per_step"), " µs"),
+                _text("loop", ("per_step", "operative", "us_per_step"), " µs"),
+            ),
+        ),
+    ),
+    Goal(
+        "2,000 concurrent 5-step runs, wall time",
+        1.3,
+        "ratio",
+        (
+            Candidate(
+                "peers",
+                _batch_label,
+                _fig("peers", "batch_rounds", "operative", "x_floor_wall"),
+                _text("peers", ("batch_rounds", "floor", "wall_s"), " s"),
+                _text("peers", ("batch_rounds", "operative", "wall_s"), " s"),
+            ),
+            Candidate(
+                "peers",
+                "bench_peers.py, fresh processes in turn",
+                lambda r: r.fig(
+                    "peers", "concurrency", _peers_first_batch(r), "operative", "x_floor_wall"
+                ),
+                lambda r: (
+                    spread_text(
+                        r.fig(
+                            "peers", "concurrency", _peers_first_batch(r), "floor", "wall_s_rounds"
+                        )
+                    )
+                    + " s"
+                ),
+                lambda r: (
+                    spread_text(
+                        r.fig(
+                            "peers",
+                            "concurrency",
+                            _peers_first_batch(r),
+                            "operative",
+                            "wall_s_rounds",
+                        )
+                    )
+                    + " s"
+                ),
+            ),
+            Candidate(
+                "loop",
+                "bench_loop.py, fresh processes",
+                _fig("loop", "concurrency", "operative", "x_floor_wall"),
+                _text("loop", ("concurrency", "floor", "wall_s"), " s"),
+                _text("loop", ("concurrency", "operative", "wall_s"), " s"),
+            ),
+            Candidate(
+                "loop",
+                "bench_loop.py, fresh processes",
+                _plain_ratio(
+                    "loop",
+                    ("concurrency", "operative", "wall_s"),
+                    ("concurrency", "floor", "wall_s"),
+                ),
+                _text("loop", ("concurrency", "floor", "wall_s"), " s"),
+                _text("loop", ("concurrency", "operative", "wall_s"), " s"),
+            ),
+        ),
+    ),
+    Goal(
+        "peak RSS per in-flight run",
+        1.3,
+        "ratio",
+        (
+            Candidate(
+                "peers",
+                "bench_peers.py, fresh processes in turn",
+                lambda r: r.fig(
+                    "peers",
+                    "concurrency",
+                    _peers_first_batch(r),
+                    "operative",
+                    "x_floor_kib_per_run",
+                ),
+                lambda r: (
+                    spread_text(
+                        r.fig(
+                            "peers",
+                            "concurrency",
+                            _peers_first_batch(r),
+                            "floor",
+                            "kib_per_run_rounds",
+                        )
+                    )
+                    + " KiB"
+                ),
+                lambda r: (
+                    spread_text(
+                        r.fig(
+                            "peers",
+                            "concurrency",
+                            _peers_first_batch(r),
+                            "operative",
+                            "kib_per_run_rounds",
+                        )
+                    )
+                    + " KiB"
+                ),
+            ),
+            Candidate(
+                "loop",
+                "bench_loop.py, fresh processes",
+                _fig("loop", "concurrency", "operative", "x_floor_kib_per_run"),
+                _text("loop", ("concurrency", "floor", "kib_per_run_rss"), " KiB"),
+                _text("loop", ("concurrency", "operative", "kib_per_run_rss"), " KiB"),
+            ),
+            Candidate(
+                "loop",
+                "bench_loop.py, fresh processes",
+                _plain_ratio(
+                    "loop",
+                    ("concurrency", "operative", "kib_per_run_rss"),
+                    ("concurrency", "floor", "kib_per_run_rss"),
+                ),
+                _text("loop", ("concurrency", "floor", "kib_per_run_rss"), " KiB"),
+                _text("loop", ("concurrency", "operative", "kib_per_run_rss"), " KiB"),
+            ),
+        ),
+    ),
+    Goal(
+        "fixed cost of a one-step run",
+        3.0,
+        "ratio",
+        (
+            Candidate(
+                "loop",
+                "bench_loop.py",
+                _fig("loop", "per_step", "operative", "x_floor_run_1_step"),
+                _text("loop", ("per_step", "floor", "us_run_fixed"), " µs"),
+                _text("loop", ("per_step", "operative", "us_run_fixed"), " µs"),
+            ),
+            Candidate(
+                "peers",
+                "bench_peers.py, every system in one process, in rounds",
+                _fig("peers", "per_step", "operative", "x_floor_run_1_step"),
+                _text("peers", ("per_step", "floor", "us_run_1_step_rounds"), " µs"),
+                _text("peers", ("per_step", "operative", "us_run_1_step_rounds"), " µs"),
+            ),
+            Candidate(
+                "loop",
+                "bench_loop.py",
+                _plain_ratio(
+                    "loop",
+                    ("per_step", "operative", "us_run_fixed"),
+                    ("per_step", "floor", "us_run_fixed"),
+                ),
+                _text("loop", ("per_step", "floor", "us_run_fixed"), " µs"),
+                _text("loop", ("per_step", "operative", "us_run_fixed"), " µs"),
+            ),
+        ),
+    ),
+    Goal(
+        "`import operative` over `import trio`",
+        1.3,
+        "ratio",
+        tuple(
+            Candidate(
+                source,
+                label,
+                _fig(source, *prefix, "operative", "x_floor"),
+                _text(source, (*prefix, "floor", "ms"), " ms"),
+                _text(source, (*prefix, "operative", "ms"), " ms"),
+            )
+            for source, prefix, label in (
+                ("import", (), "bench_import.py"),
+                ("peers", ("import",), "bench_peers.py, fresh interpreters in turn"),
+            )
+        ),
+    ),
+    *(
+        Goal(
+            f"durable step overhead, {BACKENDS[backend]}",
+            target,
+            "us",
+            (
+                Candidate(
+                    "durable",
+                    "bench_durable.py, over the same run in memory",
+                    _fig("durable", "per_step", backend, "overhead_us_per_step"),
+                    _text("durable", ("per_step", "memory", "us_per_step"), " µs/step in memory"),
+                    _text("durable", ("per_step", backend, "overhead_us_per_step"), " µs"),
+                ),
+                Candidate(
+                    "peers",
+                    "bench_peers.py (bench_durable.py's measurement, fewer runs)",
+                    _fig(
+                        "peers", "durable", "operative", "per_step", backend, "overhead_us_per_step"
+                    ),
+                    _text(
+                        "peers",
+                        ("durable", "operative", "per_step", "memory", "us_per_step"),
+                        " µs/step in memory",
+                    ),
+                    _text(
+                        "peers",
+                        ("durable", "operative", "per_step", backend, "overhead_us_per_step"),
+                        " µs",
+                    ),
+                ),
+            ),
+        )
+        for backend, target in (("sqlite", 150.0), ("postgres", 600.0))
+    ),
+)
+
+
+def _peers_plain(goal_name: str) -> Candidate:
+    """The ratio of medians from a ``peers.json`` without per-round ratios (an older
+    shape, or a run with one round): the last resort for the ratio goals."""
+
+    def size(r: Results) -> str:
+        return _peers_first_batch(r)
+
+    paths: dict[str, tuple[Callable[[Results], tuple[str, ...]], str, str]] = {
+        GOALS[0].name: (lambda r: ("per_step",), "us_per_step", " µs"),
+        GOALS[1].name: (lambda r: ("concurrency", size(r)), "wall_s", " s"),
+        GOALS[2].name: (lambda r: ("concurrency", size(r)), "kib_per_run", " KiB"),
+        GOALS[3].name: (lambda r: ("per_step",), "us_run_1_step", " µs"),
+        GOALS[4].name: (lambda r: ("import_ms",), "", " ms"),
+    }
+    prefix, key, unit = paths[goal_name]
+
+    def path(r: Results, system: str) -> tuple[str, ...]:
+        return (*prefix(r), system, key) if key else (*prefix(r), system)
+
+    return Candidate(
+        "peers",
+        "bench_peers.py (ratio of medians, no rounds)",
+        lambda r: Figure(
+            r.fig("peers", *path(r, "operative")).median / r.fig("peers", *path(r, "floor")).median
+        ),
+        lambda r: spread_text(r.fig("peers", *path(r, "floor"))) + unit,
+        lambda r: spread_text(r.fig("peers", *path(r, "operative"))) + unit,
+    )
+
+
+def choose(goal: Goal, r: Results) -> tuple[Candidate, Figure]:
+    """The first candidate with a spread over rounds, else the first with a figure."""
+    found: list[tuple[Candidate, Figure]] = []
+    reasons: list[str] = []
+    extra = (_peers_plain(goal.name),) if goal.kind == "ratio" else ()
+    for candidate in (*goal.candidates, *extra):
+        try:
+            found.append((candidate, candidate.ratio(r)))
+        except Missing as exc:
+            reasons.append(str(exc))
+        except SHAPE_ERRORS as exc:
+            reasons.append(f"`{candidate.source}.json`: unexpected JSON ({_shape(exc)})")
+    for candidate, fig in found:
+        if fig.has_spread:
+            return candidate, fig
+    if found:
+        return found[0]
+    raise Missing("; ".join(dict.fromkeys(reasons)))
+
+
+def goal_rows(r: Results) -> list[list[str]]:
+    rows = []
+    for goal in GOALS:
+        target = f"≤ {goal.target:g}× floor" if goal.kind == "ratio" else f"≤ {goal.target:g} µs"
+        try:
+            candidate, fig = choose(goal, r)
+        except Missing as exc:
+            rows.append([goal.name, target, "–", "–", NOT_MEASURED, f"– ({exc})", "–"])
+            continue
+        value = ratio_text(fig) if goal.kind == "ratio" else spread_text(fig, unit=" µs")
+        if fig.median > goal.target:
+            met = "**not met**"
+        elif fig.high is not None and fig.high > goal.target:
+            met = "met (median; not every round)"
+        else:
+            met = "met"
+        label = candidate.label
+        source = attempt(label, r, fallback="–") if callable(label) else label
+        source += " (quick smoke run)" if r.quick(candidate.source) else ""
+        rows.append(
+            [
+                goal.name,
+                target,
+                attempt(candidate.floor, r, fallback="–"),
+                attempt(candidate.ours, r, fallback="–"),
+                value,
+                source,
+                met,
+            ]
+        )
+    return rows
+
+
+GOALS_HEADER = [
+    "goal",
+    "target",
+    "floor",
+    "operative",
+    "operative (median, min–max)",
+    "measured by",
+    "",
+]
+
+
+def render_goals(r: Results) -> str:
+    return "\n".join(table(GOALS_HEADER, goal_rows(r)))
+
+
+# --------------------------------------------------------------------------------------
+# the sections (each is also a docs/comparison.md marker)
+# --------------------------------------------------------------------------------------
+
+
+def render_machine(r: Results) -> str:
+    source = next((s for s in ("peers", "loop", "durable") if s in r.data), None)
+    if source is None:
+        raise Missing("no benchmark JSON found")
+    m = r.get(source, "machine")
+    text = (
+        f"Figures from `nox -s bench` on {r.data[source].get('date', 'an unrecorded date')}: "
+        f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores, Python {m.get('python', '?')}, "
+        f"trio {m.get('trio', '?')}, msgspec {m.get('msgspec', '?')}."
+    )
+    load = r.data[source].get("load_before"), r.data[source].get("load_after")
+    if all(isinstance(x, list) and x for x in load):
+        text += f" Load average {load[0][0]:.2f} before and {load[1][0]:.2f} after the comparison."
+    quick = [s for s in SOURCES if r.quick(s)]
+    if quick:
+        text += (
+            " **Smoke run** (`--quick`) for "
+            + ", ".join(f"`{s}.json`" for s in quick)
+            + ": a few samples, not figures to quote."
+        )
+    return text
+
+
+def _maybe(value: Any) -> Figure | None:
+    try:
+        return figure(value)
+    except Missing:
+        return None
+
+
+def _ratio_or_plain(spread: Any, value: float, floor: float | None) -> Figure | None:
+    """The per-round ratio spread when the JSON has one, else the ratio of the medians."""
+    found = _maybe(spread)
+    if found is None and floor:
+        found = Figure(value / floor)
+    return found
+
+
+def _peer_row(r: Results, s: str, size: str) -> list[str]:
+    peers = r.data["peers"]
+    per = r.get("peers", "per_step", s)
+    floor_per = peers["per_step"].get("floor", {})
+    is_floor = s == "floor"
+    cells = ["floor (bare Trio)" if is_floor else s]
+    for key, spread_key in (
+        ("us_per_step", "x_floor_per_step"),
+        ("us_run_1_step", "x_floor_run_1_step"),
+    ):
+        # The median of the rounds' medians when there are rounds, as the ratios are.
+        value = figure(per.get(f"{key}_rounds", per[key])).median
+        floor_value = _maybe(floor_per.get(f"{key}_rounds", floor_per.get(key)))
+        ratio = _ratio_or_plain(
+            per.get(spread_key), value, floor_value.median if floor_value else None
+        )
+        cells.append(with_ratio(number(value), ratio, is_floor))
+    par = peers.get("parallel", {}).get(s)
+    cells.append(
+        f"{number(par['wall_s'] * 1000, 0)} ({'parallel' if par['parallel'] else 'one by one'})"
+        if par
+        else "–"
+    )
+    c = peers.get("concurrency", {}).get(size, {}).get(s)
+    floor = peers.get("concurrency", {}).get(size, {}).get("floor") or {}
+    if not c:
+        cells += ["–", "–"]
+    elif c.get("not_run_after"):
+        cells += ["not run", "–"]
+    else:
+        if c.get("stopped_after_s"):
+            cells.append(f"> {c['stopped_after_s']:.0f} (stopped, {c['finished']:,} done)")
+        else:
+            wall = figure(c.get("wall_s_rounds", c["wall_s"])).median
+            ratio = _maybe(c.get("x_floor_wall"))
+            if ratio is None and floor.get("wall_s"):
+                ratio = Figure(c["wall_s"] / floor["wall_s"])
+            cells.append(with_ratio(number(wall), ratio, is_floor))
+        kib = figure(c.get("kib_per_run_rounds", c["kib_per_run"])).median
+        ratio = _maybe(c.get("x_floor_kib_per_run"))
+        if ratio is None and floor.get("kib_per_run"):
+            ratio = Figure(c["kib_per_run"] / floor["kib_per_run"])
+        cells.append(with_ratio(number(kib, 1), ratio, is_floor))
+    imp = peers.get("import", {}).get(s)
+    best = peers.get("import_ms", {})
+    if imp:
+        cells.append(with_ratio(number(imp["best_ms"], 0), _maybe(imp.get("x_floor")), is_floor))
+    elif s in best:
+        ratio = Figure(best[s] / best["floor"]) if best.get("floor") else None
+        cells.append(with_ratio(number(best[s], 0), ratio, is_floor))
+    else:
+        cells.append("–")
+    return cells
+
+
+def render_peers(r: Results) -> str:
+    systems = r.get("peers", "systems")
+    size = _peers_first_batch(r)
+    r.get("peers", "per_step")
+    header = [
+        "",
+        "µs/step (× floor)",
+        "1-step run, µs (× floor)",
+        "50 × 10 ms tools, ms",
+        f"{int(size):,} runs, wall s (× floor)",
+        f"{int(size):,} runs, KiB/run (× floor)",
+        "import, ms (× floor)",
+    ]
+    rows = [_peer_row(r, s, size) for s in systems]
+    per = r.get("peers", "per_step", "floor")
+    imp = r.data["peers"].get("import", {})
+    c = r.data["peers"].get("concurrency", {}).get(size, {}).get("operative", {})
+    fresh = c.get("fresh_rounds", 1)
+    if "rounds" in per:
+        text = (
+            "Ratios are medians of per-round ratios to the floor, with their range: µs/step "
+            f"and the 1-step run over {per['rounds']} rounds of every system in one process "
+            f"({per.get('repetitions', '?')} runs each); import over "
+            f"{plural(imp.get('attempts', '?'), 'round')} of one fresh interpreter per system "
+            "(the cell is the best time); the floor and operative batches over "
+            f"{fresh} fresh process{'' if fresh == 1 else 'es'} each, in turn (a peer's batch "
+            "runs once)."
+        )
+    else:
+        text = (
+            "Ratios of medians to the floor's: this `peers.json` predates the per-round "
+            "ratios, so no spread is shown."
+        )
+    notes = ["", text]
+    return "\n".join(table(header, rows) + notes)
+
+
+def render_batches(r: Results) -> str:
+    """The larger batches, stopped peers and the same-process batch ratio, as sentences."""
+    conc = r.get("peers", "concurrency")
+    sizes = sorted(int(n) for n in r.get("peers", "batch_sizes"))
+    lines = []
+    order = r.get("peers", "systems")
+    parallel = r.data["peers"].get("parallel", {})
+    if parallel:
+        together = [s for s in order if parallel.get(s, {}).get("parallel")]
+        apart = [s for s in order if s in parallel and not parallel[s].get("parallel")]
+        lines.append(
+            "- 50 tool calls in one step: run concurrently by "
+            + (", ".join(together) or "no system")
+            + (f"; one after another by {', '.join(apart)}" if apart else "")
+            + "."
+        )
+    order = r.get("peers", "systems")
+    for n in sizes[1:]:
+        row = conc.get(str(n), {})
+        parts = []
+        for s, c in ((s, row[s]) for s in order if s in row):
+            if c.get("not_run_after"):
+                parts.append(f"{s} not run (stopped at {c['not_run_after']:,})")
+            elif c.get("stopped_after_s"):
+                parts.append(
+                    f"{s} stopped after {c['stopped_after_s']:.0f} s with {c['finished']:,} "
+                    f"of {c['runs']:,} runs finished ({number(c['kib_per_run'], 1)} KiB per run)"
+                )
+            else:
+                parts.append(
+                    f"{s} {number(c['wall_s'])} s ({number(c['kib_per_run'], 1)} KiB per run)"
+                )
+        lines.append(f"- {n:,} concurrent runs: " + "; ".join(parts) + ".")
+    for n in sizes[:1]:
+        row = conc.get(str(n), {})
+        stopped = [
+            f"{s} stopped after {row[s]['stopped_after_s']:.0f} s ({row[s]['finished']:,} done)"
+            for s in order
+            if s in row and row[s].get("stopped_after_s")
+        ]
+        if stopped:
+            lines.append(f"- {n:,} concurrent runs: " + "; ".join(stopped) + ".")
+    lines.append("- Same-process batch: " + attempt(_same_process_batch, r))
+    return "\n".join(lines)
+
+
+def _same_process_batch(r: Results) -> str:
+    b = r.get("peers", "batch_rounds")
+    op, fl = figure(b["operative"]["wall_s"]), figure(b["floor"]["wall_s"])
+    return (
+        f"{b['runs']:,} runs of the floor and operative in one process, "
+        f"{plural(b['rounds'], 'round')}: floor {spread_text(fl)} s, "
+        f"operative {spread_text(op)} s, "
+        f"{ratio_text(figure(b['operative']['x_floor_wall']))} the floor."
+    )
+
+
+def render_gc(r: Results) -> str:
+    b = r.get("peers", "batch_rounds")
+    rows = []
+    for s in r.get("peers", "systems"):
+        if s not in b:
+            continue
+        x = b[s]
+        rows.append(
+            [
+                s,
+                spread_text(figure(x["cpu_s"])),
+                spread_text(figure(x["gc_s"])),
+                f"{x['gc_collections_per_batch']:.0f}",
+                share_text(figure(x["gc_share_callbacks"])),
+                spread_text(figure(x["cpu_no_gc_s"])),
+                share_text(figure(x["gc_share_disabled"])),
+            ]
+        )
+    header = [
+        f"{b['runs']:,} runs × {b.get('steps', 5)} steps",
+        "CPU s",
+        "in the GC, s",
+        "collections",
+        "GC share (callbacks)",
+        "CPU s, `gc.disable()`",
+        "GC share (disabled)",
+    ]
+    return "\n".join(
+        [
+            *table(header, rows),
+            "",
+            f"One process, {plural(b['rounds'], 'round')} of each batch with the cyclic GC on "
+            "and then off (the heap frozen after start-up). GC share: the CPU time "
+            "`gc.callbacks` sees between each collection's start and stop over the batch's "
+            "CPU time, and one minus the CPU time with `gc.disable()` over the CPU time with "
+            "it on (that one also counts what collections do to the caches).",
+        ]
+    )
+
+
+def render_memory(r: Results) -> str:
+    mem = r.get("peers", "memory")
+    systems = [s for s in r.get("peers", "systems") if s in mem]
+    if not systems:
+        raise Missing("`peers.json` `memory` has no system")
+    origins: list[str] = []
+    for s in systems:
+        for k in mem[s]["by_origin_bytes_per_run"]:
+            if k not in origins:
+                origins.append(k)
+    floor = mem.get("floor")
+    header = ["bytes per in-flight run, by allocating file", *systems]
+    rows = [
+        [o, *(number(mem[s]["by_origin_bytes_per_run"].get(o, 0.0), 0) for s in systems)]
+        for o in origins
+    ]
+    total = ["**total** (tracemalloc)"]
+    for s in systems:
+        cell = f"**{number(mem[s]['bytes_per_run'], 0)}**"
+        if floor and s != "floor":
+            cell += f" ({number(mem[s]['bytes_per_run'] / floor['bytes_per_run'], 1)}×)"
+        total.append(cell)
+    rows.append(total)
+    rows.append(["GC-tracked objects", *(number(mem[s]["gc_objects_per_run"], 1) for s in systems)])
+    out = table(header, rows)
+    for s in systems:
+        out += [
+            "",
+            f"Top types, {s} (GC-tracked objects per run, `sys.getsizeof` bytes per run):",
+            "",
+            *table(
+                ["type", "objects", "bytes"],
+                (
+                    [
+                        f"`{t['type']}`",
+                        number(t["objects_per_run"], 1),
+                        number(t["bytes_per_run"], 0),
+                    ]
+                    for t in mem[s]["top_types"]
+                ),
+            ),
+        ]
+        lines = mem[s].get("top_lines") or []
+        if lines:
+            out += [
+                "",
+                f"Top allocating lines, {s} (bytes per run): "
+                + ", ".join(f"`{x['where']}` {number(x['bytes_per_run'], 0)}" for x in lines[:8])
+                + ".",
+            ]
+    first = mem[systems[0]]
+    out += [
+        "",
+        f"{first['runs']:,} concurrent 5-step runs per system, each in a fresh process, the "
+        "snapshot taken once every run has started and two model latencies have passed "
+        f"({first['in_flight']:,} in flight, none finished), against one taken before the "
+        "batch. `tracemalloc` names the allocating frame's file; types come from "
+        "`gc.get_objects()` (containers only: strings and numbers are not tracked).",
+    ]
+    return "\n".join(out)
+
+
+def render_import(r: Results) -> str:
+    source, prefix = ("import", ()) if "import" in r.data else ("peers", ("import",))
+    rows = []
+    for s in ("floor", "operative"):
+        x = r.get(source, *prefix, s)
+        ratio = "1×" if s == "floor" else ratio_text(figure(x["x_floor"]))
+        rows.append([f"`{x.get('statement', s)}`", spread_text(figure(x["ms"]), 0) + " ms", ratio])
+    attempts = r.get(source, *prefix).get("attempts", "?")
+    return "\n".join(
+        [
+            *table(["", "ms (median, min–max)", "× `import trio`"], rows),
+            "",
+            f"{plural(attempts, 'round')} of one fresh interpreter per statement, in turn.",
+        ]
+    )
+
+
+def render_durable(r: Results) -> str:
+    """operative's overhead from ``durable.json`` (else ``peers.json``), langgraph's from
+    ``peers.json``, Temporal's from ``temporal.json``."""
+    rows = []
+    if r.has("durable", "per_step"):
+        per, where = r.get("durable", "per_step"), "`bench_durable.py`"
+    else:
+        per = r.data.get("peers", {}).get("durable", {}).get("operative", {}).get("per_step", {})
+        where = "`bench_peers.py`"
+    for name, label in BACKENDS.items():
+        if name in per:
+            x = per[name]
+            commits = x.get("commits_per_step")
+            rows.append(
+                [
+                    f"operative, {label}" + (" (local, `fsync=off`)" if name == "postgres" else ""),
+                    spread_text(figure(x["overhead_us_per_step"]), 0),
+                    f"{commits:g} commits" if commits is not None else "–",
+                    where,
+                ]
+            )
+    lg = r.data.get("peers", {}).get("durable", {}).get("langgraph", {}).get("per_step", {})
+    for name, label in (("memory", "`InMemorySaver`"), ("sqlite", "`AsyncSqliteSaver`")):
+        if name in lg:
+            x = lg[name]
+            steps = lg.get("steps", 20)
+            cps = x.get("checkpoints_per_run")
+            rows.append(
+                [
+                    f"langgraph, {label}",
+                    spread_text(figure(x["overhead_us_per_step"]), 0),
+                    f"{cps / steps:.2f} checkpoints" if cps else "–",
+                    "`bench_peers.py`",
+                ]
+            )
+    if r.has("temporal", "per_step", "temporal", "overhead_us_per_step"):
+        t = r.get("temporal", "per_step", "temporal")
+        writes = t.get("writes_per_step")
+        rows.append(
+            [
+                "operative on Temporal (worker in the same process)",
+                spread_text(r.fig("temporal", "per_step", "temporal", "overhead_us_per_step"), 0),
+                f"{writes:g} Updates" if isinstance(writes, int | float) else "–",
+                "`bench_temporal.py`",
+            ]
+        )
+    if not rows:
+        raise Missing("neither `durable.json` nor `peers.json` has durable per-step figures")
+    return "\n".join(table(["", "overhead µs/step", "writes per step", "measured by"], rows))
+
+
+def _durable_levels(r: Results) -> dict[str, dict[str, Any]]:
+    """``{backend: {runs: entry}}`` from either orientation of ``concurrency``."""
+    conc = r.get("durable", "concurrency")
+    if not isinstance(conc, dict) or not conc:
+        raise Missing("`durable.json` `concurrency` is empty")
+    if any(k in BACKENDS for k in conc):
+        return {b: v for b, v in conc.items() if b in BACKENDS and isinstance(v, dict)}
+    flipped: dict[str, dict[str, Any]] = {}
+    for runs, by_backend in conc.items():
+        for backend, entry in by_backend.items():
+            flipped.setdefault(backend, {})[str(runs)] = entry
+    return flipped
+
+
+def _steps_per_s(entry: Any) -> str:
+    if not isinstance(entry, dict) or "steps_per_s" not in entry:
+        raise Missing("no `steps_per_s`")
+    return spread_text(figure(entry["steps_per_s"]), 0)
+
+
+def render_durable_concurrency(r: Results) -> str:
+    levels = _durable_levels(r)
+    runs = sorted({n for v in levels.values() for n in v} | set(DURABLE_LEVELS), key=int)
+    rows = []
+    for backend, label in BACKENDS.items():
+        entries = levels.get(backend)
+        if entries is None:
+            rows.append([label, *(["not measured"] * len(runs))])
+            continue
+        cells = [label]
+        for n in runs:
+            entry = entries.get(n)
+            if entry is None:
+                cells.append("not measured")
+                continue
+            cells.append(attempt(_steps_per_s, entry))
+        rows.append(cells)
+    notes = r.data["durable"].get("notes") or []
+    header = [
+        "durable steps/s",
+        *(f"{int(n):,} concurrent run{'s' if n != '1' else ''}" for n in runs),
+    ]
+    return "\n".join(table(header, rows) + ([""] + [f"- {n}" for n in notes] if notes else []))
+
+
+def _fixed_ratio(system: str, per: dict[str, Any]) -> str:
+    if system == "floor":
+        return "1×"
+    if "x_floor_run_1_step" in per:
+        return ratio_text(figure(per["x_floor_run_1_step"]))
+    return "–"
+
+
+def render_fixed_cost(r: Results) -> str:
+    rows = []
+    for s in r.get("peers", "systems"):
+        per = r.get("peers", "per_step", s)
+        rows.append(
+            [
+                s,
+                spread_text(figure(per.get("us_run_1_step_rounds", per["us_run_1_step"]))),
+                _fixed_ratio(s, per),
+                number(per["us_per_step_marginal"], 1),
+            ]
+        )
+    return "\n".join(
+        table(["", "1-step run, µs (median, min–max)", "× floor", "marginal µs/step"], rows)
+    )
+
+
+SECTIONS: dict[str, tuple[str, Callable[[Results], str]]] = {
+    "machine": ("Machine", render_machine),
+    "goals": ("Goals", render_goals),
+    "peers": ("Against the peers", render_peers),
+    "batches": ("Batches", render_batches),
+    "fixed-cost": ("Fixed cost of a one-step run", render_fixed_cost),
+    "import": ("Import", render_import),
+    "gc": ("GC share of the batch", render_gc),
+    "memory": ("Memory per in-flight run", render_memory),
+    "durable": ("Durable checkpoint overhead per step", render_durable),
+    "durable-concurrency": (
+        "Durable steps per second under concurrency",
+        render_durable_concurrency,
+    ),
+}
+"""Every section the report renders; a ``docs/comparison.md`` marker names one of these."""
+
+
+def render(name: str, r: Results) -> str:
+    """One section's markdown; a missing figure renders as "not measured" with the reason."""
+    try:
+        return SECTIONS[name][1](r).rstrip("\n")
+    except Missing as exc:
+        return f"*{NOT_MEASURED}: {exc}*"
+    except SHAPE_ERRORS as exc:
+        return f"*{NOT_MEASURED}: the JSON is not in the shape this section reads ({_shape(exc)})*"
+
+
+def summary(r: Results) -> str:
+    parts = [
+        "# Performance report",
+        "",
+        "Generated by `benchmarks/report.py` from the JSON in this directory (one "
+        "`nox -s bench` run); do not edit by hand. Every ratio is to a floor measured in the "
+        "same process (or, for peak RSS, in fresh processes run in turn), as the median of "
+        "per-round ratios with their min–max.",
+    ]
+    for name, (title, _) in SECTIONS.items():
+        if name == "machine":
+            parts += ["", render(name, r)]
+        else:
+            parts += ["", f"## {title}", "", render(name, r)]
+    sources = []
+    for s in SOURCES:
+        if s in r.data:
+            date = r.data[s].get("date", "no date recorded")
+            sources.append(f"- `{s}.json`: {date}{' (quick)' if r.quick(s) else ''}")
+        else:
+            sources.append(f"- `{s}.json`: {r.why_missing[s]}")
+    parts += ["", "## Sources", "", *sources]
+    return "\n".join(parts) + "\n"
+
+
+# --------------------------------------------------------------------------------------
+# docs/comparison.md markers
+# --------------------------------------------------------------------------------------
+
+MARKER = re.compile(r"<!-- (/?)bench:([a-z0-9-]+) -->")
+
+
+class MarkerError(ValueError):
+    """docs/comparison.md's ``<!-- bench:NAME -->`` markers are not well formed."""
+
+
+def blocks(text: str) -> list[tuple[str, int, int]]:
+    """``(name, start of content, end of content)`` of every marker pair, in order.
+
+    Well formed: each ``<!-- bench:NAME -->`` is closed by ``<!-- /bench:NAME -->`` before
+    the next opens, each NAME is a section the report renders, and no NAME repeats.
+    """
+    found: list[tuple[str, int, int]] = []
+    open_name: str | None = None
+    open_end = 0
+    for match in MARKER.finditer(text):
+        closing, name = match.group(1) == "/", match.group(2)
+        line = text.count("\n", 0, match.start()) + 1
+        if not closing:
+            if open_name is not None:
+                raise MarkerError(f"line {line}: bench:{name} opens inside bench:{open_name}")
+            if name not in SECTIONS:
+                known = ", ".join(SECTIONS)
+                raise MarkerError(f"line {line}: no section named {name!r} (known: {known})")
+            if any(name == f[0] for f in found):
+                raise MarkerError(f"line {line}: bench:{name} appears twice")
+            open_name, open_end = name, match.end()
+        else:
+            if open_name != name:
+                raise MarkerError(
+                    f"line {line}: /bench:{name} closes "
+                    + (f"bench:{open_name}" if open_name else "nothing")
+                )
+            found.append((name, open_end, match.start()))
+            open_name = None
+    if open_name is not None:
+        raise MarkerError(f"bench:{open_name} is never closed")
+    return found
+
+
+def fill(text: str, r: Results) -> str:
+    """``text`` with every marker pair's content replaced by its rendered section."""
+    out, last = [], 0
+    for name, start, end in blocks(text):
+        out += [text[last:start], "\n", render(name, r), "\n"]
+        last = end
+    out.append(text[last:])
+    return "".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results")
+    parser.add_argument("--summary", type=Path, default=None, help="(RESULTS/summary.md)")
+    parser.add_argument(
+        "--docs",
+        default=str(ROOT / "docs" / "comparison.md"),
+        help="the page whose markers to fill; '-' for none",
+    )
+    args = parser.parse_args(argv)
+    r = Results(args.results)
+    if not r.data:
+        print(f"no benchmark JSON in {args.results}", file=sys.stderr)
+        return 1
+    path = args.summary or args.results / "summary.md"
+    path.write_text(summary(r))
+    print(f"wrote {path}")
+    for name, why in r.why_missing.items():
+        print(f"note: {name}: {why}")
+    if args.docs != "-":
+        docs = Path(args.docs)
+        try:
+            docs.write_text(fill(docs.read_text(), r))
+        except MarkerError as exc:
+            print(f"{docs}: {exc}", file=sys.stderr)
+            return 1
+        print(f"wrote {docs}")
+    print()
+    print(render("goals", r))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
