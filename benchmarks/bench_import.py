@@ -1,0 +1,176 @@
+"""Measure what importing operative costs a fresh interpreter, next to trio and bare Python.
+
+Prints two tables, each figure the best of N fresh interpreters, the candidates run in
+interleaved rounds (one of each per round) so a slow spell on a shared machine hits
+them all alike:
+
+- ``-X importtime``: the cumulative import time of the top-level module as the
+  interpreter itself reports it, for ``operative``, ``trio``, ``operative.testing`` and
+  ``operative.ui``; the ratio to ``trio`` (target for ``operative``: ≤ 1.3×).
+- wall time of the whole process: ``python -c "pass"`` (the baseline), ``python -c
+  "import trio"``, ``python -c "import operative"``, the same for ``operative.testing``
+  and ``operative.ui``, and the command line's start-up (``python -m operative
+  --help``); with the import's share (wall minus the baseline) and its ratio to trio's.
+
+It also lists which heavy optional dependencies ``import operative`` pulls in (none of
+``httpx``, ``anthropic``, ``openai``, ``cattrs``, ``hmac``, ``sqlite3`` should be there).
+
+Run: ``python benchmarks/bench_import.py [--rounds 7] [--quick] [--json PATH]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import machine, median, print_table, write_json  # noqa: E402
+
+IMPORTTIME_MODULES = ("operative", "trio", "operative.testing", "operative.ui")
+
+WALL_COMMANDS: dict[str, list[str]] = {
+    "python (baseline)": ["-c", "pass"],
+    "import trio": ["-c", "import trio"],
+    "import operative": ["-c", "import operative"],
+    "import operative.testing": ["-c", "import operative.testing"],
+    "import operative.ui": ["-c", "import operative.ui"],
+    "operative --help": ["-m", "operative", "--help"],
+}
+
+OPTIONAL = (
+    "httpx",
+    "anthropic",
+    "openai",
+    "cattrs",
+    "hmac",
+    "sqlite3",
+    "jsonschema",
+    "opentelemetry",
+    "importlib.metadata",
+    "operative.durable",
+    "operative.providers",
+    "operative.instrumentation",
+)
+
+_LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|\s*(\S+)")
+
+
+def _env() -> dict[str, str]:
+    # Bytecode caches on, as for an installed package: without them every figure would
+    # include compiling operative's sources.
+    env = dict(os.environ)
+    env.pop("PYTHONPROFILEIMPORTTIME", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def importtime_ms(module: str) -> float:
+    """The cumulative ``-X importtime`` figure of ``module`` in a fresh interpreter."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", f"import {module}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=_env(),
+    )
+    top = module.split(".")[0]
+    cumulative = 0
+    for line in done.stderr.splitlines():
+        match = _LINE.match(line)
+        # The package and its parents are reported after their children; sum the
+        # top-level entries that the import statement caused (``operative`` and, for a
+        # submodule imported after its package, the submodule itself).
+        if match and match.group(3) in (top, module):
+            cumulative += int(match.group(2))
+    return cumulative / 1000
+
+
+def wall_ms(args: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, *args], capture_output=True, check=True, env=_env())
+    return (time.perf_counter() - start) * 1000
+
+
+def loaded_optional() -> list[str]:
+    code = (
+        "import sys, operative\n"
+        f"print(' '.join(m for m in {OPTIONAL!r} if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=_env()
+    )
+    return done.stdout.split()
+
+
+def _spread(values: list[float]) -> str:
+    return f"{min(values):.1f}–{max(values):.1f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7, help="fresh interpreters per figure")
+    parser.add_argument("--quick", action="store_true", help="3 rounds, for a smoke run")
+    parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+    options = parser.parse_args()
+    rounds = 3 if options.quick else options.rounds
+
+    for module in IMPORTTIME_MODULES:  # warm the OS file cache and the bytecode caches
+        importtime_ms(module)
+
+    importtimes: dict[str, list[float]] = {m: [] for m in IMPORTTIME_MODULES}
+    walls: dict[str, list[float]] = {name: [] for name in WALL_COMMANDS}
+    for _ in range(rounds):
+        for module in IMPORTTIME_MODULES:
+            importtimes[module].append(importtime_ms(module))
+        for name, args in WALL_COMMANDS.items():
+            walls[name].append(wall_ms(args))
+
+    trio_best = min(importtimes["trio"])
+    print_table(
+        f"-X importtime, cumulative ms (best of {rounds} fresh interpreters, interleaved)",
+        ["module", "best", "median", "range", "× trio (best)"],
+        [
+            (m, f"{min(v):.1f}", f"{median(v):.1f}", _spread(v), f"{min(v) / trio_best:.2f}")
+            for m, v in importtimes.items()
+        ],
+    )
+
+    baseline = min(walls["python (baseline)"])
+    trio_share = min(walls["import trio"]) - baseline
+    rows = []
+    for name, values in walls.items():
+        share = min(values) - baseline
+        ratio = "" if name == "python (baseline)" else f"{share / trio_share:.2f}"
+        rows.append(
+            (name, f"{min(values):.1f}", f"{median(values):.1f}", _spread(values), f"{share:.1f}", ratio)
+        )
+    print_table(
+        f"wall time of the process, ms (best of {rounds}, interleaved)",
+        ["command", "best", "median", "range", "minus baseline", "× trio"],
+        rows,
+    )
+
+    optional = loaded_optional()
+    print(f"\noptional modules loaded by `import operative`: {', '.join(optional) or 'none'}")
+
+    if options.json:
+        result: dict[str, Any] = {
+            "machine": machine(),
+            "rounds": rounds,
+            "importtime_ms": {m: v for m, v in importtimes.items()},
+            "wall_ms": walls,
+            "operative_vs_trio_importtime": min(importtimes["operative"]) / trio_best,
+            "optional_loaded": optional,
+        }
+        write_json(options.json, result)
+
+
+if __name__ == "__main__":
+    main()
