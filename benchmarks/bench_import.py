@@ -1,19 +1,22 @@
 """Measure what importing operative costs a fresh interpreter, next to trio and bare Python.
 
-Prints two tables, each figure the best of N fresh interpreters, the candidates run in
+Prints four tables, each figure the best of N fresh interpreters, the candidates run in
 interleaved rounds (one of each per round) so a slow spell on a shared machine hits
 them all alike:
 
 - ``-X importtime``: the cumulative import time of the top-level module as the
   interpreter itself reports it, for ``operative``, ``trio``, ``operative.testing`` and
-  ``operative.ui``; the ratio to ``trio`` (target for ``operative``: ≤ 1.3×).
+  ``operative.ui``; the ratio to ``trio`` (target for ``operative``: ≤ 1.3x).
+- CPU time (user + system) of the import statement alone, measured inside the fresh
+  interpreter: less disturbed by other processes than the wall-clock figures;
 - wall time of the whole process: ``python -c "pass"`` (the baseline), ``python -c
   "import trio"``, ``python -c "import operative"``, the same for ``operative.testing``
   and ``operative.ui``, and the command line's start-up (``python -m operative
-  --help``); with the import's share (wall minus the baseline) and its ratio to trio's.
+  --help``); with the import's share (wall minus the baseline) and its ratio to trio's;
+  and the CPU time of the same processes.
 
 It also lists which heavy optional dependencies ``import operative`` pulls in (none of
-``httpx``, ``anthropic``, ``openai``, ``cattrs``, ``hmac``, ``sqlite3`` should be there).
+``httpx``, ``anthropic``, ``openai``, ``cattrs``, ``sqlite3``, ``jsonschema`` should be there).
 
 Run: ``python benchmarks/bench_import.py [--rounds 7] [--quick] [--json PATH]``.
 """
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -31,7 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import machine, median, print_table, write_json  # noqa: E402
+from _common import machine, median, print_table, write_json
 
 IMPORTTIME_MODULES = ("operative", "trio", "operative.testing", "operative.ui")
 
@@ -49,7 +53,6 @@ OPTIONAL = (
     "anthropic",
     "openai",
     "cattrs",
-    "hmac",
     "sqlite3",
     "jsonschema",
     "opentelemetry",
@@ -92,17 +95,36 @@ def importtime_ms(module: str) -> float:
     return cumulative / 1000
 
 
-def wall_ms(args: list[str]) -> float:
+def cpu_ms(module: str) -> float:
+    """CPU time (user + system) of ``import module`` in a fresh interpreter.
+
+    Less disturbed than wall time by other processes on a shared machine.
+    """
+    code = (
+        "import time\n"
+        "start = time.process_time()\n"
+        f"import {module}\n"
+        "print((time.process_time() - start) * 1000)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=_env()
+    )
+    return float(done.stdout)
+
+
+def wall_ms(args: list[str]) -> tuple[float, float]:
+    """Wall time and CPU time (user + system) of a whole fresh process, in ms."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run([sys.executable, *args], capture_output=True, check=True, env=_env())
-    return (time.perf_counter() - start) * 1000
+    wall = (time.perf_counter() - start) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000
+    return wall, cpu
 
 
 def loaded_optional() -> list[str]:
-    code = (
-        "import sys, operative\n"
-        f"print(' '.join(m for m in {OPTIONAL!r} if m in sys.modules))"
-    )
+    code = f"import sys, operative\nprint(' '.join(m for m in {OPTIONAL!r} if m in sys.modules))"
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=_env()
     )
@@ -110,7 +132,7 @@ def loaded_optional() -> list[str]:
 
 
 def _spread(values: list[float]) -> str:
-    return f"{min(values):.1f}–{max(values):.1f}"
+    return f"{min(values):.1f}-{max(values):.1f}"
 
 
 def main() -> None:
@@ -125,20 +147,35 @@ def main() -> None:
         importtime_ms(module)
 
     importtimes: dict[str, list[float]] = {m: [] for m in IMPORTTIME_MODULES}
+    cpus: dict[str, list[float]] = {m: [] for m in IMPORTTIME_MODULES}
     walls: dict[str, list[float]] = {name: [] for name in WALL_COMMANDS}
+    wall_cpus: dict[str, list[float]] = {name: [] for name in WALL_COMMANDS}
     for _ in range(rounds):
         for module in IMPORTTIME_MODULES:
             importtimes[module].append(importtime_ms(module))
+            cpus[module].append(cpu_ms(module))
         for name, args in WALL_COMMANDS.items():
-            walls[name].append(wall_ms(args))
+            wall, cpu = wall_ms(args)
+            walls[name].append(wall)
+            wall_cpus[name].append(cpu)
 
     trio_best = min(importtimes["trio"])
     print_table(
         f"-X importtime, cumulative ms (best of {rounds} fresh interpreters, interleaved)",
-        ["module", "best", "median", "range", "× trio (best)"],
+        ["module", "best", "median", "range", "x trio (best)"],
         [
             (m, f"{min(v):.1f}", f"{median(v):.1f}", _spread(v), f"{min(v) / trio_best:.2f}")
             for m, v in importtimes.items()
+        ],
+    )
+
+    cpu_trio = min(cpus["trio"])
+    print_table(
+        f"CPU time of the import statement, ms (best of {rounds}, interleaved)",
+        ["module", "best", "median", "range", "x trio (best)"],
+        [
+            (m, f"{min(v):.1f}", f"{median(v):.1f}", _spread(v), f"{min(v) / cpu_trio:.2f}")
+            for m, v in cpus.items()
         ],
     )
 
@@ -149,12 +186,37 @@ def main() -> None:
         share = min(values) - baseline
         ratio = "" if name == "python (baseline)" else f"{share / trio_share:.2f}"
         rows.append(
-            (name, f"{min(values):.1f}", f"{median(values):.1f}", _spread(values), f"{share:.1f}", ratio)
+            (
+                name,
+                f"{min(values):.1f}",
+                f"{median(values):.1f}",
+                _spread(values),
+                f"{share:.1f}",
+                ratio,
+            )
         )
     print_table(
         f"wall time of the process, ms (best of {rounds}, interleaved)",
-        ["command", "best", "median", "range", "minus baseline", "× trio"],
+        ["command", "best", "median", "range", "minus baseline", "x trio"],
         rows,
+    )
+    cpu_baseline = min(wall_cpus["python (baseline)"])
+    cpu_trio_share = min(wall_cpus["import trio"]) - cpu_baseline
+    print_table(
+        f"CPU time of the process, ms (best of {rounds}, the same processes)",
+        ["command", "best", "median", "minus baseline", "x trio"],
+        [
+            (
+                name,
+                f"{min(v):.1f}",
+                f"{median(v):.1f}",
+                f"{min(v) - cpu_baseline:.1f}",
+                ""
+                if name == "python (baseline)"
+                else f"{(min(v) - cpu_baseline) / cpu_trio_share:.2f}",
+            )
+            for name, v in wall_cpus.items()
+        ],
     )
 
     optional = loaded_optional()
@@ -164,9 +226,12 @@ def main() -> None:
         result: dict[str, Any] = {
             "machine": machine(),
             "rounds": rounds,
-            "importtime_ms": {m: v for m, v in importtimes.items()},
+            "importtime_ms": importtimes,
+            "import_cpu_ms": cpus,
             "wall_ms": walls,
+            "process_cpu_ms": wall_cpus,
             "operative_vs_trio_importtime": min(importtimes["operative"]) / trio_best,
+            "operative_vs_trio_import_cpu": min(cpus["operative"]) / cpu_trio,
             "optional_loaded": optional,
         }
         write_json(options.json, result)
