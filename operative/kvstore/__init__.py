@@ -2,10 +2,11 @@
 
 ``MemoryStore`` (one process), ``SqliteStore`` (one file, many processes) and
 ``PostgresStore`` (one database, many machines; needs ``operative[postgres]``) implement
-:class:`ConditionalTextValueStore`. Importing this package never imports psycopg, nor\nthe SQL layer (``sqlite3``) until a SQL store is first named.
+:class:`ConditionalTextValueStore`. Importing this package never imports psycopg;
+the SQL stores (and ``sqlite3``) load when one is first named.
 """
 
-from typing import TYPE_CHECKING
+import typing
 
 from .._core._errors import ConflictError as ConflictError
 from ._memory import MemoryStore as MemoryStore
@@ -18,7 +19,7 @@ from ._protocol import Operation as Operation
 from ._protocol import Put as Put
 from ._protocol import Versioned as Versioned
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from ._postgres import PostgresStore as PostgresStore
     from ._sqlite import SqliteStore as SqliteStore
 

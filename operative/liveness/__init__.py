@@ -34,7 +34,7 @@ that is not an agent run (a tool-only job) a run handle's liveness.
 """
 
 import importlib
-from typing import TYPE_CHECKING
+import typing
 
 from ._snapshots import PULSE_KINDS as PULSE_KINDS
 from ._snapshots import TERMINAL_STATUSES as TERMINAL_STATUSES
@@ -54,7 +54,7 @@ from ._watchdog import StallPolicy as StallPolicy
 from ._watchdog import StallWatchdog as StallWatchdog
 from ._watchdog import create_stall_watchdog as create_stall_watchdog
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from ._diagnostic import DiagnosticRun as DiagnosticRun
     from ._diagnostic import open_diagnostic_run as open_diagnostic_run
     from ._heartbeat import Heartbeat as Heartbeat
