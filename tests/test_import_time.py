@@ -179,3 +179,39 @@ def test_unknown_attribute_still_raises() -> None:
         """
     )
     assert out.split() == ["True", "True", "True"]
+
+
+@pytest.mark.heavy
+def test_import_benchmark_quick_mode_runs(tmp_path: Path) -> None:
+    """``benchmarks/bench_import.py --quick --json`` runs and records every figure."""
+    import json
+
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "import.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(root / "benchmarks" / "bench_import.py"),
+            "--quick",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=root,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "-X importtime" in done.stdout
+    figures = json.loads(out.read_text())
+    assert set(figures["importtime_ms"]) == {
+        "operative",
+        "trio",
+        "operative.testing",
+        "operative.ui",
+    }
+    assert all(len(v) == 3 and min(v) > 0 for v in figures["importtime_ms"].values())
+    assert "operative --help" in figures["wall_ms"]
+    assert figures["operative_vs_trio_importtime"] > 0
+    assert "sqlite3" not in figures["optional_loaded"]
