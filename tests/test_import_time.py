@@ -215,3 +215,21 @@ def test_import_benchmark_quick_mode_runs(tmp_path: Path) -> None:
     assert "operative --help" in figures["wall_ms"]
     assert figures["operative_vs_trio_importtime"] > 0
     assert "sqlite3" not in figures["optional_loaded"]
+
+
+def test_cli_help_loads_no_command_dependencies() -> None:
+    """``operative --help`` builds the parser without the stores, providers or servers."""
+    out = _run(
+        """
+        import contextlib, io, sys
+        from operative.cli import main
+
+        with contextlib.redirect_stdout(io.StringIO()) as text:
+            code = main(["--help"], env={})
+        heavy = ("operative.durable", "operative.providers", "operative.runstore",
+                 "operative.sessions", "operative.budgets", "operative.cli._running",
+                 "operative.cli._inspect", "operative.cli._serve", "sqlite3", "httpx")
+        print(code, "usage:" in text.getvalue(), sorted(m for m in heavy if m in sys.modules))
+        """
+    )
+    assert out.strip() == "0 True []"
