@@ -233,3 +233,17 @@ def test_cli_help_loads_no_command_dependencies() -> None:
         """
     )
     assert out.strip() == "0 True []"
+
+
+def test_ui_import_does_not_build_the_command_line() -> None:
+    """``import operative.ui`` uses the chat host without loading the CLI's parser."""
+    out = _run(
+        """
+        import sys
+        import operative.ui
+        print(sorted(m for m in ("operative.cli._main", "argparse") if m in sys.modules))
+        from operative.cli import main
+        print(callable(main), "operative.cli._main" in sys.modules)
+        """
+    )
+    assert out.split("\n")[:2] == ["[]", "True True"]
