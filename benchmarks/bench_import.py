@@ -18,7 +18,11 @@ them all alike:
 It also lists which heavy optional dependencies ``import operative`` pulls in (none of
 ``httpx``, ``anthropic``, ``openai``, ``cattrs``, ``sqlite3``, ``jsonschema`` should be there).
 
-Run: ``python benchmarks/bench_import.py [--rounds 7] [--quick] [--json PATH]``.
+``--instructions`` adds a fifth table: the instructions each command executes, counted by
+valgrind (``cachegrind``), once each. On a shared machine it is the one figure that does
+not move from run to run (within about 0.1%), so compare changes by it.
+
+Run: ``python benchmarks/bench_import.py [--rounds 7] [--quick] [--instructions] [--json PATH]``.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import argparse
 import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -123,6 +128,29 @@ def wall_ms(args: list[str]) -> tuple[float, float]:
     return wall, cpu
 
 
+def instructions(args: list[str]) -> int | None:
+    """Instructions a fresh process executes (valgrind's ``I refs``), or None without valgrind."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        return None
+    done = subprocess.run(
+        [
+            valgrind,
+            "--tool=cachegrind",
+            "--cache-sim=no",
+            "--cachegrind-out-file=/dev/null",
+            sys.executable,
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=_env(),
+    )
+    match = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+    return int(match.group(1).replace(",", "")) if match else None
+
+
 def loaded_optional() -> list[str]:
     code = f"import sys, operative\nprint(' '.join(m for m in {OPTIONAL!r} if m in sys.modules))"
     done = subprocess.run(
@@ -140,6 +168,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7, help="fresh interpreters per figure")
     parser.add_argument("--quick", action="store_true", help="3 rounds, for a smoke run")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+    parser.add_argument(
+        "--instructions", action="store_true", help="also count instructions with valgrind"
+    )
     options = parser.parse_args()
     rounds = 3 if options.quick else options.rounds
 
@@ -219,6 +250,30 @@ def main() -> None:
         ],
     )
 
+    counts: dict[str, int | None] = {}
+    if options.instructions:
+        counts = {name: instructions(args) for name, args in WALL_COMMANDS.items()}
+        base_count = counts["python (baseline)"]
+        trio_count = counts["import trio"]
+        if base_count is None or trio_count is None:
+            print("\n--instructions: valgrind is not installed")
+        else:
+            print_table(
+                "instructions executed (valgrind), millions",
+                ["command", "total", "minus baseline", "x trio"],
+                [
+                    (
+                        name,
+                        f"{(count or 0) / 1e6:.1f}",
+                        f"{((count or 0) - base_count) / 1e6:.1f}",
+                        ""
+                        if name == "python (baseline)"
+                        else f"{((count or 0) - base_count) / (trio_count - base_count):.3f}",
+                    )
+                    for name, count in counts.items()
+                ],
+            )
+
     optional = loaded_optional()
     print(f"\noptional modules loaded by `import operative`: {', '.join(optional) or 'none'}")
 
@@ -233,6 +288,7 @@ def main() -> None:
             "operative_vs_trio_importtime": min(importtimes["operative"]) / trio_best,
             "operative_vs_trio_import_cpu": min(cpus["operative"]) / cpu_trio,
             "optional_loaded": optional,
+            "instructions": counts,
         }
         write_json(options.json, result)
 
