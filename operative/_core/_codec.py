@@ -21,7 +21,6 @@ from typing import Any, TypeAlias, TypeVar, cast, overload
 import msgspec
 
 from ._errors import CorruptRecordError, InvalidArgument, SchemaVersionError
-from ._locate import Problem, json_check, locate_problem, struct_fields
 
 __all__ = [
     "MAX_JSON_DEPTH",
@@ -206,6 +205,8 @@ def _version_field(type: Any) -> tuple[str, int] | None:
     """(JSON name, default) of a Struct's ``schema_version`` field, when it has one."""
     if not (isinstance(type, builtins.type) and issubclass(type, msgspec.Struct)):
         return None
+    from ._locate import struct_fields  # once per decoded type: the decoders are cached
+
     for field in struct_fields(type):
         if field.name == "schema_version" and isinstance(field.default, int):
             return field.encode_name, field.default
@@ -222,6 +223,8 @@ def _corrupt(exc: msgspec.DecodeError, data: Any, type: Any, what: str) -> Corru
     :class:`SchemaVersionError`. When the walk cannot tell, msgspec's whole message is
     the explanation and the path is left out.
     """
+    from ._locate import Problem, json_check, locate_problem  # only failures pay for it
+
     problem: Problem | None = None
     nodes: tuple[tuple[Any, Any], ...] = ()
     if isinstance(exc, msgspec.ValidationError):

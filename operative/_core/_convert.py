@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, overload
 import msgspec
 
 from ._errors import DataValidationError, InvalidArgument
-from ._locate import Problem, field_path, json_check, locate_problem
 
 __all__ = [
     "cattrs_problems",
@@ -38,6 +37,8 @@ _Data: TypeAlias = bytes | bytearray | memoryview | str
 
 if TYPE_CHECKING:
     from cattrs.preconf.msgspec import MsgspecJsonConverter
+
+    from ._locate import Problem
 
 
 @functools.cache
@@ -82,6 +83,8 @@ def cattrs_problems(exc: BaseException, path: str = "$") -> list[tuple[str, str]
     descriptions (``"invalid value for type, expected int"``).
     """
     from cattrs.errors import ClassValidationError, IterableValidationError
+
+    from ._locate import field_path
 
     parts: list[tuple[BaseException, str, Any]]
     if isinstance(exc, ClassValidationError):
@@ -161,6 +164,8 @@ def validate(value: Any, type: Any, *, what: str = "value", strict: bool = True)
         try:
             return msgspec.convert(value, type, strict=strict)
         except msgspec.ValidationError as exc:
+            from ._locate import locate_problem  # only failures pay for it
+
             check = functools.partial(msgspec.convert, strict=strict)
             raise _invalid(what, exc, locate_problem(value, type, check)) from None
     import cattrs
@@ -197,6 +202,8 @@ def validate_json(data: _Data, type: Any, *, what: str = "value") -> Any:
         raise _invalid_at(what, "$", f"not valid JSON: {exc}") from None
     if decoder is None:
         return validate(value, type, what=what)
+    from ._locate import json_check, locate_problem  # only failures pay for it
+
     raise _invalid(what, invalid, locate_problem(value, type, json_check)) from None
 
 

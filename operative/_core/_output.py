@@ -4,7 +4,6 @@ validation of answers."""
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Mapping
 from typing import Any, Literal, TypeAlias
@@ -119,6 +118,8 @@ def _not_json(text: str, output: Any, exc: msgspec.DecodeError) -> str:
     wanted = _expected(output).wanted()
     if not text:
         return f"the answer is empty, not {wanted}"
+    import json  # only a failed answer pays for it
+
     try:
         _, end = json.JSONDecoder().raw_decode(text)
     except json.JSONDecodeError as error:
@@ -188,6 +189,8 @@ class _Expected(msgspec.Struct, frozen=True):
         words = [_NOUN[kind] for kind in sorted(self.kinds) if kind in _NOUN]
         noun = " or ".join(dict.fromkeys(words)) or "value"
         if self.kinds == {"object"} and self.fields:
+            import json  # only an error message needs it
+
             named = ", ".join(json.dumps(field) for field in self.fields)
             return f"the JSON object with the fields {named}"
         return f"the JSON {noun}"

@@ -8,6 +8,20 @@
     operative recover                  # finish interrupted durable runs
 """
 
-from ._main import main as main
+import typing
+
+if typing.TYPE_CHECKING:
+    from ._main import main as main
 
 __all__ = ["main"]
+
+
+def __getattr__(name: str) -> object:
+    # The parser (argparse and the command modules) loads when the command runs, not
+    # when a library module (operative.ui's chat host) imports a piece of this package.
+    if name != "main":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from ._main import main
+
+    globals()["main"] = main
+    return main

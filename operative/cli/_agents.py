@@ -31,6 +31,8 @@ from .. import (
 from .._core._deltas import current_delta_sink
 from ..providers import Delta
 from ..tools import ApprovalPolicy, Tool, Toolbox, tool
+from ._defaults import DEMO_PROMPT as DEMO_PROMPT
+from ._defaults import OFFLINE_MODEL as OFFLINE_MODEL
 
 __all__ = [
     "CHAT_AGENT",
@@ -45,10 +47,6 @@ __all__ = [
 
 DEMO_AGENT = "operative-demo"
 CHAT_AGENT = "operative-chat"
-OFFLINE_MODEL = "offline-scripted"
-"""The model name the offline stand-in reports (it has no price: it costs nothing)."""
-
-DEMO_PROMPT = "What is the weather in Lisbon, and what is 17 * 23 + 4?"
 
 _INSTRUCTIONS = (
     "You are the operative {kind} agent. Use get_weather for the weather and calculate "

@@ -4,30 +4,21 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib
 import os
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import trio
 
 from .. import DatabaseFileError, OperativeError
-from ._agents import DEMO_PROMPT
+from ._defaults import DEMO_PROMPT
 from ._errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError
-from ._inspect import (
-    runs_cancel,
-    runs_list,
-    runs_show,
-    sessions_delete,
-    sessions_list,
-    sessions_show,
-)
 from ._invocation import invocation
 from ._mcp import add_mcp_command
 from ._output import Output
-from ._running import run_chat, run_demo, run_recover
-from ._serve import run_serve
 from ._state import default_data_dir
 from ._temporal import add_temporal_options
 
@@ -38,6 +29,31 @@ exit codes: 0 ok, 1 a run failed, 2 bad arguments or input, 130 interrupted.
 A real model is used when ANTHROPIC_API_KEY, OPENAI_API_KEY or OPENAI_BASE_URL is set
 (OPERATIVE_MODEL=provider:model picks one); otherwise an offline scripted model.
 """
+
+
+def _deferred(module: str, name: str) -> Callable[..., Awaitable[int]]:
+    """The handler ``name`` of ``module``, imported when its command runs: ``--help``
+    and a usage error then load no command's dependencies (stores, providers, servers)."""
+
+    async def handler(*args: Any) -> int:
+        function = getattr(importlib.import_module(module, __package__), name)
+        code: int = await function(*args)
+        return code
+
+    handler.__name__ = handler.__qualname__ = name
+    return handler
+
+
+run_demo = _deferred("._running", "run_demo")
+run_chat = _deferred("._running", "run_chat")
+run_recover = _deferred("._running", "run_recover")
+run_serve = _deferred("._serve", "run_serve")
+runs_list = _deferred("._inspect", "runs_list")
+runs_show = _deferred("._inspect", "runs_show")
+runs_cancel = _deferred("._inspect", "runs_cancel")
+sessions_list = _deferred("._inspect", "sessions_list")
+sessions_show = _deferred("._inspect", "sessions_show")
+sessions_delete = _deferred("._inspect", "sessions_delete")
 
 
 class _Parser(argparse.ArgumentParser):

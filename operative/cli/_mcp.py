@@ -8,14 +8,14 @@ import importlib
 import inspect
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from ._errors import EXIT_OK, UsageError
-from ._listen import handed_over, listen
-from ._output import Output
-from ._serve import _until_stopped
+
+if TYPE_CHECKING:
+    from ._output import Output
 
 __all__ = ["add_mcp_command", "load_object", "parse_address", "run_mcp_serve"]
 
@@ -114,6 +114,8 @@ async def run_mcp_serve(args: argparse.Namespace, out: Output) -> int:
         ) from None
     from .._core._errors import InvalidArgument
     from ..mcp._server import served_toolbox
+    from ._listen import handed_over, listen
+    from ._serve import _until_stopped
 
     try:
         toolbox = served_toolbox(await load_object(args.target))

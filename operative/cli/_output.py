@@ -11,15 +11,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import msgspec
 import trio
 
 from .. import Usage
-from ..budgets import cost_of
-from ._agents import OFFLINE_MODEL
-from ._live import LiveStatus
+from ._defaults import OFFLINE_MODEL
+
+if TYPE_CHECKING:
+    from ._live import LiveStatus
 
 __all__ = ["Observed", "Output", "Progress", "describe_cost", "format_cost", "shorten", "tokens"]
 
@@ -96,6 +97,8 @@ class Output:
         console = self._console
         if console is None or not console.is_terminal or console.is_dumb_terminal:
             return None
+        from ._live import LiveStatus
+
         return LiveStatus(console)
 
     def line(self, text: str = "", style: str | None = None) -> None:
@@ -246,6 +249,8 @@ class Progress:
     def _generated(self, event: Any) -> None:
         usage: Usage = event.usage
         self.usage = self.usage + usage
+        from ..budgets import cost_of  # the first step loads the price table
+
         cost = cost_of(usage, event.model) if event.model else None
         if cost is None:
             if event.model and event.model not in self.unpriced:

@@ -8,20 +8,22 @@ anything is created or written; so is a database the command cannot open.
 from __future__ import annotations
 
 import os
-import sqlite3
 import stat
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
-from ..durable import SqliteCheckpointStore, SqliteEngine
-from ..kvstore import SqliteStore
-from ..runstore import SqliteRunStore
-from ..sessions import SessionStore, create_session_store
 from ._errors import UsageError
+
+if TYPE_CHECKING:  # loaded by open_state, so the parser (and --help) stays light
+    from ..durable import SqliteCheckpointStore, SqliteEngine
+    from ..kvstore import SqliteStore
+    from ..runstore import SqliteRunStore
+    from ..sessions import SessionStore
 
 __all__ = ["DATABASE", "State", "check_data_dir", "default_data_dir", "open_state"]
 
@@ -155,6 +157,13 @@ async def open_state(data_dir: Path, *, create: bool = True) -> AsyncIterator[St
     checked, before this yields: a file that is not a database raises DatabaseFileError,
     one SQLite cannot open UsageError.
     """
+    import sqlite3
+
+    from ..durable import SqliteCheckpointStore, SqliteEngine
+    from ..kvstore import SqliteStore
+    from ..runstore import SqliteRunStore
+    from ..sessions import create_session_store
+
     if create:
         await trio.to_thread.run_sync(make_data_dir, data_dir)
     path = data_dir / DATABASE

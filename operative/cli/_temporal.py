@@ -17,16 +17,14 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING
 
 from .._core._errors import OperativeError, RunNotFoundError
-from .._pricing import DEFAULT_PRICES
-from ..durable._records import RunStatus
-from ..runstore import RunDetail, RunSummary
-from ..runstore._assemble import build_detail, encode_cursor
 from ._errors import UsageError
 from ._invocation import command_line
 
 if TYPE_CHECKING:
     from temporalio.service import RPCError
 
+    from ..durable._records import RunStatus
+    from ..runstore import RunDetail, RunSummary
     from ..temporal import TemporalEngine
 
 __all__ = [
@@ -182,6 +180,9 @@ async def read_detail(engine: TemporalEngine, run_id: str) -> RunDetail | None:
         state = await engine.history(run_id)
     except RunNotFoundError:
         return None
+    from .._pricing import DEFAULT_PRICES
+    from ..runstore._assemble import build_detail
+
     return build_detail(state.record(), state.journal(), DEFAULT_PRICES)
 
 
@@ -215,5 +216,7 @@ async def list_runs(
     cursor = None
     if len(records) > limit:
         last = records[limit - 1]
+        from ..runstore._assemble import encode_cursor
+
         cursor = encode_cursor("runs", last.created_at, last.run_id)
     return tuple(summaries), cursor

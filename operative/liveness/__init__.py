@@ -33,10 +33,9 @@ goes on (a long tool, a wait on another system). :func:`open_diagnostic_run` giv
 that is not an agent run (a tool-only job) a run handle's liveness.
 """
 
-from ._diagnostic import DiagnosticRun as DiagnosticRun
-from ._diagnostic import open_diagnostic_run as open_diagnostic_run
-from ._heartbeat import Heartbeat as Heartbeat
-from ._heartbeat import serve_heartbeat as serve_heartbeat
+import importlib
+import typing
+
 from ._snapshots import PULSE_KINDS as PULSE_KINDS
 from ._snapshots import TERMINAL_STATUSES as TERMINAL_STATUSES
 from ._snapshots import WAIT_REASONS as WAIT_REASONS
@@ -54,6 +53,12 @@ from ._tracker import LivenessTracker as LivenessTracker
 from ._watchdog import StallPolicy as StallPolicy
 from ._watchdog import StallWatchdog as StallWatchdog
 from ._watchdog import create_stall_watchdog as create_stall_watchdog
+
+if typing.TYPE_CHECKING:
+    from ._diagnostic import DiagnosticRun as DiagnosticRun
+    from ._diagnostic import open_diagnostic_run as open_diagnostic_run
+    from ._heartbeat import Heartbeat as Heartbeat
+    from ._heartbeat import serve_heartbeat as serve_heartbeat
 
 __all__ = [
     "PULSE_KINDS",
@@ -78,3 +83,22 @@ __all__ = [
     "serve_heartbeat",
     "terminal_status",
 ]
+
+
+# Diagnostic runs and heartbeats load on first use; an agent run needs neither.
+_LAZY = {
+    "DiagnosticRun": "._diagnostic",
+    "open_diagnostic_run": "._diagnostic",
+    "Heartbeat": "._heartbeat",
+    "serve_heartbeat": "._heartbeat",
+}
+
+
+def __getattr__(name: str) -> object:
+    try:
+        module = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value

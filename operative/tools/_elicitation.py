@@ -12,7 +12,6 @@ from typing import Any, TypeAlias, TypeVar, cast
 import msgspec
 import trio
 
-from .._core._convert import describe_error, get_converter
 from .._core._errors import ElicitationError
 from .._core._events import ElicitationRequested, ElicitationResolved
 
@@ -88,6 +87,8 @@ def _validate(data: Any, type_: Any) -> Any:
         ) from None
     except TypeError:
         pass  # a type msgspec cannot validate: the shared cattrs converter can
+    from .._core._convert import describe_error, get_converter
+
     try:
         return get_converter().structure(data, type_)
     except Exception as exc:

@@ -14,7 +14,6 @@ import attrs
 import msgspec
 import trio
 
-from .._core._convert import describe_error, get_converter
 from .._core._errors import ToolDefinitionError
 from .._core._types import ToolSpec
 from ._context import ToolContext
@@ -413,6 +412,8 @@ def _validators(
     else:
         convert = functools.partial(msgspec.convert, type=target)
         return decoder.decode, convert, True
+    # Only a type msgspec cannot build needs the cattrs converter (loaded once per tool).
+    from .._core._convert import describe_error, get_converter
 
     def structure(value: Any) -> Any:
         try:
