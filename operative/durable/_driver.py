@@ -493,6 +493,12 @@ class DurableDriver(Extension):
             raise cancelled
         result.unwrap()
 
+    def _gone(self) -> str | None:
+        """Why this run can write nothing more (its lease lost, a write's outcome unknown)."""
+        if self._lost is not None:
+            return str(self._lost)
+        return self._unknown
+
     # -- the extension's boundaries ----------------------------------------------------
 
     def start_tasks(self, run: ActiveRun, nursery: trio.Nursery) -> None:
@@ -621,7 +627,7 @@ class DurableDriver(Extension):
                         lease.run_id,
                         exc_info=True,
                     )
-                if self._lost is not None:
+                if self._gone() is not None:
                     return result
             try:
                 await engine.release(lease)
@@ -641,7 +647,7 @@ class DurableDriver(Extension):
             try:
                 await self._append([])
             except Exception as exc:
-                if self._lost is not None:
+                if self._gone() is not None:
                     return result
                 logger.error(
                     "the journal of durable run %s was not committed before its outcome",
@@ -650,8 +656,9 @@ class DurableDriver(Extension):
                 )
                 self.commit_error = exc
                 return result
-            if self._unknown is not None:
-                self.commit_error = OperativeError(self._unknown)
+            unknown = self._gone()
+            if unknown is not None:
+                self.commit_error = OperativeError(unknown)
                 return result
         error = result.error
         outcome = RunOutcome(
