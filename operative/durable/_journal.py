@@ -30,7 +30,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, TypeVar
 
 import outcome
 import trio
@@ -57,6 +57,20 @@ MAX_BATCH = 512
 """Appends one group commit takes at most (the rest wait for the next)."""
 
 _Row = tuple[str, int, Any, str, float]
+_T = TypeVar("_T")
+
+
+class _Work:
+    """One write waiting for (or in) a group commit."""
+
+    __slots__ = ("done", "result", "taken", "work")
+
+    def __init__(self, work: Callable[[Any], Any]) -> None:
+        self.work = work
+        self.taken = False
+        self.done = trio.Event()
+        self.result: outcome.Outcome[Any] | None = None
+
 
 _TEMPLATES = {
     "fence": "SELECT cancel_reason FROM operative_runs "
@@ -76,7 +90,8 @@ class SqlDurable(SqlBacked):
     class's statements in the database's dialect.
     """
 
-    __slots__ = ("_clock", "_q", "_token")
+    __slots__ = ("_clock", "_closing", "_nursery_manager", "_q", "_queue", "_token", "_wake",
+                 "batches")  # fmt: skip
 
     _templates: ClassVar[Mapping[str, str]] = _TEMPLATES
 
@@ -87,11 +102,150 @@ class SqlDurable(SqlBacked):
         self._clock = clock
         self._token = os.urandom(8).hex()
         self._q = {name: db.dialect.format(text) for name, text in self._templates.items()}
+        self._queue: list[Any] | None = None
+        """Writes waiting for the committer; ``None`` when no committer runs."""
+        self._wake = trio.Event()
+        self._closing = False
+        self._nursery_manager: Any = None
+        self.batches = 0
+        """Group commits made (each one transaction)."""
 
     @property
     def database(self) -> str:
         """The database: the file (absolute), or the DSN without its password."""
         return self._db.name
+
+    # -- group commit ------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        await super().__aenter__()
+        if self._nursery_manager is not None:
+            raise InvalidArgument(f"{self!r} is open already; open it once")
+        manager = trio.open_nursery()
+        nursery = await manager.__aenter__()
+        self._nursery_manager = manager
+        self._closing = False
+        self._queue = []
+        nursery.start_soon(self._committer, name=f"operative group commit {self._db.label}")
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        manager, self._nursery_manager = self._nursery_manager, None
+        try:
+            if manager is not None:
+                # The committer writes what waits, then ends. Cancelled, it still ends the
+                # batch it writes (shielded), and fails what waits: never written.
+                self._closing = True
+                self._wake.set()
+                await manager.__aexit__(None, None, None)  # the block's error goes on
+        finally:
+            await super().__aexit__(exc_type, exc, tb)
+
+    async def _committer(self) -> None:
+        """Commit what waits, in batches, until the object closes."""
+        queue = self._queue
+        assert queue is not None
+        try:
+            while True:
+                while not queue:
+                    if self._closing:
+                        return
+                    try:
+                        await self._wake.wait()
+                    except trio.Cancelled:
+                        # The task that opened the object is cancelled: it ends its block,
+                        # and with it this task (what waits is failed below).
+                        return
+                    self._wake = trio.Event()
+                batch = queue[:MAX_BATCH]
+                del queue[:MAX_BATCH]
+                for item in batch:
+                    item.taken = True
+                await self._commit_batch(batch)
+        finally:
+            self._queue = None  # writes from now on commit on their own
+            for item in queue:
+                item.result = outcome.Error(
+                    OperativeError(
+                        f"the {self._db.owner} stopped committing before this write was "
+                        "made (it was closed or its task cancelled); it did not commit"
+                    )
+                )
+                item.done.set()
+
+    async def _commit_batch(self, batch: list[Any]) -> None:
+        # Shielded: once taken, a batch commits or fails for every writer in it; it is
+        # bounded by the database's own timeouts (busy_timeout, the connection's).
+        results: list[outcome.Outcome[Any]]
+        with trio.CancelScope(shield=True):
+            try:
+                results = await self._db.call(lambda conn: self._write_batch(conn, batch))
+            except Exception as exc:
+                results = [outcome.Error(exc) for _ in batch]
+            except BaseException as exc:
+                # Not an answer about the write (KeyboardInterrupt...): its writers
+                # cannot know whether it committed; the error goes on.
+                self._deliver(batch, [outcome.Error(exc) for _ in batch])
+                raise
+        self.batches += 1
+        self._deliver(batch, results)
+
+    @staticmethod
+    def _deliver(batch: list[Any], results: list[outcome.Outcome[Any]]) -> None:
+        for item, result in zip(batch, results, strict=True):
+            item.result = result
+            item.done.set()
+
+    async def _submit(self, item: Any) -> Any:
+        """Queue ``item`` for the committer and return its outcome."""
+        queue = self._queue
+        assert queue is not None
+        queue.append(item)
+        self._wake.set()
+        try:
+            await item.done.wait()
+        except trio.Cancelled:
+            if not item.taken:
+                queue.remove(item)  # never written: it did not commit
+            # Taken: the batch commits or not without this writer (as a cancelled
+            # statement's COMMIT may have). The durable driver writes shielded and waits
+            # for the outcome, so it always knows.
+            raise
+        return item.result.unwrap()
+
+    def _write_batch(self, conn: Any, batch: Sequence[Any]) -> list[outcome.Outcome[Any]]:
+        """Commit ``batch`` (of :class:`_Work`) in one transaction, each write in a
+        savepoint of its own: one that raises is rolled back alone and gets its error."""
+
+        def each(conn: Any) -> list[outcome.Outcome[Any]]:
+            results: list[outcome.Outcome[Any]] = []
+            for item in batch:
+                conn.execute("SAVEPOINT operative_write")
+                try:
+                    value = item.work(conn)
+                except OperativeError as exc:  # a refusal (a lost lease, a taken id)
+                    conn.execute("ROLLBACK TO SAVEPOINT operative_write")
+                    results.append(outcome.Error(exc))
+                else:
+                    results.append(outcome.Value(value))
+                conn.execute("RELEASE SAVEPOINT operative_write")
+            return results
+
+        return self._db.transaction(conn, each)
+
+    async def _write(self, work: Callable[[Any], _T]) -> _T:
+        """``work(connection)`` in one write transaction: shared with other writes when a
+        committer runs (``work`` raises an ``OperativeError`` to refuse: only its own
+        savepoint is rolled back)."""
+        if self._queue is None:
+            return await self._db.write(work)
+        value: _T = await self._submit(_Work(work))
+        return value
 
     def _lost(self, conn: Any, lease: Lease) -> LeaseLostError:
         """Why ``lease`` no longer holds its run (after a fenced statement matched no row)."""
@@ -178,123 +332,14 @@ class SqlCheckpointStore(SqlDurable):
     commit, see the module docstring).
     """
 
-    __slots__ = ("_closing", "_nursery_manager", "_queue", "_wake", "batches")
+    __slots__ = ()
 
-    def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
-        super().__init__(db, clock=clock)
-        self._queue: list[_Append] | None = None
-        """Appends waiting for the committer; ``None`` when no committer runs."""
-        self._wake = trio.Event()
-        self._closing = False
-        self._nursery_manager: Any = None
-        self.batches = 0
-        """Group commits made (each one transaction)."""
-
-    # -- the committer -----------------------------------------------------------------
-
-    async def __aenter__(self) -> Self:
-        await super().__aenter__()
-        if self._nursery_manager is not None:
-            raise InvalidArgument(f"{self!r} is open already; open it once")
-        manager = trio.open_nursery()
-        nursery = await manager.__aenter__()
-        self._nursery_manager = manager
-        self._closing = False
-        self._queue = []
-        nursery.start_soon(self._committer, name=f"operative group commit {self._db.label}")
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        manager, self._nursery_manager = self._nursery_manager, None
-        try:
-            if manager is not None:
-                # The committer writes what waits, then ends. Cancelled, it still ends the
-                # batch it writes (shielded), and fails what waits: never written.
-                self._closing = True
-                self._wake.set()
-                await manager.__aexit__(None, None, None)  # the block's error goes on as it is
-        finally:
-            await super().__aexit__(exc_type, exc, tb)
-
-    async def _committer(self) -> None:
-        """Commit what waits, in batches, until the store closes."""
-        queue = self._queue
-        assert queue is not None
-        try:
-            while True:
-                while not queue:
-                    if self._closing:
-                        return
-                    try:
-                        await self._wake.wait()
-                    except trio.Cancelled:
-                        # The task that opened the store is cancelled: it ends its block,
-                        # and with it this task (what waits is failed below).
-                        return
-                    self._wake = trio.Event()
-                batch = queue[:MAX_BATCH]
-                del queue[:MAX_BATCH]
-                for item in batch:
-                    item.taken = True
-                await self._commit_batch(batch)
-        finally:
-            self._queue = None  # appends from now on commit on their own
-            for item in queue:
-                item.result = outcome.Error(
-                    OperativeError(
-                        f"the {self._db.owner} stopped committing before this append was "
-                        "written (it was closed or its task cancelled); it did not commit"
-                    )
-                )
-                item.done.set()
-
-    async def _commit_batch(self, batch: list[_Append]) -> None:
-        # Shielded: once taken, a batch commits or fails for every writer in it; it is
-        # bounded by the database's own timeouts (busy_timeout, the connection's).
-        results: list[outcome.Outcome[str | None]]
-        with trio.CancelScope(shield=True):
-            try:
-                results = await self._db.call(lambda conn: self._write_batch(conn, batch))
-            except Exception as exc:
-                results = [outcome.Error(exc)] * len(batch)
-            except BaseException as exc:
-                # Not an answer about the write (KeyboardInterrupt...): its writers
-                # cannot know whether it committed; the error goes on.
-                results = [outcome.Error(exc)] * len(batch)
-                self._deliver(batch, results)
-                raise
-        self.batches += 1
-        self._deliver(batch, results)
-
-    @staticmethod
-    def _deliver(batch: list[_Append], results: list[outcome.Outcome[str | None]]) -> None:
-        for item, result in zip(batch, results, strict=True):
-            item.result = result
-            item.done.set()
-
-    async def _submit(self, item: _Append, queue: list[_Append]) -> str | None:
-        queue.append(item)
-        self._wake.set()
-        try:
-            await item.done.wait()
-        except trio.Cancelled:
-            if not item.taken:
-                queue.remove(item)  # never written: it did not commit
-            # Taken: the batch commits or not without this writer (as a cancelled
-            # statement's COMMIT may have). The durable driver writes shielded and waits
-            # for the outcome, so it always knows.
-            raise
-        assert item.result is not None
-        return item.result.unwrap()
+    def _write_batch(self, conn: Any, batch: Sequence[Any]) -> list[outcome.Outcome[Any]]:
+        return self._write_appends(conn, batch)
 
     # -- writing -----------------------------------------------------------------------
 
-    def _write_batch(
+    def _write_appends(
         self, conn: Any, batch: Sequence[_Append]
     ) -> list[outcome.Outcome[str | None]]:
         """Commit ``batch`` in one transaction, each append fenced on its own."""
@@ -353,9 +398,9 @@ class SqlCheckpointStore(SqlDurable):
         check_lease(lease)
         check_seq(seq)
         item = _Append(lease, seq, self._rows(lease.run_id, seq, check_records(records)))
-        queue = self._queue
-        if queue is not None:
-            return await self._submit(item, queue)
+        if self._queue is not None:
+            value: str | None = await self._submit(item)
+            return value
         if self._db.dialect.name == "postgres":
             return await self._db.call(lambda conn: self._pg_one(conn, item))
 
