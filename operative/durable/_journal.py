@@ -60,14 +60,33 @@ _Row = tuple[str, int, Any, str, float]
 _T = TypeVar("_T")
 
 
+class _Waiting:
+    """The writers of one batch still waiting for it; the batch stops when none is."""
+
+    __slots__ = ("count", "scope")
+
+    def __init__(self, scope: trio.CancelScope, count: int) -> None:
+        self.scope = scope
+        self.count = count
+
+    def leave(self) -> bool:
+        """A writer stops waiting; whether it was the last (the batch is stopped)."""
+        self.count -= 1
+        if self.count == 0:
+            self.scope.cancel()
+            return True
+        return False
+
+
 class _Work:
     """One write waiting for (or in) a group commit."""
 
-    __slots__ = ("done", "result", "taken", "work")
+    __slots__ = ("done", "result", "taken", "waiting", "work")
 
     def __init__(self, work: Callable[[Any], Any]) -> None:
         self.work = work
         self.taken = False
+        self.waiting: _Waiting | None = None
         self.done = trio.Event()
         self.result: outcome.Outcome[Any] | None = None
 
@@ -179,12 +198,22 @@ class SqlDurable(SqlBacked):
                 item.done.set()
 
     async def _commit_batch(self, batch: list[Any]) -> None:
-        # Shielded: once taken, a batch commits or fails for every writer in it; it is
-        # bounded by the database's own timeouts (busy_timeout, the connection's).
+        # Shielded from the committer's own cancellation: once taken, a batch commits or
+        # fails for every writer in it, bounded by the database's own timeouts. Only
+        # when every writer in it has been cancelled is it stopped (as a lone writer's
+        # cancelled statement is): its transaction rolls back.
         results: list[outcome.Outcome[Any]]
+        scope = trio.CancelScope()
+        waiting = _Waiting(scope, len(batch))
+        for item in batch:
+            item.waiting = waiting
         with trio.CancelScope(shield=True):
             try:
-                results = await self._db.call(lambda conn: self._write_batch(conn, batch))
+                with scope:
+                    results = await self._db.call(lambda conn: self._write_batch(conn, batch))
+                if scope.cancelled_caught:
+                    gone = OperativeError("every writer of this batch was cancelled")
+                    results = [outcome.Error(gone) for _ in batch]
             except Exception as exc:
                 results = [outcome.Error(exc) for _ in batch]
             except BaseException as exc:
@@ -212,7 +241,13 @@ class SqlDurable(SqlBacked):
         except trio.Cancelled:
             if not item.taken:
                 queue.remove(item)  # never written: it did not commit
-            # Taken: the batch commits or not without this writer (as a cancelled
+            elif item.waiting is not None and item.waiting.leave():
+                # The last writer waiting for its batch: the batch is stopped, and this
+                # writer waits (shielded) until it has, as a lone cancelled statement's
+                # caller does (bounded by the database's cancellation: see Database.call).
+                with trio.CancelScope(shield=True):
+                    await item.done.wait()
+            # Otherwise the batch commits or not without this writer (as a cancelled
             # statement's COMMIT may have). The durable driver writes shielded and waits
             # for the outcome, so it always knows.
             raise
@@ -313,12 +348,13 @@ _PG_APPEND = (
 class _Append:
     """One append waiting for (or in) a group commit."""
 
-    __slots__ = ("done", "lease", "result", "rows", "seq", "taken")
+    __slots__ = ("done", "lease", "result", "rows", "seq", "taken", "waiting")
 
     def __init__(self, lease: Lease, seq: int, rows: list[_Row]) -> None:
         self.lease = lease
         self.seq = seq
         self.rows = rows
+        self.waiting: _Waiting | None = None
         self.taken = False
         """In a batch being committed: its outcome is the batch's to give."""
         self.done = trio.Event()

@@ -192,12 +192,13 @@ async def test_a_failed_batch_fails_each_writer_with_its_error(durable_db: Durab
 
 
 async def test_a_writer_cancelled_during_a_group_commit(durable_db: DurableDb) -> None:
-    """Cancelled in flight, the writer is told so and the batch commits without it; one
-    still waiting is taken out and never written."""
+    """Cancelled in flight while another writer still waits for the batch, a writer is
+    told at once and the batch commits without it; one not yet taken is taken out and
+    never written."""
     gate = _Gate()
     engine, store = durable_db.engine(), _gated_store(durable_db, gate)
     async with engine, store:
-        leases = await _start(engine, ["flying", "waiting", "other"])
+        leases = await _start(engine, ["flying", "other", "waiting"])
         raised: list[str] = []
 
         async def append(run_id: str, scope: trio.CancelScope) -> None:
@@ -206,23 +207,59 @@ async def test_a_writer_cancelled_during_a_group_commit(durable_db: DurableDb) -
                 return
             raised.append(run_id)
 
-        flying, waiting, other = trio.CancelScope(), trio.CancelScope(), trio.CancelScope()
+        scopes = {run_id: trio.CancelScope() for run_id in leases}
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(append, "flying", flying)
-            await _in_flight(gate)
-            nursery.start_soon(append, "waiting", waiting)
-            nursery.start_soon(append, "other", other)
+            nursery.start_soon(append, "flying", scopes["flying"])
+            nursery.start_soon(append, "other", scopes["other"])
+            await _in_flight(gate)  # both in the batch being committed
+            nursery.start_soon(append, "waiting", scopes["waiting"])
             await trio.sleep(0.05)
-            flying.cancel()
-            waiting.cancel()
+            scopes["flying"].cancel()
+            scopes["waiting"].cancel()
             await trio.sleep(0.05)
-            assert sorted(raised) == ["flying", "waiting"]
+            assert sorted(raised) == ["flying", "waiting"]  # before the batch ended
             gate.release.set()
         assert sorted(raised) == ["flying", "waiting"]
+        assert store.batches == 1
         # In flight when cancelled: committed all the same. Waiting: never written.
         assert [e.seq for e in await store.read("flying")] == [0, 1]
-        assert [e.seq for e in await store.read("waiting")] == [0]
         assert [e.seq for e in await store.read("other")] == [0, 1]
+        assert [e.seq for e in await store.read("waiting")] == [0]
+
+
+async def test_the_last_writer_of_a_batch_cancelled_waits_for_it_to_stop(
+    durable_db: DurableDb,
+) -> None:
+    """As a lone cancelled statement's caller does: the batch is stopped, and the
+    writer's Cancelled comes once the batch is over (the store never writes for a
+    writer that has gone away)."""
+    gate = _Gate()
+    engine, store = durable_db.engine(), _gated_store(durable_db, gate)
+    async with engine, store:
+        leases = await _start(engine, ["alone"])
+        raised: list[float] = []
+        scope = trio.CancelScope()
+
+        async def append() -> None:
+            with scope:
+                await store.append(leases["alone"], 1, _done(1))
+            raised.append(trio.current_time())
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(append)
+            await _in_flight(gate)
+            scope.cancel()
+            await trio.sleep(0.05)
+            assert raised == []  # still waiting for its batch to end
+            gate.release.set()
+        assert scope.cancelled_caught
+        assert len(raised) == 1
+        assert store.batches == 1
+        # Stopped before its statements ran, or committed by then: either way the
+        # journal is whole, and the store writes on.
+        seqs = [e.seq for e in await store.read("alone")]
+        assert seqs in ([0], [0, 1])
+        await store.append(leases["alone"], len(seqs), _done(len(seqs)))
 
 
 async def test_a_run_aborted_during_its_group_commit_knows_it_committed(
