@@ -59,9 +59,14 @@ from _common import machine, median, print_table, write_json
 from bench_loop import add, operative_model, operative_run, operative_script
 
 from operative import (
+    Conversation,
     GenerateRequest,
     GenerateResponse,
+    Toolbox,
     create_agent,
+    open_run,
+    stop_when,
+    tool,
 )
 from operative.durable import (
     CheckpointStore,
@@ -159,19 +164,52 @@ def postgres_opener(
 # --------------------------------------------------------------------------------------
 
 
-async def one_run(generate: Any, pair: tuple[DurableEngine, CheckpointStore] | None) -> None:
-    """bench_loop.py's run, durable on ``pair`` (in memory when ``None``)."""
+async def _add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+IDEMPOTENT_TOOLBOX = Toolbox([tool(_add, name="add", idempotent=True)])
+"""bench_loop.py's ``add``, declared idempotent: its calls need no start record."""
+
+
+async def idempotent_run(generate: Any, durable: Durable) -> None:
+    """bench_loop.py's run with the idempotent ``add``."""
+    conversation = Conversation()
+    conversation.append_user_message("What is 1 + 1, twenty times over?")
+    async with open_run(
+        generate=generate,
+        conversation=conversation,
+        toolbox=IDEMPOTENT_TOOLBOX,
+        stop_when=stop_when.no_tool_calls(),
+        durable=durable,
+    ) as run:
+        pass
+    result = await run.result()
+    if result.finish_reason != "stop-condition":  # pragma: no cover - a broken loop
+        raise RuntimeError(f"run ended with {result.finish_reason}: {result.error!r}")
+
+
+async def one_run(
+    generate: Any, pair: tuple[DurableEngine, CheckpointStore] | None, idempotent: bool = False
+) -> None:
+    """bench_loop.py's run, durable on ``pair`` (in memory when ``None``); with
+    ``idempotent`` its tool is declared idempotent."""
     if pair is None:
         await operative_run(generate)
+        return
+    durable = Durable(engine=pair[0], checkpoint_store=pair[1])
+    if idempotent:
+        await idempotent_run(generate, durable)
     else:
-        await operative_run(generate, durable=Durable(engine=pair[0], checkpoint_store=pair[1]))
+        await operative_run(generate, durable=durable)
 
 
-async def count_commits(opener: Opener, steps: int) -> int:
+async def count_commits(opener: Opener, steps: int, idempotent: bool = False) -> int:
     engine, store = opener()
     try:
         WRITES.clear()
-        await one_run(operative_model(steps), (engine, store))
+        await one_run(operative_model(steps), (engine, store), idempotent)
         return sum(WRITES.values())
     finally:
         await engine.aclose()
@@ -186,10 +224,12 @@ async def measure_per_step(
         long, short = operative_model(STEPS), operative_model(1)
         backends: dict[str, tuple[DurableEngine, CheckpointStore] | None] = {"memory": None}
         backends.update(pairs)
+        backends.update({f"{name}, idempotent tool": pair for name, pair in pairs.items()})
         cases: dict[str, Callable[[], Awaitable[None]]] = {}
         for name, pair in backends.items():
-            cases[name] = functools.partial(one_run, long, pair)
-            cases[f"{name}_1"] = functools.partial(one_run, short, pair)
+            idempotent = name.endswith("idempotent tool")
+            cases[name] = functools.partial(one_run, long, pair, idempotent)
+            cases[f"{name}_1"] = functools.partial(one_run, short, pair, idempotent)
         samples: dict[str, list[int]] = {name: [] for name in cases}
         for _ in range(warmup):
             for fn in cases.values():
@@ -218,13 +258,17 @@ async def measure_per_step(
             "overhead_us_per_step_marginal": ((whole - one) - (memory - memory_1)) / (STEPS - 1),
             "overhead_us_run_fixed": one - memory_1,
         }
-        if name in counted:
-            commits = await count_commits(counted[name], STEPS)
-            commits_1 = await count_commits(counted[name], 1)
+        base, _, variant = name.partition(", ")
+        if base in counted:
+            idempotent = bool(variant)
+            commits = await count_commits(counted[base], STEPS, idempotent)
+            commits_1 = await count_commits(counted[base], 1, idempotent)
             row["commits_per_run"] = commits
             row["commits_per_step"] = commits / STEPS
             row["commits_per_step_marginal"] = marginal = (commits - commits_1) / (STEPS - 1)
-            row["overhead_us_per_commit"] = row["overhead_us_per_step_marginal"] / marginal
+            row["overhead_us_per_commit"] = row["overhead_us_per_step_marginal"] / max(
+                marginal, 1e-9
+            )
         out[name] = row
     return out
 
@@ -362,7 +406,7 @@ def report(results: dict[str, Any]) -> None:
     )
     per = results.get("per_step") or {}
     rows = []
-    for name in ("memory", *results["backends"]) if per else ():
+    for name in [name for name in per if isinstance(per[name], dict)]:
         row = per[name]
         durable = name != "memory"
         rows.append(
