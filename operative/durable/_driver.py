@@ -332,13 +332,15 @@ class DurableDriver(Extension):
                     await self._append([ToolSettled(step=step, result=result)])
                     return result
             idempotent = _idempotent(toolbox, call)
-            if not idempotent:
+            started = ToolStartedRecord(step=step, call_id=call.id, tool_name=call.name)
+            if idempotent:
+                # Its start need not be durable before it runs (cut, it simply runs
+                # again): recorded with the step's next commit, for the journal's readers.
+                self._defer(started)
+            else:
                 # Durable before the call runs (with whatever waits, e.g. the step's
                 # answer): a crash from here on reports the call cut, never re-runs it.
-                await self._append(
-                    [ToolStartedRecord(step=step, call_id=call.id, tool_name=call.name)]
-                )
-            # An idempotent call needs no start record: cut, it simply runs again.
+                await self._append([started])
             began = now()
             self._in_flight += 1
             try:

@@ -528,7 +528,7 @@ def _check_calls(
         index = stage_of[who]
         if tool_of.get(call) not in IDEMPOTENT:
             # A worker runs a call that is not idempotent only after journaling its
-            # tool.started (an idempotent call has none: cut, it simply runs again) ...
+            # tool.started (an idempotent call's waits for the step's next commit) ...
             previous = started[index - 1][call] if index else 0
             assert started[index][call] > previous, f"{run_id} {call} ran unjournaled"
         # ... and never once its tool.settled is committed.
@@ -558,8 +558,8 @@ def _check_calls(
             assert begun[by] >= 1, (what, begun)
             assert ended[by] >= 1, (what, ended)
             if result.tool_name in IDEMPOTENT:
-                # No tool.started: a cut call is one that ran in a stage that did not
-                # settle it.
+                # Its tool.started may not have been committed: a cut call is one that
+                # ran in a stage that did not settle it.
                 cut = any(begun[:by])
                 stats["calls cut short, run again" if cut else "calls run once"] += 1
             else:
@@ -898,7 +898,8 @@ async def test_stalled_worker_loses_its_run(
 
         entries = await store.read("stalled")
         assert not any(b"STALE" in msgspec.json.encode(e.record) for e in entries)
-        assert _calls(entries, ToolStarted)["c2-0"] == 0  # idempotent: no start record
+        # A's start of the idempotent call waited for a commit that never came; B's.
+        assert _calls(entries, ToolStarted)["c2-0"] == 1
         assert all(n == 1 for n in _calls(entries, ToolSettled).values())
         replay = replay_journal("stalled", entries)
         assert replay.finished is not None

@@ -332,7 +332,10 @@ class _Counting:
     ("script", "commits"),
     [
         # every call idempotent: one commit per step
-        ([["idem"], ["idem", "idem"], []], [["Generated", "ToolSettled", "StepDone"]]),
+        (
+            [["idem"], ["idem", "idem"], []],
+            [["Generated", "ToolStarted", "ToolSettled", "StepDone"]],
+        ),
         # a call that is not idempotent: its start (with the answer), then the rest
         (
             [["once"], []],
@@ -441,31 +444,17 @@ async def test_a_crash_inside_a_step_of_idempotent_calls_runs_it_again(tmp_path:
     assert [s.step for s in result.steps] == [1, 2, 3]
 
 
-async def test_journals_with_a_start_record_for_idempotent_calls_still_recover(
-    tmp_path: Path,
-) -> None:
-    """The shape the journal had before (a ``tool.started`` for every call, each record
-    its own commit) still replays: cut after an idempotent call's start, it runs again;
-    cut after it settled, it does not."""
+async def test_a_journal_cut_inside_an_idempotent_step_recovers(tmp_path: Path) -> None:
+    """Journals cut between the records of the step's one commit (as a journal written
+    one record per commit, before, could be): after the call's start, the idempotent
+    call runs again; after its result, it does not."""
     script = [["idem"], []]
     full = await _journal_of(_db(tmp_path, "a"), script)
-    generated = next(i for i, e in enumerate(full) if isinstance(e.record, Generated))
-    settled = next(i for i, e in enumerate(full) if isinstance(e.record, ToolSettled))
-    call = full[generated].record.message.tool_calls[0]
-    started = ToolStarted(step=1, call_id=call.id, tool_name=call.name)
-    old = [
-        *full[: generated + 1],
-        full[generated].__class__(
-            run_id="p", seq=generated + 1, record=started, at=full[generated].at
-        ),
-    ]
-    result, executions = await _recover(_db(tmp_path, "b"), old, script)
+    kinds = [type(e.record) for e in full]
+    assert kinds[:5] == [Started, Generated, ToolStarted, ToolSettled, StepDone]
+    result, executions = await _recover(_db(tmp_path, "b"), full[:3], script)
     assert executions == Counter({"idem:10": 1})
     assert result.steps[0].results[0].outcome == "success"
-    renumbered = [
-        entry.__class__(run_id="p", seq=entry.seq + 1, record=entry.record, at=entry.at)
-        for entry in full[settled : settled + 1]
-    ]
-    result, executions = await _recover(_db(tmp_path, "c"), [*old, *renumbered], script)
+    result, executions = await _recover(_db(tmp_path, "c"), full[:4], script)
     assert executions == Counter()
     assert result.steps[0].results[0].outcome == "success"
