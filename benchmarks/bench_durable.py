@@ -170,7 +170,7 @@ async def _add(a: int, b: int) -> int:
 
 
 IDEMPOTENT_TOOLBOX = Toolbox([tool(_add, name="add", idempotent=True)])
-"""bench_loop.py's ``add``, declared idempotent: its calls need no start record."""
+"""bench_loop.py's ``add``, declared idempotent: a step with its call commits once."""
 
 
 async def idempotent_run(generate: Any, durable: Durable) -> None:
