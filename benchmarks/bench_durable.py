@@ -14,7 +14,7 @@ Measures, for each backend (SQLite, and PostgreSQL when one is available):
    the commits per step (counted on one extra run by subclasses of the engine and store
    that count their writing calls; each is one transaction), and the marginal overhead
    divided by the marginal commits: what one journal write costs.
-2. **Recovery.** ``--recover-runs`` (1,000) runs of one agent are started durably, all
+3. **Recovery.** ``--recover-runs`` (1,000) runs of one agent are started durably, all
    at once; each completes two tool-calling steps and then parks in its third model
    call. Once every run is parked the caller is cancelled: that is a shutdown, so each
    run releases its lease and its journal stops after step 2 (nine entries). Then one
@@ -59,9 +59,14 @@ from _common import machine, median, print_table, write_json
 from bench_loop import add, operative_model, operative_run, operative_script
 
 from operative import (
+    Conversation,
     GenerateRequest,
     GenerateResponse,
+    Toolbox,
     create_agent,
+    open_run,
+    stop_when,
+    tool,
 )
 from operative.durable import (
     CheckpointStore,
@@ -77,6 +82,8 @@ STEPS = 20
 RECOVER_RUNS = 1000
 PARK_AT = 3
 """The step whose model call parks in the recovery phase (steps before it complete)."""
+CONCURRENT_STEPS = 5
+"""Steps per run in the concurrency table: 4 with one tool call, then the answer."""
 
 # --------------------------------------------------------------------------------------
 # backends
@@ -157,19 +164,52 @@ def postgres_opener(
 # --------------------------------------------------------------------------------------
 
 
-async def one_run(generate: Any, pair: tuple[DurableEngine, CheckpointStore] | None) -> None:
-    """bench_loop.py's run, durable on ``pair`` (in memory when ``None``)."""
+async def _add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+IDEMPOTENT_TOOLBOX = Toolbox([tool(_add, name="add", idempotent=True)])
+"""bench_loop.py's ``add``, declared idempotent: a step with its call commits once."""
+
+
+async def idempotent_run(generate: Any, durable: Durable) -> None:
+    """bench_loop.py's run with the idempotent ``add``."""
+    conversation = Conversation()
+    conversation.append_user_message("What is 1 + 1, twenty times over?")
+    async with open_run(
+        generate=generate,
+        conversation=conversation,
+        toolbox=IDEMPOTENT_TOOLBOX,
+        stop_when=stop_when.no_tool_calls(),
+        durable=durable,
+    ) as run:
+        pass
+    result = await run.result()
+    if result.finish_reason != "stop-condition":  # pragma: no cover - a broken loop
+        raise RuntimeError(f"run ended with {result.finish_reason}: {result.error!r}")
+
+
+async def one_run(
+    generate: Any, pair: tuple[DurableEngine, CheckpointStore] | None, idempotent: bool = False
+) -> None:
+    """bench_loop.py's run, durable on ``pair`` (in memory when ``None``); with
+    ``idempotent`` its tool is declared idempotent."""
     if pair is None:
         await operative_run(generate)
+        return
+    durable = Durable(engine=pair[0], checkpoint_store=pair[1])
+    if idempotent:
+        await idempotent_run(generate, durable)
     else:
-        await operative_run(generate, durable=Durable(engine=pair[0], checkpoint_store=pair[1]))
+        await operative_run(generate, durable=durable)
 
 
-async def count_commits(opener: Opener, steps: int) -> int:
+async def count_commits(opener: Opener, steps: int, idempotent: bool = False) -> int:
     engine, store = opener()
     try:
         WRITES.clear()
-        await one_run(operative_model(steps), (engine, store))
+        await one_run(operative_model(steps), (engine, store), idempotent)
         return sum(WRITES.values())
     finally:
         await engine.aclose()
@@ -184,10 +224,12 @@ async def measure_per_step(
         long, short = operative_model(STEPS), operative_model(1)
         backends: dict[str, tuple[DurableEngine, CheckpointStore] | None] = {"memory": None}
         backends.update(pairs)
+        backends.update({f"{name}, idempotent tool": pair for name, pair in pairs.items()})
         cases: dict[str, Callable[[], Awaitable[None]]] = {}
         for name, pair in backends.items():
-            cases[name] = functools.partial(one_run, long, pair)
-            cases[f"{name}_1"] = functools.partial(one_run, short, pair)
+            idempotent = name.endswith("idempotent tool")
+            cases[name] = functools.partial(one_run, long, pair, idempotent)
+            cases[f"{name}_1"] = functools.partial(one_run, short, pair, idempotent)
         samples: dict[str, list[int]] = {name: [] for name in cases}
         for _ in range(warmup):
             for fn in cases.values():
@@ -216,19 +258,66 @@ async def measure_per_step(
             "overhead_us_per_step_marginal": ((whole - one) - (memory - memory_1)) / (STEPS - 1),
             "overhead_us_run_fixed": one - memory_1,
         }
-        if name in counted:
-            commits = await count_commits(counted[name], STEPS)
-            commits_1 = await count_commits(counted[name], 1)
+        base, _, variant = name.partition(", ")
+        if base in counted:
+            idempotent = bool(variant)
+            commits = await count_commits(counted[base], STEPS, idempotent)
+            commits_1 = await count_commits(counted[base], 1, idempotent)
             row["commits_per_run"] = commits
             row["commits_per_step"] = commits / STEPS
             row["commits_per_step_marginal"] = marginal = (commits - commits_1) / (STEPS - 1)
-            row["overhead_us_per_commit"] = row["overhead_us_per_step_marginal"] / marginal
+            row["overhead_us_per_commit"] = row["overhead_us_per_step_marginal"] / max(
+                marginal, 1e-9
+            )
         out[name] = row
     return out
 
 
 # --------------------------------------------------------------------------------------
-# 2. recovery of interrupted runs
+# 2. durable steps/s with many concurrent runs
+# --------------------------------------------------------------------------------------
+
+
+async def measure_concurrency(
+    opener: Opener, concurrency: Sequence[int], steps: int, rounds: int
+) -> dict[str, Any]:
+    """Durable steps/s with ``n`` runs at once (each ``steps`` steps, one ``add`` call on
+    each but the last), on one engine and store opened as a worker opens them
+    (``async with``). Rounds interleave the sizes; reported: median and spread."""
+    generate = operative_model(steps)
+    samples: dict[int, list[float]] = {n: [] for n in concurrency}
+    engine, store = opener()
+    async with engine, store:
+        durable = Durable(engine=engine, checkpoint_store=store)
+
+        async def one() -> None:
+            await operative_run(generate, durable=durable)
+
+        await one()  # warm up: connections, schema
+        for _ in range(rounds):
+            for n in concurrency:
+                gc.collect()
+                began = time.perf_counter()
+                async with trio.open_nursery() as nursery:
+                    for _ in range(n):
+                        nursery.start_soon(one)
+                wall = time.perf_counter() - began
+                samples[n].append(n * steps / wall)
+    return {
+        str(n): {
+            "runs": n,
+            "steps_per_run": steps,
+            "rounds": rounds,
+            "steps_per_s": median(values),
+            "steps_per_s_min": min(values),
+            "steps_per_s_max": max(values),
+        }
+        for n, values in samples.items()
+    }
+
+
+# --------------------------------------------------------------------------------------
+# 3. recovery of interrupted runs
 # --------------------------------------------------------------------------------------
 
 
@@ -315,9 +404,9 @@ def report(results: dict[str, Any]) -> None:
         f"machine: {m['cpu']} ({m['cores']} cores), Python {m['python']}, "
         f"trio {m.get('trio', '?')}, msgspec {m.get('msgspec', '?')}"
     )
-    per = results["per_step"]
+    per = results.get("per_step") or {}
     rows = []
-    for name in ("memory", *results["backends"]):
+    for name in [name for name in per if isinstance(per[name], dict)]:
         row = per[name]
         durable = name != "memory"
         rows.append(
@@ -332,22 +421,44 @@ def report(results: dict[str, Any]) -> None:
                 f"{row['overhead_us_per_commit']:.0f}" if durable else "-",
             ]
         )
-    print_table(
-        f"checkpoint overhead: {per['steps']}-step run, 1 tool call/step, "
-        f"median of {per['repetitions']} runs",
-        [
-            "",
-            "us/step",
-            "overhead us/step",
-            "marginal us/step",
-            "fixed us/run",
-            "commits/step",
-            "marginal commits/step",
-            "us/commit",
-        ],
-        rows,
-    )
-    recovery = results["recovery"]
+    if rows:
+        print_table(
+            f"checkpoint overhead: {per['steps']}-step run, 1 tool call/step, "
+            f"median of {per['repetitions']} runs",
+            [
+                "",
+                "us/step",
+                "overhead us/step",
+                "marginal us/step",
+                "fixed us/run",
+                "commits/step",
+                "marginal commits/step",
+                "us/commit",
+            ],
+            rows,
+        )
+    concurrency = results.get("concurrency")
+    if concurrency:
+        rows = []
+        for name, table in concurrency.items():
+            for row in table.values():
+                rows.append(
+                    [
+                        name,
+                        f"{row['runs']:,}",
+                        f"{row['steps_per_s']:,.0f}",
+                        f"{row['steps_per_s_min']:,.0f}-{row['steps_per_s_max']:,.0f}",
+                        f"{1e6 / row['steps_per_s']:.0f}",
+                    ]
+                )
+        first = next(iter(next(iter(concurrency.values())).values()))
+        print_table(
+            f"durable concurrency: runs of {first['steps_per_run']} steps at once, "
+            f"median of {first['rounds']} rounds",
+            ["", "concurrent runs", "steps/s", "min-max", "us/step (wall)"],
+            rows,
+        )
+    recovery = results.get("recovery")
     if recovery:
         print_table(
             f"recovery: runs interrupted after step {PARK_AT - 1}, one recover(...) call",
@@ -379,10 +490,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dsn", default=os.environ.get("OPERATIVE_POSTGRES_DSN"))
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        nargs="+",
+        default=None,
+        help="concurrent runs in the concurrency table (1 100 1000)",
+    )
+    parser.add_argument("--rounds", type=int, default=None, help="concurrency rounds (5)")
+    parser.add_argument(
+        "--only", choices=("per-step", "concurrency", "recovery"), nargs="+", default=None
+    )
     args = parser.parse_args(argv)
     repetitions = args.repetitions or (5 if args.quick else 100)
     warmup = 1 if args.quick else 10
     runs = args.recover_runs or (50 if args.quick else RECOVER_RUNS)
+    concurrency = args.concurrency or ([1, 10, 50] if args.quick else [1, 100, 1000])
+    rounds = args.rounds or (1 if args.quick else 5)
+    phases = set(args.only or ("per-step", "concurrency", "recovery"))
 
     notes: list[str] = []
     results: dict[str, Any] = {"machine": machine(), "quick": args.quick, "notes": notes}
@@ -429,10 +554,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 stack.enter_context(postgres_schema(dsn)), classes
             )
         results["backends"] = list(openers)
-        results["per_step"] = trio.run(measure_per_step, openers, counted, repetitions, warmup)
-        results["recovery"] = {
-            name: trio.run(measure_recovery, opener, runs) for name, opener in recoveries.items()
-        }
+        if "per-step" in phases:
+            results["per_step"] = trio.run(measure_per_step, openers, counted, repetitions, warmup)
+        if "concurrency" in phases:
+            results["concurrency"] = {
+                name: trio.run(measure_concurrency, opener, concurrency, CONCURRENT_STEPS, rounds)
+                for name, opener in openers.items()
+            }
+        if "recovery" in phases:
+            results["recovery"] = {
+                name: trio.run(measure_recovery, opener, runs)
+                for name, opener in recoveries.items()
+            }
     report(results)
     if args.json:
         write_json(args.json, results)

@@ -107,10 +107,13 @@ class DurableDriver(Extension):
         "_abort",
         "_durable",
         "_failed",
+        "_in_flight",
         "_journaled",
         "_lease",
         "_lock",
         "_lost",
+        "_pending",
+        "_pending_journaled",
         "_renew_scope",
         "_replay",
         "_seq",
@@ -131,6 +134,12 @@ class DurableDriver(Extension):
         self._lease = lease
         self._seq = replay.next_seq if replay is not None else 1
         self._journaled = 0
+        self._pending: list[Any] = []
+        """Records written with the next commit (none a listener has seen, see _defer)."""
+        self._pending_journaled: int | None = None
+        """How many messages the journal holds once ``_pending`` is committed."""
+        self._in_flight = 0
+        """Calls of the current step executing now (a settled one waits for none of them)."""
         self._lock = trio.Lock()
         self._started = trio.Event()
         self._failed: BaseException | None = None
@@ -264,15 +273,21 @@ class DurableDriver(Extension):
         usage: Usage,
         model: str | None,
         stop_reason: str | None = None,
+        *,
+        flush: bool = True,
     ) -> None:
-        """Journal the step's assistant message (and any message appended before it)."""
+        """Journal the step's assistant message (and any message appended before it).
+
+        Without ``flush`` (nobody listens for the step's answer) the record waits for the
+        step's next commit: a tool call's start that must be durable, or the step's end.
+        """
         messages: tuple[Message, ...] = conversation.messages
         replay = self._replay
         if replay is not None and replay.partial is not None and replay.partial.step == step:
             # The recorded message, appended again by the loop: already journaled.
             self._journaled = len(messages)
             return
-        before = messages[self._journaled : -1]
+        before = messages[self._logical_journaled() : -1]
         record = Generated(
             step=step,
             message=messages[-1],
@@ -281,7 +296,9 @@ class DurableDriver(Extension):
             before=before,
             stop_reason=stop_reason,
         )
-        await self._append([record], journaled=len(messages))
+        self._defer(record, journaled=len(messages))
+        if flush:
+            await self._append([])
 
     def journaled(self, run: ActiveRun, execute: Execute, step: int) -> Execute:
         """Wrap a step's ``execute`` with ``tool.started`` / ``tool.settled`` records."""
@@ -314,10 +331,27 @@ class DurableDriver(Extension):
                     )
                     await self._append([ToolSettled(step=step, result=result)])
                     return result
-            await self._append([ToolStartedRecord(step=step, call_id=call.id, tool_name=call.name)])
+            idempotent = _idempotent(toolbox, call)
+            started = ToolStartedRecord(step=step, call_id=call.id, tool_name=call.name)
+            if idempotent:
+                # Its start need not be durable before it runs (cut, it simply runs
+                # again): recorded with the step's next commit, for the journal's readers.
+                self._defer(started)
+            else:
+                # Durable before the call runs (with whatever waits, e.g. the step's
+                # answer): a crash from here on reports the call cut, never re-runs it.
+                await self._append([started])
             began = now()
-            result = await execute(call, context)
-            await self._append([ToolSettled(step=step, result=result, duration=now() - began)])
+            self._in_flight += 1
+            try:
+                result = await execute(call, context)
+            finally:
+                self._in_flight -= 1
+            self._defer(ToolSettled(step=step, result=result, duration=now() - began))
+            if self._in_flight or run.wants("tool-result.validated") or run.wants("tools.executed"):
+                # Other calls still run (they may take long, and this result must not
+                # wait for them), or a listener is about to see it: commit it now.
+                await self._append([])
             return result
 
         return execute_journaled
@@ -336,17 +370,45 @@ class DurableDriver(Extension):
         replay = self._replay
         if replay is not None and replay.partial is not None and replay.partial.step == step:
             replay.partial = None
-        await self._append([StepDone(step=step, results=results)], journaled=len(conversation))
+        self._defer(StepDone(step=step, results=results), journaled=len(conversation))
+        await self._append([])
+
+    def _defer(self, record: Any, *, journaled: int | None = None) -> None:
+        """Hold ``record`` for the next commit.
+
+        Only records nobody has seen yet wait: the loop commits what it holds before a
+        listener is told (``step.generated``, a settled result), before a call that is
+        not idempotent starts, and at the step's end (``step.done``) at the latest, so
+        a step whose calls are idempotent commits once.
+        """
+        self._pending.append(record)
+        if journaled is not None:
+            self._pending_journaled = journaled
+
+    def _logical_journaled(self) -> int:
+        """How many messages the journal holds once what waits is committed."""
+        pending = self._pending_journaled
+        return self._journaled if pending is None else pending
 
     async def _append(self, records: list[Any], *, journaled: int | None = None) -> None:
-        """Journal ``records``; ``journaled`` is how many messages of the conversation
-        the journal then holds (recorded with the write, as the sequence number is)."""
+        """Journal what waits (:meth:`_defer`) and ``records`` in one commit; ``journaled``
+        is how many messages of the conversation the journal then holds (recorded with
+        the write, as the sequence number is)."""
         lease = self._lease
         if lease is None:
             raise OperativeError("a durable run wrote before its run record existed")
         async with self._lock:
             if self._unknown is not None:
                 raise OperativeError(self._unknown)
+            if self._pending:
+                # Taken now: a record deferred while this write commits goes with the next.
+                records = [*self._pending, *records]
+                self._pending = []
+                if journaled is None:
+                    journaled = self._pending_journaled
+                self._pending_journaled = None
+            if not records:
+                return  # a flush with nothing waiting (another task's commit took it)
             seq = self._seq
             learned: list[str] = []
 
@@ -433,6 +495,12 @@ class DurableDriver(Extension):
             raise cancelled
         result.unwrap()
 
+    def _gone(self) -> str | None:
+        """Why this run can write nothing more (its lease lost, a write's outcome unknown)."""
+        if self._lost is not None:
+            return str(self._lost)
+        return self._unknown
+
     # -- the extension's boundaries ----------------------------------------------------
 
     def start_tasks(self, run: ActiveRun, nursery: trio.Nursery) -> None:
@@ -465,7 +533,12 @@ class DurableDriver(Extension):
         self, run: ActiveRun, step: int, response: GenerateResponse, usage: Usage
     ) -> None:
         await self.journal_generated(
-            step, run.conversation, usage, response.model, response.stop_reason
+            step,
+            run.conversation,
+            usage,
+            response.model,
+            response.stop_reason,
+            flush=run.wants("step.generated"),
         )
 
     def wrap_tool(self, run: ActiveRun, execute: Execute, step: int) -> Execute:
@@ -545,6 +618,19 @@ class DurableDriver(Extension):
             return result
         engine = self._durable.engine
         if shutdown:
+            if self._pending and self._unknown is None:
+                # What the stopped step did so far: whoever resumes the run starts there.
+                try:
+                    await self._append([])
+                except Exception:
+                    logger.warning(
+                        "journaling the cut step of run %s failed; it is resumed from its "
+                        "last commit",
+                        lease.run_id,
+                        exc_info=True,
+                    )
+                if self._gone() is not None:
+                    return result
             try:
                 await engine.release(lease)
             except Exception:
@@ -557,6 +643,25 @@ class DurableDriver(Extension):
         if self._unknown is not None:
             self.commit_error = OperativeError(self._unknown)
             return result
+        if self._pending:
+            # The run ended mid-step with records still waiting (an abort, a stop, an
+            # error): they come before the outcome, as they happened.
+            try:
+                await self._append([])
+            except Exception as exc:
+                if self._gone() is not None:
+                    return result
+                logger.error(
+                    "the journal of durable run %s was not committed before its outcome",
+                    lease.run_id,
+                    exc_info=True,
+                )
+                self.commit_error = exc
+                return result
+            unknown = self._gone()
+            if unknown is not None:
+                self.commit_error = OperativeError(unknown)
+                return result
         error = result.error
         outcome = RunOutcome(
             finish_reason=str(result.finish_reason),

@@ -125,7 +125,7 @@ class SqlEngine(SqlDurable):
                 session_id=session_id,
             )
 
-        return await self._db.write(work)
+        return await self._write(work)
 
     async def claim(
         self,
@@ -226,7 +226,7 @@ class SqlEngine(SqlDurable):
             self._insert(conn, lease.run_id, seq, [finished])
             return self._get(conn, lease.run_id)  # type: ignore[return-value]
 
-        return await self._db.write(work)
+        return await self._write(work)
 
     def _terminate(self, conn: Any, run_id: str, fence: int, outcome: RunOutcome) -> bool:
         """Commit ``outcome`` if ``fence`` still holds the running run; whether it did."""

@@ -158,10 +158,10 @@ def test_the_page_states_the_codes_defaults_and_retry_policy() -> None:
 async def test_a_one_call_step_adds_the_history_events_the_page_says(
     engine: TemporalEngine, temporal_server: DevServer
 ) -> None:
-    """The page's "a step with one tool call is four writes ..., so N events", measured
+    """The page's "a step with one tool call is two writes ..., so N events", measured
     on the server as the difference between runs of 2 and 5 such steps."""
     stated = re.search(
-        r"is four writes \(.*?\), so (\d+) events", " ".join(PAGE.read_text().split())
+        r"is two writes \(.*?\), so (\d+) events", " ".join(PAGE.read_text().split())
     )
     assert stated is not None
     lengths = {}
