@@ -25,11 +25,12 @@ from ..conversation import Conversation
 from ..liveness import create_stall_watchdog
 from ._model import GenerateFunction
 from ._options import RunConfig, configure_run
+from ._results import RunResult
 from ._run import ActiveRun
 from ._run_state import CancelReason, is_shutdown, only_cancelled
 from ._types import FinishReason
 
-__all__ = ["open_run"]
+__all__ = ["open_run", "run_to_end"]
 
 _ABORTED = FinishReason.ABORTED
 
@@ -68,12 +69,12 @@ async def open_run(
     )
     open_for_run = getattr(config.generate, "open_for_run", None)
     if open_for_run is None:
-        async with _open_configured_run(config, live) as run:
+        async with _run_nursery(_new_run(config, live)) as run:
             yield run
         return
     async with open_for_run() as opened:
         config = msgspec.structs.replace(config, generate=opened)
-        async with _open_configured_run(config, live) as run:
+        async with _run_nursery(_new_run(config, live)) as run:
             yield run
 
 
@@ -95,8 +96,8 @@ async def _abort_when(run: ActiveRun, wait: Callable[[], Awaitable[object]]) -> 
         watch.cancel_scope.cancel()
 
 
-@asynccontextmanager
-async def _open_configured_run(config: RunConfig, live: Conversation) -> AsyncIterator[ActiveRun]:
+def _new_run(config: RunConfig, live: Conversation) -> ActiveRun:
+    """The run's handle, its generate function wrapped, its extensions attached."""
     run = ActiveRun(config, live)
     ext = run._state.ext
     if ext.wrap_generate:
@@ -105,6 +106,81 @@ async def _open_configured_run(config: RunConfig, live: Conversation) -> AsyncIt
         )
     for extension in ext.attached:
         extension.attached(run)
+    return run
+
+
+def _runs_alone(config: RunConfig, run: ActiveRun) -> bool:
+    """True when nothing must run beside the run's loop: no stall watchdog, no
+    ``abort_on`` watcher, no extension task (a durable run's lease renewer)."""
+    return (
+        config.stall_policy is None and config.abort_on is None and not run._state.ext.start_tasks
+    )
+
+
+async def run_to_end(
+    *,
+    generate: GenerateFunction,
+    conversation: Any,
+    toolbox: Any = None,
+    tools: Any = None,
+    stop_when: Any = None,
+    maximum_steps: int = 25,
+    **options: Any,
+) -> RunResult:
+    """Run to the end and return the result: what ``async with open_run(...) as run:``
+    with an empty block, then ``await run.result()``, does (the same options, events,
+    hooks, clean-up and errors), with no block for the caller to run beside the loop.
+
+    When nothing must run beside the loop (no ``stall_policy``, no ``abort_on``, no
+    extension task such as a durable run's lease renewer), the loop runs in the caller's
+    task, inside the run's cancel scope, and no nursery is opened: a run's fixed cost is
+    then mostly its own work. Otherwise the run gets its nursery, as in ``open_run``.
+    Either way no task the run started is alive when this returns, and a cancelled
+    caller (or Ctrl-C) shuts the run down and propagates as itself.
+
+    Raises:
+        CleanupError: the run ended but its clean-up did not finish (as ``result()``).
+    """
+    config, live = configure_run(
+        generate=generate,
+        conversation=conversation,
+        toolbox=toolbox,
+        tools=tools,
+        stop_when=stop_when,
+        maximum_steps=maximum_steps,
+        **options,
+    )
+    open_for_run = getattr(config.generate, "open_for_run", None)
+    if open_for_run is None:
+        return await _run_configured(config, live)
+    async with open_for_run() as opened:
+        config = msgspec.structs.replace(config, generate=opened)
+        return await _run_configured(config, live)
+
+
+async def _run_configured(config: RunConfig, live: Conversation) -> RunResult:
+    run = _new_run(config, live)
+    if _runs_alone(config, run):
+        # The loop task's work, in the caller's task: ``drive`` enters the run scope,
+        # records the result, and raises again what came from outside (a cancelled
+        # caller, Ctrl-C) once the run has ended.
+        try:
+            await run._task.drive(run)
+        except trio.Cancelled:
+            raise
+        except BaseException as exc:
+            # Ctrl-C (or SystemExit) comes out as it comes out of the run's nursery.
+            raise BaseExceptionGroup("Exceptions from Trio nursery", [exc]) from None
+    else:
+        async with _run_nursery(run):
+            pass
+    return run._outcome()
+
+
+@asynccontextmanager
+async def _run_nursery(run: ActiveRun) -> AsyncIterator[ActiveRun]:
+    """The run's nursery: the loop task and what runs beside it, around the block."""
+    config = run._state.config
     body_error: BaseException | None = None
     async with trio.open_nursery() as nursery:
         nursery.start_soon(run._task.drive, run, name=f"operative run {run.run_id}")
@@ -117,7 +193,7 @@ async def _open_configured_run(config: RunConfig, live: Conversation) -> AsyncIt
             nursery.start_soon(
                 _abort_when, run, config.abort_on, name=f"operative abort_on {run.run_id}"
             )
-        for extension in ext.start_tasks:
+        for extension in run._state.ext.start_tasks:
             # Each returns by itself once the run has finished (a lease renewer).
             extension.start_tasks(run, nursery)
         try:

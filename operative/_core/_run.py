@@ -210,6 +210,10 @@ class ActiveRun:
                 Raised again on every call; ``.result`` is the run's own result.
         """
         await self._done.wait()
+        return self._outcome()
+
+    def _outcome(self) -> RunResult:
+        """The recorded result (the run has ended), or its clean-up's failure raised."""
         result = self._task.result
         assert result is not None
         if result.error.__class__ is CleanupError:
