@@ -36,7 +36,7 @@ from ._events import (
 from ._extension import ResumePoint, charge_extensions
 from ._final_answer import FinalAnswer
 from ._generate_phase import GeneratePhase
-from ._model import GenerateRequest
+from ._model import GenerateRequest, GenerateResponse, checked_response
 from ._results import StepResult
 from ._run_state import NO_USAGE, Inflight, RunState
 from ._tool_calls import normalize_calls
@@ -182,7 +182,20 @@ class StepLoop:
                 )
                 if hooks.select_tools or hooks.prepare_step:
                     request, offered = await self._prepare(request)
-                response = await self._generate.run(run, request, inflight)
+                generate = self._generate
+                if generate.is_plain():
+                    # The model call itself, in this frame (see ``is_plain``).
+                    try:
+                        response = await cfg.generate(request)
+                    except Exception as exc:
+                        generate.failed(run, exc, inflight)
+                        raise
+                    if response.__class__ is not GenerateResponse:
+                        # A GenerateResponse checked its fields when it was built.
+                        response = checked_response(response)
+                    generate.accepted(run, response, inflight)
+                else:
+                    response = await generate.run(run, request, inflight)
 
             calls = response.tool_calls
             if calls:
