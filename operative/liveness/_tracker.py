@@ -110,10 +110,17 @@ class LivenessTracker:
         self._heard_since: float | None = None
         """Last pulse of any kind, or the last time a declared wait began or ended."""
         self._subscriptions: list[SnapshotSubscription] = []
-        self._changed = trio.lowlevel.ParkingLot()
-        """Watchdogs park here; woken when a wait begins or ends and when work finishes."""
+        self._changed: trio.lowlevel.ParkingLot | None = None
+        """Watchdogs park here (made by the first); woken when a wait begins or ends and
+        when work finishes."""
         self.observer_errors = 0
         """Observer calls that raised (each is logged to ``operative.liveness``)."""
+
+    def _parking_lot(self) -> trio.lowlevel.ParkingLot:
+        """Where a watchdog parks until a wait begins or ends or the work finishes."""
+        if self._changed is None:
+            self._changed = trio.lowlevel.ParkingLot()
+        return self._changed
 
     def __repr__(self) -> str:
         return f"<LivenessTracker {self.kind} {self.id} {self._status} r{self._revision}>"
@@ -323,7 +330,8 @@ class LivenessTracker:
         self._waits.append(declared)
         self._restart_clocks()
         self._bump()
-        self._changed.unpark_all()
+        if self._changed is not None:
+            self._changed.unpark_all()
         return declared
 
     def clear_wait(self, wait: DeclaredWait | None = None) -> None:
@@ -346,7 +354,8 @@ class LivenessTracker:
             return
         self._restart_clocks()
         self._bump()
-        self._changed.unpark_all()
+        if self._changed is not None:
+            self._changed.unpark_all()
 
     @contextmanager
     def waiting(
@@ -406,7 +415,8 @@ class LivenessTracker:
             snapshot = self.snapshot()
             for subscription in subscriptions:
                 subscription._deliver(snapshot)
-        self._changed.unpark_all()
+        if self._changed is not None:
+            self._changed.unpark_all()
 
     # -- the watchdog's side ---------------------------------------------------------
 
