@@ -300,6 +300,9 @@ class _Everything:
     def __contains__(self, type: object) -> bool:
         return True
 
+    def __bool__(self) -> bool:
+        return True  # someone listens: ``not hub.wanted`` means nobody does
+
 
 _EVERYTHING = _Everything()
 
@@ -507,9 +510,10 @@ class EventHub:
     def close(self) -> None:
         """End every stream after what it has buffered; later streams end at once."""
         self._closed = True
-        for ref in self._streams:
-            stream = ref()
-            if stream is not None:
-                stream._finish()
-        self._streams.clear()
-        self._recompute()
+        if self._streams:
+            for ref in self._streams:
+                stream = ref()
+                if stream is not None:
+                    stream._finish()
+            self._streams.clear()
+            self._recompute()

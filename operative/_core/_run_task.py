@@ -378,37 +378,41 @@ class RunTask:
         end = state.now()
         step = state.step
         usage = state.usage
-        if finish is _ERROR:
-            terminal: Any = RunError(
-                run_id=run_id,
-                step=step,
-                time=end,
-                error=str(result.error),
-                error_type=type(result.error).__name__,
-                usage=usage,
-                steps=len(steps),
-            )
-        elif finish is _ABORTED:
-            terminal = RunAborted(
-                run_id=run_id,
-                step=step,
-                time=end,
-                reason=reason or "",
-                usage=usage,
-                steps=len(steps),
-            )
-        else:
-            terminal = RunCompleted(
-                run_id=run_id,
-                step=step,
-                time=end,
-                finish_reason=finish,
-                content=content,
-                usage=usage,
-                steps=len(steps),
-                recovered_error=answer.recovered_error,
-            )
+        # The terminal event is built only when someone listens (a stream ends on close).
+        announce = bool(hub.wanted)
+        if announce:
+            if finish is _ERROR:
+                terminal: Any = RunError(
+                    run_id=run_id,
+                    step=step,
+                    time=end,
+                    error=str(result.error),
+                    error_type=type(result.error).__name__,
+                    usage=usage,
+                    steps=len(steps),
+                )
+            elif finish is _ABORTED:
+                terminal = RunAborted(
+                    run_id=run_id,
+                    step=step,
+                    time=end,
+                    reason=reason or "",
+                    usage=usage,
+                    steps=len(steps),
+                )
+            else:
+                terminal = RunCompleted(
+                    run_id=run_id,
+                    step=step,
+                    time=end,
+                    finish_reason=finish,
+                    content=content,
+                    usage=usage,
+                    steps=len(steps),
+                    recovered_error=answer.recovered_error,
+                )
         state.liveness._end(terminal_status(finish), finish, step, usage)
-        hub.emit_nowait(terminal)
+        if announce:
+            hub.emit_nowait(terminal)
         self._done.set()
         hub.close()
