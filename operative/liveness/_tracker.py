@@ -102,7 +102,8 @@ class LivenessTracker:
         self._last_progress: float | None = None
         self._missed = 0
         self._reachability: Reachability = "reachable"
-        self._waits: list[DeclaredWait] = []
+        # An empty tuple until the first wait (most runs declare none).
+        self._waits: list[DeclaredWait] | tuple[()] = ()
         self._finish_reason: FinishReason | None = None
         # The watchdog's two clocks: silence counts from these (None: since it started).
         self._quiet_since: float | None = None
@@ -327,6 +328,8 @@ class LivenessTracker:
             )
         if self.terminal:
             return declared
+        if not self._waits:
+            self._waits = []
         self._waits.append(declared)
         self._restart_clocks()
         self._bump()
@@ -342,11 +345,13 @@ class LivenessTracker:
         if wait is None:
             if not self._waits:
                 return
-            self._waits.clear()
+            self._waits = ()
         else:
-            for index, candidate in enumerate(self._waits):
+            waits = self._waits
+            for index, candidate in enumerate(waits):
                 if candidate is wait:
-                    del self._waits[index]
+                    assert isinstance(waits, list)  # it holds ``wait``
+                    del waits[index]
                     break
             else:
                 return
@@ -405,7 +410,7 @@ class LivenessTracker:
             self._step = step
         if usage is not None:
             self._usage = usage
-        self._waits.clear()
+        self._waits = ()
         self._last_activity = now
         self._finish_reason = finish_reason
         self._status = status
