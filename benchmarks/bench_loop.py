@@ -20,7 +20,12 @@ per step):
    of the batch (wall time on a shared machine also counts the neighbours); and the
    ``tracemalloc`` peak per run in a second, untimed batch. Each side runs in a fresh
    child process, so neither inherits the other's freed memory.
-3. Ratios to the floor for every figure, and the machine.
+   The same through ``agent.run(...)``, which runs the loop in the caller's task when
+   nothing must run beside it (``open_run``'s block may, so it keeps its nursery).
+3. **Per in-flight run.** All runs parked at step 3's model call: the GC-tracked objects
+   and the ``tracemalloc`` bytes per run (by type and by allocating line), and the
+   collector's share of a batch's CPU time (the batch with ``gc`` on, then off).
+4. Ratios to the floor for every figure, and the machine.
 
 ``--profile`` adds a cProfile of the per-step path: the top functions of operative's
 own code, in microseconds per step.
