@@ -10,6 +10,12 @@
 
 A model opened per run (``create_agent(model=...)``) encloses the nursery, so its client
 lives exactly as long as the run.
+
+``run_to_end`` (what ``agent.run`` uses) has no block for the caller to run beside the
+loop: when nothing else must run beside it either, the loop task's work runs in the
+caller's task, under the same run scope, and no nursery is opened::
+
+    run_to_end(...)          the caller's task: RunTask.drive, then the result
 """
 
 from __future__ import annotations
