@@ -20,7 +20,12 @@ per step):
    of the batch (wall time on a shared machine also counts the neighbours); and the
    ``tracemalloc`` peak per run in a second, untimed batch. Each side runs in a fresh
    child process, so neither inherits the other's freed memory.
-3. Ratios to the floor for every figure, and the machine.
+   The same through ``agent.run(...)``, which runs the loop in the caller's task when
+   nothing must run beside it (``open_run``'s block may, so it keeps its nursery).
+3. **Per in-flight run.** All runs parked at step 3's model call: the GC-tracked objects
+   and the ``tracemalloc`` bytes per run (by type and by allocating line), and the
+   collector's share of a batch's CPU time (the batch with ``gc`` on, then off).
+4. Ratios to the floor for every figure, and the machine.
 
 ``--profile`` adds a cProfile of the per-step path: the top functions of operative's
 own code, in microseconds per step.
@@ -41,6 +46,7 @@ import subprocess
 import sys
 import time
 import tracemalloc
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -150,6 +156,23 @@ async def operative_run(
     return result.content
 
 
+async def operative_agent_run(generate: Any) -> str:
+    """The same run through ``agent.run(...)``: nothing runs beside the loop, so it runs
+    in the caller's task with no nursery (``open_run``'s block may run beside it)."""
+    agent = AGENTS.get(generate)
+    if agent is None:
+        agent = AGENTS[generate] = operative.create_agent(
+            generate=generate, toolbox=TOOLBOX, stop_when=NO_TOOL_CALLS
+        )
+    result = await agent.run("What is 1 + 1, twenty times over?")
+    if result.finish_reason != "stop-condition":  # pragma: no cover - a broken loop
+        raise RuntimeError(f"run ended with {result.finish_reason}: {result.error!r}")
+    return result.content
+
+
+AGENTS: dict[Any, operative.Agent] = {}
+
+
 # --------------------------------------------------------------------------------------
 # the floor: a minimal honest agent loop, plain dicts
 # --------------------------------------------------------------------------------------
@@ -246,6 +269,8 @@ async def measure_per_step(repetitions: int, warmup: int) -> dict[str, Any]:
         "operative_events_1": lambda: operative_run(op1, listen=True),
         "operative_guarded": lambda: operative_run(op20, guarded=True),
         "operative_guarded_1": lambda: operative_run(op1, guarded=True),
+        "operative_agent": lambda: operative_agent_run(op20),
+        "operative_agent_1": lambda: operative_agent_run(op1),
     }
     samples: dict[str, list[int]] = {name: [] for name in cases}
     for _ in range(warmup):
@@ -258,7 +283,7 @@ async def measure_per_step(repetitions: int, warmup: int) -> dict[str, Any]:
             samples[name].append(await _time_ns(fn))
     runs_us = {name: median(values) / 1000 for name, values in samples.items()}
     out: dict[str, Any] = {"steps": STEPS, "repetitions": repetitions, "warmup": warmup}
-    for name in ("floor", "operative", "operative_events", "operative_guarded"):
+    for name in ("floor", "operative", "operative_events", "operative_guarded", "operative_agent"):
         whole, one = runs_us[name], runs_us[f"{name}_1"]
         ordered = sorted(samples[name])
         out[name] = {
@@ -276,17 +301,24 @@ async def measure_per_step(repetitions: int, warmup: int) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------
 
 
-async def _batch(side: str, runs: int, sampler: bool) -> dict[str, Any]:
+SIDES = ("floor", "operative", "operative_agent")
+"""The concurrency batch's sides: the floor, ``open_run``, ``agent.run``."""
+
+
+def _one_run(side: str, generate_floor: Any, generate_op: Any) -> Callable[[], Awaitable[Any]]:
     if side == "operative":
-        generate = operative_model(CONCURRENT_STEPS, MODEL_LATENCY)
+        return lambda: operative_run(generate_op)
+    if side == "operative_agent":
+        return lambda: operative_agent_run(generate_op)
+    return lambda: floor_run(generate_floor)
 
-        async def one() -> Any:
-            return await operative_run(generate)
-    else:
-        generate = floor_model(CONCURRENT_STEPS, MODEL_LATENCY)
 
-        async def one() -> Any:
-            return await floor_run(generate)
+async def _batch(side: str, runs: int, sampler: bool) -> dict[str, Any]:
+    one = _one_run(
+        side,
+        floor_model(CONCURRENT_STEPS, MODEL_LATENCY),
+        operative_model(CONCURRENT_STEPS, MODEL_LATENCY),
+    )
 
     state = {"in_flight": 0, "max_in_flight": 0, "done": 0, "peak_rss": 0, "in_flight_at_peak": 0}
 
@@ -323,6 +355,94 @@ async def _batch(side: str, runs: int, sampler: bool) -> dict[str, Any]:
     return {"wall_s": wall, **state}
 
 
+PARK_STEP = 3
+"""The step at which the runs of the object count wait for each other."""
+
+
+async def _parked(side: str, runs: int, top: int) -> dict[str, Any]:
+    """Start ``runs`` runs, let every one reach the model call of step ``PARK_STEP``
+    (mid-run: the run's tasks, frames and records all alive), then count what the
+    collector tracks and what ``tracemalloc`` sees allocated, per run."""
+    arrived = [0]
+    all_parked = trio.Event()
+    release = trio.Event()
+    op_script = operative_script(CONCURRENT_STEPS)
+    fl_script = _floor_script(CONCURRENT_STEPS)
+
+    async def park() -> None:
+        arrived[0] += 1
+        if arrived[0] == runs:
+            all_parked.set()
+        await release.wait()
+
+    async def op_generate(request: GenerateRequest) -> GenerateResponse:
+        if request.step == PARK_STEP:
+            await park()
+        else:
+            await trio.lowlevel.checkpoint()
+        return op_script[request.step - 1]
+
+    async def fl_generate(messages: list[dict[str, Any]], step: int) -> dict[str, Any]:
+        if step == PARK_STEP:
+            await park()
+        else:
+            await trio.lowlevel.checkpoint()
+        return fl_script[step - 1]
+
+    one = _one_run(side, fl_generate, op_generate)
+    out: dict[str, Any] = {}
+    async with trio.open_nursery() as nursery:
+        await trio.lowlevel.checkpoint()
+        gc.collect()
+        before_types = Counter(type(o).__name__ for o in gc.get_objects())
+        tracemalloc.start()
+        before_trace = tracemalloc.take_snapshot()
+        for _ in range(runs):
+            nursery.start_soon(one)
+        await all_parked.wait()
+        parked_trace = tracemalloc.take_snapshot()
+        tracemalloc.stop()
+        gc.collect()
+        parked_types = Counter(type(o).__name__ for o in gc.get_objects())
+        grown = parked_types - before_types
+        out["gc_objects_per_run"] = sum(grown.values()) / runs
+        out["gc_objects_by_type"] = {
+            name: count / runs for name, count in grown.most_common(top) if count >= runs
+        }
+        diff = parked_trace.compare_to(before_trace, "lineno")
+        out["traced_kib_per_run_parked"] = sum(d.size_diff for d in diff) / 1024 / runs
+        out["traced_by_line"] = [
+            {
+                "where": f"{Path(d.traceback[0].filename).name}:{d.traceback[0].lineno}",
+                "bytes_per_run": d.size_diff / runs,
+                "blocks_per_run": d.count_diff / runs,
+            }
+            for d in sorted(diff, key=lambda d: d.size_diff, reverse=True)[:top]
+        ]
+        release.set()
+    return out
+
+
+def _gc_share(side: str, runs: int) -> dict[str, Any]:
+    """CPU time of a batch with the collector on, then off (alternating, 3 rounds each):
+    the collector's share of the batch."""
+    with_gc: list[float] = []
+    without: list[float] = []
+    for _ in range(3):
+        for enabled, samples in ((True, with_gc), (False, without)):
+            gc.collect()
+            if not enabled:
+                gc.disable()
+            try:
+                cpu = time.process_time()
+                trio.run(_batch, side, runs, False)
+                samples.append(time.process_time() - cpu)
+            finally:
+                gc.enable()
+    on, off = median(with_gc), median(without)
+    return {"cpu_s_gc_on": on, "cpu_s_gc_off": off, "gc_share": (on - off) / on if on else 0.0}
+
+
 def child_concurrency(side: str, runs: int) -> dict[str, Any]:
     """Runs in a fresh process: warm up, one timed batch (RSS), one traced batch."""
     trio.run(_batch, side, min(10, runs), False)  # import-time and first-call costs
@@ -340,6 +460,8 @@ def child_concurrency(side: str, runs: int) -> dict[str, Any]:
     trio.run(_batch, side, runs, False)
     _, traced_peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
+    objects = trio.run(_parked, side, runs, 12)
+    share = _gc_share(side, runs)
     growth_hwm = after["VmHWM"] - before["VmRSS"]
     growth_sampled = timed["peak_rss"] - before["VmRSS"]
     return {
@@ -357,12 +479,14 @@ def child_concurrency(side: str, runs: int) -> dict[str, Any]:
         "kib_per_run_rss": growth_hwm / runs,
         "kib_per_run_rss_sampled": growth_sampled / runs,
         "kib_per_run_tracemalloc": traced_peak / 1024 / runs,
+        **objects,
+        **share,
     }
 
 
 def measure_concurrency(runs: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for side in ("floor", "operative"):
+    for side in SIDES:
         proc = subprocess.run(
             [sys.executable, __file__, "--child", side, "--runs", str(runs)],
             capture_output=True,
@@ -447,6 +571,7 @@ def report(results: dict[str, Any]) -> None:
         ("operative", "operative"),
         ('operative + "*" listener', "operative_events"),
         ("operative + idle budget + retry", "operative_guarded"),
+        ("operative, agent.run (in the caller's task)", "operative_agent"),
     ):
         row = per[key]
         rows.append(
@@ -479,7 +604,10 @@ def report(results: dict[str, Any]) -> None:
     conc = results["concurrency"]
     cf, co = conc["floor"], conc["operative"]
     rows = []
-    for label, row in (("floor (bare trio loop)", cf), ("operative", co)):
+    sides = [("floor (bare trio loop)", cf), ("operative", co)]
+    if "operative_agent" in conc:
+        sides.append(("operative, agent.run", conc["operative_agent"]))
+    for label, row in sides:
         rows.append(
             [
                 label,
@@ -514,6 +642,33 @@ def report(results: dict[str, Any]) -> None:
         ],
         rows,
     )
+    rows = []
+    for label, row in sides:
+        rows.append(
+            [
+                label,
+                f"{row['gc_objects_per_run']:.1f}",
+                _ratio(row["gc_objects_per_run"], cf["gc_objects_per_run"]),
+                f"{row['traced_kib_per_run_parked']:.2f}",
+                _ratio(row["traced_kib_per_run_parked"], cf["traced_kib_per_run_parked"]),
+                f"{row['gc_share'] * 100:.0f}%",
+            ]
+        )
+    print_table(
+        f"per in-flight run, all {co['runs']} runs parked at step {PARK_STEP}'s model call; "
+        "the collector's share of a batch's CPU time (gc on vs gc.disable())",
+        ["", "GC-tracked objects", "x floor", "traced KiB", "x floor", "GC share"],
+        rows,
+    )
+    for label, row in sides[1:]:
+        print(f"\n{label}: GC-tracked objects per run by type")
+        print("  " + ", ".join(f"{n} {c:.1f}" for n, c in row["gc_objects_by_type"].items()))
+        print(f"{label}: traced bytes per run by allocating line")
+        for entry in row["traced_by_line"]:
+            print(
+                f"  {entry['where']:40s} {entry['bytes_per_run']:8.0f} B "
+                f"{entry['blocks_per_run']:5.1f} blocks"
+            )
     targets = results["targets"]
     print("\ntargets:")
     for name, target in targets.items():
@@ -543,7 +698,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repetitions", type=int, default=None, help="timed runs (300)")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     parser.add_argument("--profile", action="store_true", help="cProfile the per-step path")
-    parser.add_argument("--child", choices=["floor", "operative"], help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=SIDES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     runs = args.runs or (200 if args.quick else TARGET_BATCH_RUNS)

@@ -12,7 +12,7 @@ import trio
 from ._core._errors import InvalidArgument
 from ._core._event_hub import Listener, Overflow
 from ._core._model import GenerateFunction, open_model_string
-from ._core._open_run import open_run
+from ._core._open_run import open_run, run_to_end
 from ._core._options import DEFAULT_MAXIMUM_STEPS, RunOptions, configure_run, make_toolbox
 from ._core._results import RunResult
 from ._core._run import ActiveRun
@@ -149,6 +149,12 @@ class Agent:
         ``trio.Event``, an awaitable or an async function) aborts the run once it is set
         or returns; it overrides ``context.abort_on``.
         """
+        return open_run(**self._run_options(input, context, durable, abort_on))
+
+    def _run_options(
+        self, input: AgentInput, context: AgentRunContext | None, durable: Any, abort_on: Any
+    ) -> dict[str, Any]:
+        """What ``open_run`` (or ``run_to_end``) is given for a run of this agent."""
         conversation = self._conversation(input)
         options = dict(self.options)
         if durable is not None:
@@ -167,21 +173,24 @@ class Agent:
                 options["abort_on"] = context.abort_on
         if abort_on is not None:
             options["abort_on"] = abort_on
-        return open_run(
-            generate=self.generate,
-            conversation=conversation,
-            toolbox=self.toolbox,
-            stop_when=self.stop_when,
-            maximum_steps=self.maximum_steps,
+        return {
+            "generate": self.generate,
+            "conversation": conversation,
+            "toolbox": self.toolbox,
+            "stop_when": self.stop_when,
+            "maximum_steps": self.maximum_steps,
             **options,
-        )
+        }
 
     async def run(
         self, input: AgentInput, *, context: AgentRunContext | None = None, abort_on: Any = None
     ) -> RunResult:
-        """Run to the end and return the result (``abort_on=``: see :meth:`open_run`)."""
-        async with self.open_run(input, context=context, abort_on=abort_on) as run:
-            return await run.result()
+        """Run to the end and return the result (``abort_on=``: see :meth:`open_run`).
+
+        With nothing to run beside it (no ``abort_on``, stall policy or durable lease),
+        the loop runs in the caller's task, with no nursery (see ``run_to_end``).
+        """
+        return await run_to_end(**self._run_options(input, context, None, abort_on))
 
     async def load(self) -> Agent:
         """This agent, whose definition is loaded already.

@@ -233,6 +233,33 @@ async def test_stop_conditions_are_or_and_may_be_async() -> None:
     assert len(result.steps) == 2
 
 
+@pytest.mark.parametrize("order", ["sync-first", "async-first"])
+async def test_each_stop_condition_is_called_once_a_step_in_order(order: str) -> None:
+    """Sync and async conditions mixed: each is called once per step, in list order,
+    and the ones after the condition that held are not called."""
+    seen: list[tuple[str, int]] = []
+
+    def sync_at_three(step: operative.StepResult) -> bool:
+        seen.append(("sync", step.step))
+        return step.step == 3
+
+    async def async_never(step: operative.StepResult) -> bool:
+        seen.append(("async", step.step))
+        await trio.lowlevel.checkpoint()
+        return False
+
+    conditions = [sync_at_three, async_never]
+    if order == "async-first":
+        conditions.reverse()
+    model = ScriptedModel(lambda request: calls(call("add", f"c{request.step}", a=1, b=2)))
+    result, _ = await run_with(model, stop_when=conditions)
+    assert len(result.steps) == 3
+    names = ["sync", "async"] if order == "sync-first" else ["async", "sync"]
+    expected = [(name, step) for step in (1, 2) for name in names]
+    expected += [("sync", 3)] if order == "sync-first" else [("async", 3), ("sync", 3)]
+    assert seen == expected
+
+
 async def test_abort_during_generate(autojump_clock: Any) -> None:
     """Abort while the model hangs: the step is dropped, the run ends aborted."""
     model = ScriptedModel([calls(call("add", "c1", a=1, b=1)), HANG])

@@ -18,7 +18,8 @@ import logging
 import weakref
 from collections import deque
 from collections.abc import Callable, Container, Iterable
-from typing import Any, Literal, TypeAlias
+from types import MappingProxyType
+from typing import Any, Literal, TypeAlias, cast
 
 import msgspec
 import trio
@@ -300,8 +301,14 @@ class _Everything:
     def __contains__(self, type: object) -> bool:
         return True
 
+    def __bool__(self) -> bool:
+        return True  # someone listens: ``not hub.wanted`` means nobody does
+
 
 _EVERYTHING = _Everything()
+_NOTHING: frozenset[str] = frozenset()
+_NO_LISTENERS: dict[str, list[Listener]] = cast("dict[str, list[Listener]]", MappingProxyType({}))
+"""Every hub's listeners until its first (read-only: adding one makes the hub a dict)."""
 
 
 def check_listener(type: str, listener: Listener) -> None:
@@ -344,10 +351,12 @@ class EventHub:
     __slots__ = ("_closed", "_listeners", "_streams", "listener_errors", "wanted")
 
     def __init__(self) -> None:
-        self._listeners: dict[str, list[Listener]] = {}
-        self._streams: list[weakref.ref[EventStream]] = []
+        # Both start as shared empty containers (most runs have no listener and no
+        # stream) and become the hub's own on the first one.
+        self._listeners: dict[str, list[Listener]] = _NO_LISTENERS
+        self._streams: list[weakref.ref[EventStream]] | tuple[()] = ()
         """Weak: a stream its consumer dropped must not be kept alive by the run."""
-        self.wanted: Container[str] = frozenset()
+        self.wanted: Container[str] = _NOTHING
         """The event types someone listens to; the loop's hot path tests ``in`` it."""
         self._closed = False
         self.listener_errors = 0
@@ -373,6 +382,8 @@ class EventHub:
 
     def add_listener(self, type: str, listener: Listener) -> Callable[[], None]:
         check_listener(type, listener)
+        if self._listeners is _NO_LISTENERS:
+            self._listeners = {}
         self._listeners.setdefault(type, []).append(listener)
         self._recompute()
 
@@ -385,6 +396,8 @@ class EventHub:
         """``listener`` for the first event of ``type`` only; returns a remover."""
         check_listener(type, listener)
         wrapper = _Once(self, type, listener)
+        if self._listeners is _NO_LISTENERS:
+            self._listeners = {}
         self._listeners.setdefault(type, []).append(wrapper)
         self._recompute()
 
@@ -441,7 +454,7 @@ class EventHub:
         if self._closed:
             stream._closed = True
             return
-        self._streams.append(weakref.ref(stream))
+        self._streams = [*self._streams, weakref.ref(stream)]
         self._recompute()
 
     def _detach(self, stream: EventStream) -> None:
@@ -507,9 +520,10 @@ class EventHub:
     def close(self) -> None:
         """End every stream after what it has buffered; later streams end at once."""
         self._closed = True
-        for ref in self._streams:
-            stream = ref()
-            if stream is not None:
-                stream._finish()
-        self._streams.clear()
-        self._recompute()
+        if self._streams:
+            for ref in self._streams:
+                stream = ref()
+                if stream is not None:
+                    stream._finish()
+            self._streams = ()
+            self._recompute()

@@ -192,6 +192,51 @@ class GeneratePhase:
             response = checked_response(response)
         return response
 
+    def is_plain(self) -> bool:
+        """True when the step's generate phase is the model call alone: nobody listens
+        for events, no retry, no backpressure, no extension before an attempt, no
+        ``validate_response`` hook. The step loop then calls the model itself (one
+        coroutine frame fewer per run in flight) and settles the answer with
+        :meth:`failed` or :meth:`accepted`, which is what :meth:`run` would do."""
+        state = self._state
+        cfg = state.config
+        return (
+            not state.hub.wanted
+            and cfg.retry is None
+            and cfg.backpressure is None
+            and not state.ext.before_attempt
+            and (cfg.hooks is NO_HOOKS or not cfg.hooks.validate_response)
+        )
+
+    def failed(self, run: ActiveRun, exc: Exception, inflight: Inflight) -> None:
+        """A plain attempt raised ``exc``: what it reported spending was still paid for."""
+        spent = getattr(exc, "usage", None)
+        if isinstance(spent, Usage):
+            state = self._state
+            inflight.usage = inflight.usage + spent
+            state.usage = state.usage + spent
+            spending = state.ext.spent
+            if spending:
+                charge_extensions(run, spending, inflight.step, spent, None, "failed-attempt")
+
+    def accepted(self, run: ActiveRun, response: GenerateResponse, inflight: Inflight) -> None:
+        """Add what the answer cost to the step and the run; a progress pulse."""
+        state = self._state
+        usage = response.usage
+        if usage is not None:
+            # The step may already have paid for something (a failed attempt, a context
+            # compaction's summary); only a step that paid nothing yet skips the sum.
+            spent = inflight.usage
+            inflight.usage = usage if spent is NO_USAGE else spent + usage
+            state.usage = state.usage + usage
+            if state.ext.spent:
+                # Settled once the answer is in the transcript (``StepLoop``): it was
+                # paid for, whatever a limit says.
+                state.to_settle = charge_extensions(
+                    run, state.ext.spent, inflight.step, usage, response.model, "attempt"
+                )
+        state.liveness._progress(state.step, state.usage)
+
     async def run(
         self, run: ActiveRun, request: GenerateRequest, inflight: Inflight
     ) -> GenerateResponse:
@@ -274,20 +319,9 @@ class GeneratePhase:
                 request = retry.next_request(request, exc, attempt)
                 for settle in settles:  # the failed attempt's spend, before the next one
                     await settle(run)
+        self.accepted(run, response, inflight)
         usage = response.usage
-        if usage is not None:
-            # The step may already have paid for something (a failed attempt, a context
-            # compaction's summary); only a step that paid nothing yet skips the sum.
-            spent = inflight.usage
-            inflight.usage = usage if spent is NO_USAGE else spent + usage
-            state.usage = total = state.usage + usage
-            if ext.spent:
-                # Settled once the answer is in the transcript (``StepLoop``): it was
-                # paid for, whatever a limit says.
-                state.to_settle = charge_extensions(
-                    run, ext.spent, step, usage, response.model, "attempt"
-                )
-        state.liveness._progress(state.step, state.usage)
+        total = state.usage
         if "generate.completed" in hub.wanted:
             await hub.emit(
                 GenerateCompleted(

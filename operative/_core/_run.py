@@ -32,8 +32,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import trio
-
 from ..conversation import Conversation
 from ..hooks import HookContext
 from ..liveness import (
@@ -52,7 +50,7 @@ from ._generate_phase import GeneratePhase
 from ._model import GenerateFunction
 from ._options import RunConfig
 from ._results import RunResult, StepResult
-from ._run_scope import RunScope
+from ._run_scope import RunDone, RunScope
 from ._run_state import CancelReason, RunState, run_clock
 from ._run_task import RunTask
 from ._step import StepLoop
@@ -102,7 +100,7 @@ class ActiveRun:
             durability="process-local" if ext.durable is None else "durable",
         )
         state = self._state = RunState(config, conversation, now, hub, liveness, ext)
-        done = self._done = trio.Event()
+        done = self._done = RunDone()
         """Set once the run has ended and its result is recorded (by ``RunTask``)."""
         scope = self._scope = RunScope(done)
         answer = self._answer = FinalAnswer(state)
@@ -210,6 +208,10 @@ class ActiveRun:
                 Raised again on every call; ``.result`` is the run's own result.
         """
         await self._done.wait()
+        return self._outcome()
+
+    def _outcome(self) -> RunResult:
+        """The recorded result (the run has ended), or its clean-up's failure raised."""
         result = self._task.result
         assert result is not None
         if result.error.__class__ is CleanupError:

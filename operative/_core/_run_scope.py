@@ -11,7 +11,36 @@ import trio
 
 from ._run_state import CancelReason
 
-__all__ = ["RunScope"]
+__all__ = ["RunDone", "RunScope"]
+
+
+class RunDone:
+    """Set once a run has ended, like a ``trio.Event``; the event itself is made only
+    when someone waits before the end (most runs are awaited after they end, or in the
+    task that runs them)."""
+
+    __slots__ = ("_event", "_set")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._event: trio.Event | None = None
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        self._set = True
+        if self._event is not None:
+            self._event.set()
+
+    async def wait(self) -> None:
+        """Return once the run has ended (a checkpoint either way)."""
+        if self._set:
+            await trio.lowlevel.checkpoint()
+            return
+        if self._event is None:
+            self._event = trio.Event()
+        await self._event.wait()
 
 
 class RunScope:
@@ -19,11 +48,12 @@ class RunScope:
 
     __slots__ = ("_done", "cancel_scope", "deadlines", "reason")
 
-    def __init__(self, done: trio.Event) -> None:
+    def __init__(self, done: RunDone) -> None:
         self.cancel_scope = trio.CancelScope()
         self.reason: CancelReason | None = None
         """Why the scope was cancelled, first come (written by :meth:`cancel` only)."""
-        self.deadlines: list[tuple[float, CancelReason]] = []
+        self.deadlines: list[tuple[float, CancelReason]] | None = None
+        """The deadlines added, with their reasons (made on the first one)."""
         self._done = done
         """Set once the run has ended (by ``RunTask``): cancelling then does nothing."""
 
@@ -37,6 +67,8 @@ class RunScope:
 
     def add_deadline(self, when: float, reason: CancelReason) -> None:
         """Bound the run scope by ``when`` (trio time); ``reason`` says why if it fires."""
+        if self.deadlines is None:
+            self.deadlines = []
         self.deadlines.append((when, reason))
         scope = self.cancel_scope
         scope.deadline = min(scope.deadline, when)

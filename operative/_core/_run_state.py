@@ -9,7 +9,7 @@ liveness tracker and extensions), which no part writes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
@@ -109,7 +109,8 @@ class Inflight:
         self.stop_reason: str | None = None
         self.content = ""
         self.calls: tuple[ToolCall, ...] = ()
-        self.results: list[ToolResult | None] = []
+        self.results: Sequence[ToolResult | None] = ()
+        """The step's results, in call order (the tool phase sets its list)."""
         self.usage = NO_USAGE
 
 

@@ -45,7 +45,7 @@ from ._events import (
 from ._extension import ResumePoint
 from ._final_answer import FinalAnswer
 from ._results import RunResult, StepResult
-from ._run_scope import RunScope
+from ._run_scope import RunDone, RunScope
 from ._run_state import CancelReason, RunState, is_shutdown
 from ._step import StepLoop
 from ._types import FinishReason
@@ -97,7 +97,7 @@ class RunTask:
         scope: RunScope,
         answer: FinalAnswer,
         loop: StepLoop,
-        done: trio.Event,
+        done: RunDone,
     ) -> None:
         self._state = state
         self._scope = scope
@@ -125,13 +125,17 @@ class RunTask:
             hub.emit_nowait(
                 RunStarted(run_id=state.run_id, time=started_at, agent_name=state.config.agent_name)
             )
-        # A call left open by an earlier, cut-short turn is answered before the model
-        # sees the transcript (providers reject open calls); the run never leaves one.
-        repair_dangling_tool_calls(
-            state.conversation, "the turn that made this call ended before it settled"
-        )
-        # Ids an earlier turn used are taken.
-        self._loop.take_call_ids()
+        for message in state.conversation._messages:
+            if message.tool_calls:
+                # A call left open by an earlier, cut-short turn is answered before the
+                # model sees the transcript (providers reject open calls); the run never
+                # leaves one.
+                repair_dangling_tool_calls(
+                    state.conversation, "the turn that made this call ended before it settled"
+                )
+                # Ids an earlier turn used are taken.
+                self._loop.take_call_ids()
+                break
         request = state.config.request_context
         if request is not None and request.deadline is not None:
             # The request's deadline is wall-clock time; the run scope's is trio's.
@@ -374,37 +378,41 @@ class RunTask:
         end = state.now()
         step = state.step
         usage = state.usage
-        if finish is _ERROR:
-            terminal: Any = RunError(
-                run_id=run_id,
-                step=step,
-                time=end,
-                error=str(result.error),
-                error_type=type(result.error).__name__,
-                usage=usage,
-                steps=len(steps),
-            )
-        elif finish is _ABORTED:
-            terminal = RunAborted(
-                run_id=run_id,
-                step=step,
-                time=end,
-                reason=reason or "",
-                usage=usage,
-                steps=len(steps),
-            )
-        else:
-            terminal = RunCompleted(
-                run_id=run_id,
-                step=step,
-                time=end,
-                finish_reason=finish,
-                content=content,
-                usage=usage,
-                steps=len(steps),
-                recovered_error=answer.recovered_error,
-            )
+        # The terminal event is built only when someone listens (a stream ends on close).
+        announce = bool(hub.wanted)
+        if announce:
+            if finish is _ERROR:
+                terminal: Any = RunError(
+                    run_id=run_id,
+                    step=step,
+                    time=end,
+                    error=str(result.error),
+                    error_type=type(result.error).__name__,
+                    usage=usage,
+                    steps=len(steps),
+                )
+            elif finish is _ABORTED:
+                terminal = RunAborted(
+                    run_id=run_id,
+                    step=step,
+                    time=end,
+                    reason=reason or "",
+                    usage=usage,
+                    steps=len(steps),
+                )
+            else:
+                terminal = RunCompleted(
+                    run_id=run_id,
+                    step=step,
+                    time=end,
+                    finish_reason=finish,
+                    content=content,
+                    usage=usage,
+                    steps=len(steps),
+                    recovered_error=answer.recovered_error,
+                )
         state.liveness._end(terminal_status(finish), finish, step, usage)
-        hub.emit_nowait(terminal)
+        if announce:
+            hub.emit_nowait(terminal)
         self._done.set()
         hub.close()

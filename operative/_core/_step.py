@@ -17,7 +17,7 @@ between steps). The step counter, the steps and the step in flight are the run's
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import trio
@@ -36,7 +36,7 @@ from ._events import (
 from ._extension import ResumePoint, charge_extensions
 from ._final_answer import FinalAnswer
 from ._generate_phase import GeneratePhase
-from ._model import GenerateRequest
+from ._model import GenerateRequest, GenerateResponse, checked_response
 from ._results import StepResult
 from ._run_state import NO_USAGE, Inflight, RunState
 from ._tool_calls import normalize_calls
@@ -182,7 +182,20 @@ class StepLoop:
                 )
                 if hooks.select_tools or hooks.prepare_step:
                     request, offered = await self._prepare(request)
-                response = await self._generate.run(run, request, inflight)
+                generate = self._generate
+                if generate.is_plain():
+                    # The model call itself, in this frame (see ``is_plain``).
+                    try:
+                        response = await cfg.generate(request)
+                    except Exception as exc:
+                        generate.failed(run, exc, inflight)
+                        raise
+                    if response.__class__ is not GenerateResponse:
+                        # A GenerateResponse checked its fields when it was built.
+                        response = checked_response(response)
+                    generate.accepted(run, response, inflight)
+                else:
+                    response = await generate.run(run, request, inflight)
 
             calls = response.tool_calls
             if calls:
@@ -275,9 +288,19 @@ class StepLoop:
                 continue
 
             if cfg.stop_when:
-                stopped = await self.stopped(step_result)
-                if stopped is not None:
-                    return stopped
+                # Synchronous conditions (the common case) are checked without a
+                # coroutine of their own; an async one hands over to ``stopped``.
+                for index, condition in enumerate(cfg.stop_when):
+                    stop = condition(step_result)
+                    if stop.__class__ is not bool and inspect.isawaitable(stop):
+                        stopped = await self.stopped(step_result, index, stop)
+                        if stopped is not None:
+                            return stopped
+                        break
+                    if stop:
+                        if cfg.output is not None and not self._answer.accept(step_result):
+                            break  # the model gets another attempt at the output
+                        return FinishReason.STOP_CONDITION
 
         if hooks.on_maximum_steps:
             context = state.hook_context()
@@ -294,13 +317,23 @@ class StepLoop:
             self._answer.validate(self._answer.content_override or state.steps[-1].content)
         return FinishReason.MAXIMUM_STEPS
 
-    async def stopped(self, step_result: StepResult) -> FinishReason | None:
-        """``STOP_CONDITION`` when a stop condition holds (and the output validates)."""
+    async def stopped(
+        self, step_result: StepResult, first: int = 0, pending: Any = None
+    ) -> FinishReason | None:
+        """``STOP_CONDITION`` when a stop condition holds (and the output validates).
+
+        ``first`` and ``pending``: the conditions before ``first`` were checked already
+        (none held), and ``pending`` is what condition ``first`` returned (awaitable).
+        """
         cfg = self._state.config
-        for condition in cfg.stop_when:
-            stop = condition(step_result)
-            if stop.__class__ is not bool and inspect.isawaitable(stop):
-                stop = await stop
+        conditions = cfg.stop_when
+        for index in range(first, len(conditions)):
+            if pending is not None and index == first:
+                stop = await pending
+            else:
+                stop = conditions[index](step_result)
+                if stop.__class__ is not bool and inspect.isawaitable(stop):
+                    stop = await stop
             if stop:
                 if cfg.output is not None and not self._answer.accept(step_result):
                     return None  # the model gets another attempt at the output

@@ -102,7 +102,8 @@ class LivenessTracker:
         self._last_progress: float | None = None
         self._missed = 0
         self._reachability: Reachability = "reachable"
-        self._waits: list[DeclaredWait] = []
+        # An empty tuple until the first wait (most runs declare none).
+        self._waits: list[DeclaredWait] | tuple[()] = ()
         self._finish_reason: FinishReason | None = None
         # The watchdog's two clocks: silence counts from these (None: since it started).
         self._quiet_since: float | None = None
@@ -110,10 +111,17 @@ class LivenessTracker:
         self._heard_since: float | None = None
         """Last pulse of any kind, or the last time a declared wait began or ended."""
         self._subscriptions: list[SnapshotSubscription] = []
-        self._changed = trio.lowlevel.ParkingLot()
-        """Watchdogs park here; woken when a wait begins or ends and when work finishes."""
+        self._changed: trio.lowlevel.ParkingLot | None = None
+        """Watchdogs park here (made by the first); woken when a wait begins or ends and
+        when work finishes."""
         self.observer_errors = 0
         """Observer calls that raised (each is logged to ``operative.liveness``)."""
+
+    def _parking_lot(self) -> trio.lowlevel.ParkingLot:
+        """Where a watchdog parks until a wait begins or ends or the work finishes."""
+        if self._changed is None:
+            self._changed = trio.lowlevel.ParkingLot()
+        return self._changed
 
     def __repr__(self) -> str:
         return f"<LivenessTracker {self.kind} {self.id} {self._status} r{self._revision}>"
@@ -320,10 +328,13 @@ class LivenessTracker:
             )
         if self.terminal:
             return declared
+        if not self._waits:
+            self._waits = []
         self._waits.append(declared)
         self._restart_clocks()
         self._bump()
-        self._changed.unpark_all()
+        if self._changed is not None:
+            self._changed.unpark_all()
         return declared
 
     def clear_wait(self, wait: DeclaredWait | None = None) -> None:
@@ -334,11 +345,13 @@ class LivenessTracker:
         if wait is None:
             if not self._waits:
                 return
-            self._waits.clear()
+            self._waits = ()
         else:
-            for index, candidate in enumerate(self._waits):
+            waits = self._waits
+            for index, candidate in enumerate(waits):
                 if candidate is wait:
-                    del self._waits[index]
+                    assert isinstance(waits, list)  # it holds ``wait``
+                    del waits[index]
                     break
             else:
                 return
@@ -346,7 +359,8 @@ class LivenessTracker:
             return
         self._restart_clocks()
         self._bump()
-        self._changed.unpark_all()
+        if self._changed is not None:
+            self._changed.unpark_all()
 
     @contextmanager
     def waiting(
@@ -396,7 +410,7 @@ class LivenessTracker:
             self._step = step
         if usage is not None:
             self._usage = usage
-        self._waits.clear()
+        self._waits = ()
         self._last_activity = now
         self._finish_reason = finish_reason
         self._status = status
@@ -406,7 +420,8 @@ class LivenessTracker:
             snapshot = self.snapshot()
             for subscription in subscriptions:
                 subscription._deliver(snapshot)
-        self._changed.unpark_all()
+        if self._changed is not None:
+            self._changed.unpark_all()
 
     # -- the watchdog's side ---------------------------------------------------------
 

@@ -124,7 +124,7 @@ class StallWatchdog:
                 if deadline is None:
                     break
                 with trio.move_on_at(deadline):
-                    await tracker._changed.park()
+                    await tracker._parking_lot().park()
                 self.wakeups += 1
         finally:
             self._running = False
