@@ -32,6 +32,7 @@ finished by whoever recovers it.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -105,6 +106,7 @@ class DurableDriver(Extension):
 
     __slots__ = (
         "_abort",
+        "_clock",
         "_durable",
         "_failed",
         "_in_flight",
@@ -140,6 +142,8 @@ class DurableDriver(Extension):
         """How many messages the journal holds once ``_pending`` is committed."""
         self._in_flight = 0
         """Calls of the current step executing now (a settled one waits for none of them)."""
+        self._clock: Callable[[], float] = getattr(durable.checkpoint_store, "clock", time.time)
+        """The store's clock: records that wait for a later commit carry their own time."""
         self._lock = trio.Lock()
         self._started = trio.Event()
         self._failed: BaseException | None = None
@@ -295,6 +299,7 @@ class DurableDriver(Extension):
             model=model,
             before=before,
             stop_reason=stop_reason,
+            at=self._clock(),
         )
         self._defer(record, journaled=len(messages))
         if flush:
@@ -332,7 +337,9 @@ class DurableDriver(Extension):
                     await self._append([ToolSettled(step=step, result=result)])
                     return result
             idempotent = _idempotent(toolbox, call)
-            started = ToolStartedRecord(step=step, call_id=call.id, tool_name=call.name)
+            started = ToolStartedRecord(
+                step=step, call_id=call.id, tool_name=call.name, at=self._clock()
+            )
             if idempotent:
                 # Its start need not be durable before it runs (cut, it simply runs
                 # again): recorded with the step's next commit, for the journal's readers.
@@ -347,7 +354,9 @@ class DurableDriver(Extension):
                 result = await execute(call, context)
             finally:
                 self._in_flight -= 1
-            self._defer(ToolSettled(step=step, result=result, duration=now() - began))
+            self._defer(
+                ToolSettled(step=step, result=result, duration=now() - began, at=self._clock())
+            )
             if self._in_flight or run.wants("tool-result.validated") or run.wants("tools.executed"):
                 # Other calls still run (they may take long, and this result must not
                 # wait for them), or a listener is about to see it: commit it now.

@@ -130,6 +130,11 @@ class SqlDurable(SqlBacked):
         """Group commits made (each one transaction)."""
 
     @property
+    def clock(self) -> Callable[[], float]:
+        """Where this object's times (epoch seconds) come from."""
+        return self._clock
+
+    @property
     def database(self) -> str:
         """The database: the file (absolute), or the DSN without its password."""
         return self._db.name

@@ -122,6 +122,9 @@ class Generated(msgspec.Struct, frozen=True, kw_only=True, tag="generated"):
     """Messages appended since the last entry (e.g. an output-format retry prompt)."""
     stop_reason: str | None = None
     """Why the answer ended, as the provider said (``"length"``: cut at the token limit)."""
+    at: float | None = None
+    """When the answer arrived (epoch seconds), if it waited for a later commit: the
+    entry's own ``at`` is its commit time."""
 
 
 class ToolStarted(
@@ -138,6 +141,8 @@ class ToolStarted(
     call_id: str
     tool_name: str
     parked: bool = False
+    at: float | None = None
+    """When the call started (epoch seconds), if the record waited for a later commit."""
 
 
 class ToolSettled(msgspec.Struct, frozen=True, kw_only=True, tag="tool.settled"):
@@ -146,6 +151,8 @@ class ToolSettled(msgspec.Struct, frozen=True, kw_only=True, tag="tool.settled")
     step: int
     result: ToolResult
     duration: float = 0.0
+    at: float | None = None
+    """When the call settled (epoch seconds), if the record waited for a later commit."""
 
 
 class StepDone(msgspec.Struct, frozen=True, kw_only=True, tag="step.done"):

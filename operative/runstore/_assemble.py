@@ -155,6 +155,10 @@ def tool_call(
     ``cancelled`` result), or, with no answer at all (the run was cancelled while nobody
     ran it), ``cancelled`` with an unknown outcome. Otherwise the call is in flight.
     """
+    if start.at is not None:  # the start waited for a later commit: its own time
+        started_at = start.at
+    if settled is not None and settled.at is not None:
+        settled_at = settled.at
     outcome: ToolCallOutcome
     error: str | None = None
     duration: float | None = None
@@ -229,7 +233,8 @@ def build_detail(record: RunRecord, entries: list[JournalEntry], prices: PriceTa
         if isinstance(item, Generated):
             count, usage = tally.get(item.model, (0, Usage()))
             tally[item.model] = (count + 1, usage + item.usage)
-            steps[item.step] = {"generated": item, "at": entry.at, "done": None}
+            at = entry.at if item.at is None else item.at  # its own time, if it waited
+            steps[item.step] = {"generated": item, "at": at, "done": None}
             calls.update((call.id, call) for call in item.message.tool_calls)
         elif isinstance(item, ToolStarted):
             first = starts.get(item.call_id)

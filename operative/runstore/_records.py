@@ -91,8 +91,10 @@ class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
 class ToolCallRecord(msgspec.Struct, frozen=True, kw_only=True):
     """One tool call a run executed: when it started, how and when it settled.
 
-    ``started_at`` and ``settled_at`` are commit times of the journal entries;
-    ``duration`` is measured around the call itself on the run's clock.
+    ``started_at`` and ``settled_at`` are when the call started and settled: a journal
+    entry's commit time, or the time its record carries when it waited for a later
+    commit (a step whose calls are idempotent commits once, at its end). ``duration``
+    is measured around the call itself on the run's clock.
     """
 
     run_id: str
@@ -143,7 +145,8 @@ class StepRecord(msgspec.Struct, frozen=True, kw_only=True):
     cost_usd: float | None
     """The step's usage at the store's price table; ``None`` when it cannot be priced."""
     committed_at: float
-    """When the assistant message was committed."""
+    """When the assistant message arrived: its commit time, or the time its record
+    carries when it waited for the step's later commit."""
     completed_at: float | None
     """When the final results were committed."""
 

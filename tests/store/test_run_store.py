@@ -848,3 +848,41 @@ async def test_the_sqlite_queries_use_indexes(tmp_path: Path) -> None:
             assert "SCAN s\n" not in plan(query) + "\n"
     finally:
         conn.close()
+
+
+async def test_records_that_waited_for_the_steps_commit_keep_their_own_times(
+    durable_db: DurableDb,
+) -> None:
+    """A step whose calls are idempotent commits once, at its end; its answer, the call's
+    start and its settling still show when they happened, not that commit's time."""
+    now = [1_000.0]  # the stores' clock; the model and the tool move it on
+
+    def clock() -> float:
+        return now[0]
+
+    engine, journal = durable_db.engine(clock=clock), durable_db.store(clock=clock)
+
+    @tool(idempotent=True)
+    async def slow(seconds: int) -> str:
+        """Take a while."""
+        now[0] += seconds
+        return "done"
+
+    class SlowModel(ScriptedModel):
+        async def __call__(self, request: Any) -> GenerateResponse:
+            now[0] += 5
+            return await super().__call__(request)
+
+    script = [answer("working", call("s1", "slow", seconds=10)), answer("finished")]
+    agent = create_agent(generate=SlowModel(script), tools=[slow], name="calc")
+    async with engine, journal, open_store(durable_db) as store:
+        durable = Durable(engine=engine, checkpoint_store=journal, run_id="timed")
+        async with agent.open_run("go", durable=durable) as run:
+            pass
+        result = await run.result()
+        assert result.finish_reason == "stop-condition", result.error
+        found = await detail(store, "timed")
+        first = found.steps[0]
+        (item,) = found.tool_calls
+        assert (first.committed_at, first.completed_at) == (1_005.0, 1_015.0)
+        assert (item.started_at, item.settled_at) == (1_005.0, 1_015.0)
