@@ -106,10 +106,7 @@ def bench(session: nox.Session) -> None:
     session.run("python", "benchmarks/bench_codec.py", *smoke)
     session.run("python", "benchmarks/bench_providers.py", *smoke)
     session.run("python", "benchmarks/bench_durable.py", *smoke, "--json", out("durable"))
-    if os.path.exists("benchmarks/bench_import.py"):
-        session.run("python", "benchmarks/bench_import.py", *smoke, "--json", out("import"))
-    else:
-        session.log("benchmarks/bench_import.py does not exist: the import ratio comes from peers")
+    session.run("python", "benchmarks/bench_import.py", *smoke, "--json", out("import"))
     session.run(
         "python",
         "benchmarks/bench_temporal.py",
