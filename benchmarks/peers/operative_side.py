@@ -1,4 +1,5 @@
-"""operative: ``open_run`` with a ``Toolbox`` and a scripted ``generate`` (as in bench_loop.py)."""
+"""operative: ``run_to_end`` (``open_run``'s arguments, the result) with a ``Toolbox`` and
+a scripted ``generate``: the run-to-completion call, as each peer's own ``run``/``invoke``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from operative import (
     GenerateResponse,
     Toolbox,
     ToolCall,
-    open_run,
+    run_to_end,
     stop_when,
     tool,
 )
@@ -45,11 +46,9 @@ NO_TOOL_CALLS = stop_when.no_tool_calls()
 async def _run(generate: Callable[[GenerateRequest], Awaitable[GenerateResponse]]) -> str:
     conversation = Conversation()
     conversation.append_user_message("What is 1 + 1?")
-    async with open_run(
+    result = await run_to_end(
         generate=generate, conversation=conversation, toolbox=TOOLBOX, stop_when=NO_TOOL_CALLS
-    ) as run:
-        pass
-    result = await run.result()
+    )
     if result.finish_reason != "stop-condition":
         raise RuntimeError(f"run ended with {result.finish_reason}: {result.error!r}")
     return result.content
