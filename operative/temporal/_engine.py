@@ -41,7 +41,7 @@ from .._core._results import RunResult
 from .._core._types import ApprovalDecision
 from ..conversation import Conversation, ConversationHistory, Message
 from ..durable._records import JournalEntry, RunRecord, RunStatus
-from ..durable._rows import check_limit, check_name, check_run_id, statuses
+from ..durable._rows import check_limit, check_name, check_run_id, check_time, statuses
 from ..steering import Configure, Pause, Resume, SteeringCommand
 from ._bridge import AsyncioThread
 from ._history import RunHistory, TemporalRunError
@@ -484,8 +484,12 @@ class TemporalEngine:
         until: float | None = None,
         limit: int = 100,
     ) -> list[RunRecord]:
-        """Runs of this task queue matching every filter, newest first."""
+        """Runs of this task queue matching every filter, newest first (the filters are
+        checked as the SQL engines check them)."""
         check_limit(limit)
+        check_name("agent_name", agent_name, optional=True)
+        check_name("session_id", session_id, optional=True)
+        since, until = check_time("since", since), check_time("until", until)
         wanted = statuses(status)
         query = [
             f"WorkflowType = '{WORKFLOW}'",

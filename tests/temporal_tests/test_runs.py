@@ -302,6 +302,10 @@ async def test_bad_input_is_refused_with_clear_errors(
         await engine.result("no-such-run")
     with pytest.raises(RunNotFoundError):
         await engine.cancel("no-such-run")
+    with pytest.raises(InvalidArgument, match="agent_name"):
+        await engine.list(agent_name=5)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="since"):
+        await engine.list(since="yesterday")  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument):
         TemporalEngine(temporal_server.target, heartbeat_timeout=0)
     closed = TemporalEngine(temporal_server.target)
