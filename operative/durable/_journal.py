@@ -344,6 +344,28 @@ _PG_APPEND = (
     "SELECT run_id, cancel_reason FROM held"
 )
 
+_PG_APPEND_ONE = (
+    # One run's append, one statement: lock its row if the fence holds, insert its rows
+    # (one VALUES row each), return its cancel reason. Cheaper to plan than the batch's
+    # unnest join, and a statement per row count, so psycopg prepares each.
+    "WITH held AS (SELECT cancel_reason FROM operative_runs "
+    "WHERE run_id = %s AND fence = %s AND status = 'running' FOR UPDATE), "
+    "added AS (INSERT INTO operative_journal (run_id, seq, kind, record, at) "
+    "SELECT v.run_id, v.seq, v.kind, v.record, v.at FROM held, (VALUES {values}) "
+    "AS v(run_id, seq, kind, record, at)) "
+    "SELECT cancel_reason FROM held"
+)
+_PG_VALUES_ROW = "(%s::text, %s::bigint, %s::text, %s::text, %s::double precision)"
+
+
+_PG_ONE_MAX_ROWS = 1000
+"""Rows the one-run statement takes (5 parameters each; more go through the batch's)."""
+
+
+def _pg_append_one(rows: int) -> str:
+    """The statement appending ``rows`` rows of one run (``rows`` >= 1)."""
+    return _PG_APPEND_ONE.format(values=", ".join([_PG_VALUES_ROW] * rows))
+
 
 class _Append:
     """One append waiting for (or in) a group commit."""
@@ -399,12 +421,23 @@ class SqlCheckpointStore(SqlDurable):
         return result.unwrap()
 
     def _pg_batch(self, conn: Any, batch: Sequence[_Append]) -> list[outcome.Outcome[str | None]]:
+        if len(batch) == 1 and 0 < len(batch[0].rows) <= _PG_ONE_MAX_ROWS:
+            # One run (a run writing alone, or a batch failed over to one per append).
+            (item,) = batch
+            lease = item.lease
+            params: list[Any] = [lease.run_id, lease.fence]
+            for row in item.rows:
+                params.extend(row)
+            held = conn.execute(_pg_append_one(len(item.rows)), params).fetchall()
+            if not held:
+                return [outcome.Error(self._lost(conn, lease))]
+            return [outcome.Value(held[0][0])]
         rows = [row for item in batch for row in item.rows]
         columns: list[list[Any]] = (
             [list(column) for column in zip(*rows, strict=True)] if rows else [[]] * 5
         )
-        params = [[item.lease.run_id for item in batch], [item.lease.fence for item in batch]]
-        held = dict(conn.execute(_PG_APPEND, [*params, *columns]).fetchall())
+        runs = [[item.lease.run_id for item in batch], [item.lease.fence for item in batch]]
+        held = dict(conn.execute(_PG_APPEND, [*runs, *columns]).fetchall())
         return [
             outcome.Value(held[item.lease.run_id])
             if item.lease.run_id in held
