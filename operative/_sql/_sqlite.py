@@ -34,7 +34,7 @@ import outcome
 import trio
 
 from .._core._errors import InvalidArgument, OperativeError
-from ._database import Database
+from ._database import Database, held
 from ._migrate import Schema, migrate
 from ._sqlite_dialect import SQLITE
 from ._sqlite_file import check_database_file, raise_for_database_file
@@ -194,7 +194,7 @@ class SqliteDatabase(Database):
         return conn
 
     async def call(self, work: Callable[[Any], _T]) -> _T:
-        async with self._limiter:
+        async with held(self._limiter):
             self.check_open()
             holder: list[sqlite3.Connection | None] = [self._idle.pop() if self._idle else None]
             stop = threading.Event()

@@ -47,6 +47,7 @@ from .._core._extension import Execute, Extension, ResumePoint
 from .._core._instrument_hook import current_conversation_id
 from .._core._model import GenerateResponse
 from .._core._types import FinishReason, ToolCall, ToolResult, Usage
+from .._sql import held
 from ..conversation import Message
 from ._records import Finished, Generated, Lease, RunOutcome, Started, StepDone, ToolSettled
 from ._records import ToolStarted as ToolStartedRecord
@@ -419,7 +420,7 @@ class DurableDriver(Extension):
         lease = self._lease
         if lease is None:
             raise OperativeError("a durable run wrote before its run record existed")
-        async with self._lock:
+        async with held(self._lock):
             if self._unknown is not None:
                 raise OperativeError(self._unknown)
             if self._pending:
