@@ -109,8 +109,8 @@ class SqlDurable(SqlBacked):
     class's statements in the database's dialect.
     """
 
-    __slots__ = ("_clock", "_closing", "_nursery_manager", "_q", "_queue", "_token", "_wake",
-                 "batches")  # fmt: skip
+    __slots__ = ("_busy", "_clock", "_closing", "_nursery_manager", "_q", "_queue", "_token",
+                 "_wake", "batches")  # fmt: skip
 
     _templates: ClassVar[Mapping[str, str]] = _TEMPLATES
 
@@ -125,6 +125,8 @@ class SqlDurable(SqlBacked):
         """Writes waiting for the committer; ``None`` when no committer runs."""
         self._wake = trio.Event()
         self._closing = False
+        self._busy = False
+        """A batch is committing (the committer's, or a lone writer's own)."""
         self._nursery_manager: Any = None
         self.batches = 0
         """Group commits made (each one transaction)."""
@@ -171,8 +173,8 @@ class SqlDurable(SqlBacked):
         assert queue is not None
         try:
             while True:
-                while not queue:
-                    if self._closing:
+                while not queue or self._busy:
+                    if self._closing and not queue:
                         return
                     try:
                         await self._wake.wait()
@@ -185,7 +187,11 @@ class SqlDurable(SqlBacked):
                 del queue[:MAX_BATCH]
                 for item in batch:
                     item.taken = True
-                await self._commit_batch(batch)
+                self._busy = True
+                try:
+                    await self._commit_batch(batch)
+                finally:
+                    self._busy = False
         finally:
             self._queue = None  # writes from now on commit on their own
             for item in queue:
@@ -231,9 +237,12 @@ class SqlDurable(SqlBacked):
             item.done.set()
 
     async def _submit(self, item: Any) -> Any:
-        """Queue ``item`` for the committer and return its outcome."""
+        """Queue ``item`` for the committer and return its outcome; a writer that finds
+        nothing committing and nothing waiting commits alone, in its own task."""
         queue = self._queue
         assert queue is not None
+        if not queue and not self._busy:
+            return await self._commit_alone(item)
         queue.append(item)
         self._wake.set()
         try:
@@ -252,6 +261,22 @@ class SqlDurable(SqlBacked):
             # for the outcome, so it always knows.
             raise
         return item.result.unwrap()
+
+    async def _commit_alone(self, item: Any) -> Any:
+        """Commit ``item`` as a batch of one, without the committer's task hops: what
+        arrives meanwhile waits for the committer's next batch. Cancelled, the writer is
+        the last of its batch, so the batch is stopped, and ``Cancelled`` comes once it
+        is over (see :meth:`_submit`)."""
+        item.taken = True
+        self._busy = True
+        try:
+            (result,) = await self._db.call(lambda conn: self._write_batch(conn, [item]))
+        finally:
+            self._busy = False
+            self.batches += 1
+            if self._queue:
+                self._wake.set()  # what arrived meanwhile: the committer's next batch
+        return result.unwrap()
 
     def _write_batch(self, conn: Any, batch: Sequence[Any]) -> list[outcome.Outcome[Any]]:
         """Commit ``batch`` (of :class:`_Work`) in one transaction, each write in a
