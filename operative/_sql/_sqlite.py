@@ -111,7 +111,7 @@ class SqliteDatabase(Database):
             UTF-8 can be named), or ``str``.
     """
 
-    __slots__ = ("_busy_timeout", "_path", "_text_factory")
+    __slots__ = ("_busy_timeout", "_name", "_path", "_text_factory")
 
     def __init__(
         self,
@@ -127,6 +127,7 @@ class SqliteDatabase(Database):
             dialect=SQLITE, owner=owner, max_connections=max_connections, schemas=schemas
         )
         self._path = path
+        self._name: str | None = None
         self._busy_timeout = check_busy_timeout(busy_timeout)
         self._text_factory = text_factory
 
@@ -137,7 +138,10 @@ class SqliteDatabase(Database):
 
     @property
     def name(self) -> str:
-        return os.path.realpath(self._path)
+        name = self._name
+        if name is None:  # resolved once: every Durable(...) compares it
+            name = self._name = os.path.realpath(self._path)
+        return name
 
     @property
     def label(self) -> str:
