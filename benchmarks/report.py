@@ -20,9 +20,10 @@ process, summarised as a spread. The keys read, by file (``?`` marks an optional
     ``concurrency.operative.x_floor_wall?``, ``.x_floor_kib_per_run?`` (spreads).
 ``durable.json`` (``bench_durable.py --json``)
     ``per_step.memory.us_per_step``; ``per_step.{sqlite,postgres}.overhead_us_per_step``,
-    ``.commits_per_step``, ``.overhead_us_per_commit?``,
-    ``.floor_overhead_us_per_step?`` (spread: a hand-written Trio loop's overhead for one
-    INSERT per step on that backend), ``.x_floor?`` (spread of per-round ratios to it);
+    ``.commits_per_step``, ``.overhead_us_per_commit?``, ``.overhead_us_per_step_spread?``
+    (per-round medians), ``.floor_overhead_us_per_step?`` (spread: a hand-written Trio
+    loop's overhead for one INSERT per step on that backend), ``.x_floor?`` (spread of
+    per-round ratios to it);
     ``concurrency.{sqlite,postgres}.{"1","100","1000"}.steps_per_s`` (a figure; also
     ``.wall_s?``, ``.runs?``, ``.steps?``); the orientation ``concurrency.<runs>.<backend>``
     is read too; ``notes?`` (list of strings).
@@ -997,7 +998,9 @@ def render_durable(r: Results) -> str:
             rows.append(
                 [
                     f"operative, {label}" + (" (local, `fsync=off`)" if name == "postgres" else ""),
-                    spread_text(figure(x["overhead_us_per_step"]), 0),
+                    spread_text(
+                        figure(x.get("overhead_us_per_step_spread", x["overhead_us_per_step"])), 0
+                    ),
                     f"{commits:g} commits" if commits is not None else "–",
                     spread_text(figure(floor), 0) if floor is not None else "–",
                     ratio_text(figure(x["x_floor"])) if "x_floor" in x else "–",
