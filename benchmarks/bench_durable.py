@@ -43,12 +43,14 @@ import contextlib
 import functools
 import gc
 import itertools
+import json
 import os
+import sqlite3
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +58,15 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, median, print_table, write_json
-from bench_loop import add, operative_model, operative_run, operative_script
+from bench_loop import (
+    FLOOR_TOOLS,
+    add,
+    floor_model,
+    floor_run,
+    operative_model,
+    operative_run,
+    operative_script,
+)
 
 from operative import (
     Conversation,
@@ -160,6 +170,105 @@ def postgres_opener(
 
 
 # --------------------------------------------------------------------------------------
+# the floor: a hand-written Trio loop with one durable write per step
+# --------------------------------------------------------------------------------------
+
+FLOOR_TABLE = (
+    "CREATE TABLE IF NOT EXISTS floor_journal (run_id TEXT NOT NULL, seq BIGINT NOT NULL, "
+    "record TEXT NOT NULL, at DOUBLE PRECISION NOT NULL, PRIMARY KEY (run_id, seq))"
+)
+_floor_runs = itertools.count()
+
+FloorWrite = Callable[[str, int, str], Awaitable[None]]
+"""``write(run_id, seq, record)``: one durable insert, committed before it returns."""
+
+
+async def floor_durable_run(generate: Any, write: FloorWrite, maximum_steps: int = 25) -> str:
+    """bench_loop.py's floor loop, plus one durable write per step: the step's messages,
+    JSON-encoded (as a journal row holds them), committed before the next step."""
+    run_id = f"floor-{next(_floor_runs)}"
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "What is 1 + 1, twenty times over?"}
+    ]
+    loads, dumps = json.loads, json.dumps
+    for step in range(1, maximum_steps + 1):
+        await trio.lowlevel.checkpoint()
+        response = await generate(messages, step)
+        calls = response["tool_calls"]
+        at = len(messages)
+        messages.append({"role": "assistant", "content": response["content"], "tool_calls": calls})
+        for call in calls:
+            entry = FLOOR_TOOLS.get(call["name"])
+            try:
+                if entry is None:
+                    raise LookupError(f"unknown tool {call['name']!r}")
+                fn, params = entry
+                arguments = loads(call["arguments"])
+                if not isinstance(arguments, dict) or any(
+                    type(arguments.get(name)) is not kind for name, kind in params.items()
+                ):
+                    raise TypeError("invalid arguments")
+                content = dumps(await fn(**arguments))
+            except Exception as exc:
+                content = f"error: {exc}"
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": content})
+        await write(run_id, step, dumps({"step": step, "messages": messages[at:]}))
+        if not calls:
+            return response["content"]  # type: ignore[no-any-return]
+    return messages[-1]["content"]  # type: ignore[no-any-return]
+
+
+@contextlib.asynccontextmanager
+async def sqlite_floor(path: str) -> AsyncIterator[FloorWrite]:
+    """One WAL, ``synchronous=NORMAL`` connection; each write is one autocommitted INSERT
+    in one ``trio.to_thread.run_sync`` call."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute(FLOOR_TABLE)
+    insert = "INSERT INTO floor_journal (run_id, seq, record, at) VALUES (?, ?, ?, ?)"
+    limiter = trio.CapacityLimiter(1)  # one connection, one thread at a time
+
+    async def write(run_id: str, seq: int, record: str) -> None:
+        def insert_and_commit() -> None:
+            conn.execute(insert, (run_id, seq, record, time.time()))
+
+        await trio.to_thread.run_sync(insert_and_commit, limiter=limiter)
+
+    try:
+        yield write
+    finally:
+        conn.close()
+
+
+@contextlib.asynccontextmanager
+async def postgres_floor(dsn: str) -> AsyncIterator[FloorWrite]:
+    """One autocommit psycopg 3 connection (the client operative drives from worker
+    threads); each write is one INSERT round trip in one ``trio.to_thread.run_sync``."""
+    import psycopg
+
+    conn = psycopg.connect(dsn, autocommit=True)
+    conn.execute(FLOOR_TABLE)
+    insert = "INSERT INTO floor_journal (run_id, seq, record, at) VALUES (%s, %s, %s, %s)"
+    limiter = trio.CapacityLimiter(1)
+
+    async def write(run_id: str, seq: int, record: str) -> None:
+        def insert_and_commit() -> None:
+            conn.execute(insert, (run_id, seq, record, time.time()))
+
+        await trio.to_thread.run_sync(insert_and_commit, limiter=limiter)
+
+    try:
+        yield write
+    finally:
+        conn.close()
+
+
+def _spread(values: Sequence[float]) -> dict[str, float | int]:
+    return {"median": median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
+# --------------------------------------------------------------------------------------
 # 1. checkpoint overhead per step
 # --------------------------------------------------------------------------------------
 
@@ -217,37 +326,71 @@ async def count_commits(opener: Opener, steps: int, idempotent: bool = False) ->
 
 
 async def measure_per_step(
-    openers: dict[str, Opener], counted: dict[str, Opener], repetitions: int, warmup: int
+    openers: dict[str, Opener],
+    counted: dict[str, Opener],
+    repetitions: int,
+    warmup: int,
+    floors: dict[str, Callable[[], contextlib.AbstractAsyncContextManager[FloorWrite]]]
+    | None = None,
 ) -> dict[str, Any]:
+    """Per-step figures of the in-memory and durable runs; with ``floors`` (per backend,
+    a writer of one durable row), also the hand-written floor loop in memory and durable
+    on each, interleaved with the rest, and each backend's ratio to its floor."""
     pairs = {name: opener() for name, opener in openers.items()}
-    try:
-        long, short = operative_model(STEPS), operative_model(1)
-        backends: dict[str, tuple[DurableEngine, CheckpointStore] | None] = {"memory": None}
-        backends.update(pairs)
-        backends.update({f"{name}, idempotent tool": pair for name, pair in pairs.items()})
-        cases: dict[str, Callable[[], Awaitable[None]]] = {}
-        for name, pair in backends.items():
-            idempotent = name.endswith("idempotent tool")
-            cases[name] = functools.partial(one_run, long, pair, idempotent)
-            cases[f"{name}_1"] = functools.partial(one_run, short, pair, idempotent)
-        samples: dict[str, list[int]] = {name: [] for name in cases}
-        for _ in range(warmup):
-            for fn in cases.values():
-                await fn()
-        gc.collect()
-        # Interleave the cases so drift (frequency scaling, neighbours) hits them alike.
-        for _ in range(repetitions):
-            for name, fn in cases.items():
-                start = time.perf_counter_ns()
-                await fn()
-                samples[name].append(time.perf_counter_ns() - start)
-    finally:
-        for engine, store in pairs.values():
-            await engine.aclose()
-            await store.aclose()
+    floors = floors or {}
+    async with contextlib.AsyncExitStack() as stack:
+        writers = {name: await stack.enter_async_context(make()) for name, make in floors.items()}
+        try:
+            long, short = operative_model(STEPS), operative_model(1)
+            backends: dict[str, tuple[DurableEngine, CheckpointStore] | None] = {"memory": None}
+            backends.update(pairs)
+            backends.update({f"{name}, idempotent tool": pair for name, pair in pairs.items()})
+            cases: dict[str, Callable[[], Awaitable[Any]]] = {}
+            for name, pair in backends.items():
+                idempotent = name.endswith("idempotent tool")
+                cases[name] = functools.partial(one_run, long, pair, idempotent)
+                cases[f"{name}_1"] = functools.partial(one_run, short, pair, idempotent)
+            if writers:
+                floor_long = floor_model(STEPS)
+                cases["floor memory"] = functools.partial(floor_run, floor_long)
+                for name, write in writers.items():
+                    cases[f"floor {name}"] = functools.partial(floor_durable_run, floor_long, write)
+            samples: dict[str, list[int]] = {name: [] for name in cases}
+            for _ in range(warmup):
+                for fn in cases.values():
+                    await fn()
+            gc.collect()
+            # Interleave the cases so drift (frequency scaling, neighbours) hits them alike.
+            for _ in range(repetitions):
+                for name, fn in cases.items():
+                    start = time.perf_counter_ns()
+                    await fn()
+                    samples[name].append(time.perf_counter_ns() - start)
+        finally:
+            for engine, store in pairs.values():
+                await engine.aclose()
+                await store.aclose()
     us = {name: median(values) / 1000 for name, values in samples.items()}
     memory, memory_1 = us["memory"], us["memory_1"]
+    # Spreads: the repetitions cut into consecutive rounds, each figure a median per round.
+    n_rounds = min(10, repetitions)
+    size = repetitions // n_rounds
+    chunks = [
+        {name: median(values[k * size : (k + 1) * size]) / 1000 for name, values in samples.items()}
+        for k in range(n_rounds)
+    ]
     out: dict[str, Any] = {"steps": STEPS, "repetitions": repetitions, "warmup": warmup}
+    if writers:
+        out["floor"] = {
+            name: {
+                "us_per_step": us[f"floor {name}"] / STEPS,
+                "overhead_us_per_step": _spread(
+                    [(c[f"floor {name}"] - c["floor memory"]) / STEPS for c in chunks]
+                ),
+            }
+            for name in writers
+        }
+        out["floor"]["memory"] = {"us_per_step": us["floor memory"] / STEPS}
     for name in backends:
         whole, one = us[name], us[f"{name}_1"]
         row: dict[str, Any] = {
@@ -255,10 +398,22 @@ async def measure_per_step(
             "us_per_run": whole,
             "us_run_1_step": one,
             "overhead_us_per_step": (whole - memory) / STEPS,
+            "overhead_us_per_step_spread": _spread(
+                [(c[name] - c["memory"]) / STEPS for c in chunks]
+            ),
             "overhead_us_per_step_marginal": ((whole - one) - (memory - memory_1)) / (STEPS - 1),
             "overhead_us_run_fixed": one - memory_1,
         }
         base, _, variant = name.partition(", ")
+        if base in writers:
+            floor_rounds = [(c[f"floor {base}"] - c["floor memory"]) / STEPS for c in chunks]
+            row["floor_overhead_us_per_step"] = _spread(floor_rounds)
+            row["x_floor"] = _spread(
+                [
+                    ((c[name] - c["memory"]) / STEPS) / max(f, 1e-9)
+                    for c, f in zip(chunks, floor_rounds, strict=True)
+                ]
+            )
         if base in counted:
             idempotent = bool(variant)
             commits = await count_commits(counted[base], STEPS, idempotent)
@@ -398,6 +553,14 @@ async def measure_recovery(opener: Opener, runs: int) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------
 
 
+def _spread_text(value: dict[str, Any] | None, unit: str = "", digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    return (
+        f"{value['median']:.{digits}f}{unit} ({value['min']:.{digits}f}-{value['max']:.{digits}f})"
+    )
+
+
 def report(results: dict[str, Any]) -> None:
     m = results["machine"]
     print(
@@ -406,7 +569,7 @@ def report(results: dict[str, Any]) -> None:
     )
     per = results.get("per_step") or {}
     rows = []
-    for name in [name for name in per if isinstance(per[name], dict)]:
+    for name in [name for name in per if isinstance(per[name], dict) and name != "floor"]:
         row = per[name]
         durable = name != "memory"
         rows.append(
@@ -419,6 +582,8 @@ def report(results: dict[str, Any]) -> None:
                 f"{row['commits_per_step']:.2f}" if durable else "0",
                 f"{row['commits_per_step_marginal']:.1f}" if durable else "0",
                 f"{row['overhead_us_per_commit']:.0f}" if durable else "-",
+                _spread_text(row.get("floor_overhead_us_per_step")),
+                _spread_text(row.get("x_floor"), "x", 2),
             ]
         )
     if rows:
@@ -434,9 +599,13 @@ def report(results: dict[str, Any]) -> None:
                 "commits/step",
                 "marginal commits/step",
                 "us/commit",
+                "floor overhead us/step",
+                "x floor",
             ],
             rows,
         )
+        for name, row in (per.get("floor") or {}).items():
+            print(f"floor ({name}): {row['us_per_step']:.1f} us/step")
     concurrency = results.get("concurrency")
     if concurrency:
         rows = []
@@ -543,6 +712,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "sqlite": sqlite_opener(os.path.join(tmp, "count.db"), count=True)
         }
         recoveries: dict[str, Opener] = {"sqlite": sqlite_opener(os.path.join(tmp, "rec.db"))}
+        floors: dict[str, Any] = {
+            "sqlite": functools.partial(sqlite_floor, os.path.join(tmp, "floor.db"))
+        }
         if dsn and classes is not None:
             openers["postgres"] = postgres_opener(
                 stack.enter_context(postgres_schema(dsn)), classes
@@ -553,9 +725,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             recoveries["postgres"] = postgres_opener(
                 stack.enter_context(postgres_schema(dsn)), classes
             )
+            floors["postgres"] = functools.partial(
+                postgres_floor, stack.enter_context(postgres_schema(dsn))
+            )
         results["backends"] = list(openers)
         if "per-step" in phases:
-            results["per_step"] = trio.run(measure_per_step, openers, counted, repetitions, warmup)
+            results["per_step"] = trio.run(
+                measure_per_step, openers, counted, repetitions, warmup, floors
+            )
         if "concurrency" in phases:
             results["concurrency"] = {
                 name: trio.run(measure_concurrency, opener, concurrency, CONCURRENT_STEPS, rounds)

@@ -20,7 +20,10 @@ process, summarised as a spread. The keys read, by file (``?`` marks an optional
     ``concurrency.operative.x_floor_wall?``, ``.x_floor_kib_per_run?`` (spreads).
 ``durable.json`` (``bench_durable.py --json``)
     ``per_step.memory.us_per_step``; ``per_step.{sqlite,postgres}.overhead_us_per_step``,
-    ``.commits_per_step``, ``.overhead_us_per_commit?``;
+    ``.commits_per_step``, ``.overhead_us_per_commit?``, ``.overhead_us_per_step_spread?``
+    (per-round medians), ``.floor_overhead_us_per_step?`` (spread: a hand-written Trio
+    loop's overhead for one INSERT per step on that backend), ``.x_floor?`` (spread of
+    per-round ratios to it);
     ``concurrency.{sqlite,postgres}.{"1","100","1000"}.steps_per_s`` (a figure; also
     ``.wall_s?``, ``.runs?``, ``.steps?``); the orientation ``concurrency.<runs>.<backend>``
     is read too; ``notes?`` (list of strings).
@@ -991,11 +994,16 @@ def render_durable(r: Results) -> str:
         if name in per:
             x = per[name]
             commits = x.get("commits_per_step")
+            floor = x.get("floor_overhead_us_per_step")
             rows.append(
                 [
                     f"operative, {label}" + (" (local, `fsync=off`)" if name == "postgres" else ""),
-                    spread_text(figure(x["overhead_us_per_step"]), 0),
+                    spread_text(
+                        figure(x.get("overhead_us_per_step_spread", x["overhead_us_per_step"])), 0
+                    ),
                     f"{commits:g} commits" if commits is not None else "–",
+                    spread_text(figure(floor), 0) if floor is not None else "–",
+                    ratio_text(figure(x["x_floor"])) if "x_floor" in x else "–",
                     where,
                 ]
             )
@@ -1010,6 +1018,8 @@ def render_durable(r: Results) -> str:
                     f"langgraph, {label}",
                     spread_text(figure(x["overhead_us_per_step"]), 0),
                     f"{cps / steps:.2f} checkpoints" if cps else "–",
+                    "–",
+                    "–",
                     "`bench_peers.py`",
                 ]
             )
@@ -1021,12 +1031,15 @@ def render_durable(r: Results) -> str:
                 "operative on Temporal (worker in the same process)",
                 spread_text(r.fig("temporal", "per_step", "temporal", "overhead_us_per_step"), 0),
                 f"{writes:g} Updates" if isinstance(writes, int | float) else "–",
+                "–",
+                "–",
                 "`bench_temporal.py`",
             ]
         )
     if not rows:
         raise Missing("neither `durable.json` nor `peers.json` has durable per-step figures")
-    return "\n".join(table(["", "overhead µs/step", "writes per step", "measured by"], rows))
+    header = ["", "overhead µs/step", "writes per step", "floor µs/step", "× floor", "measured by"]
+    return "\n".join(table(header, rows))
 
 
 def _durable_levels(r: Results) -> dict[str, dict[str, Any]]:

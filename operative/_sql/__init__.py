@@ -25,7 +25,7 @@ the same engine over a :class:`PostgresDatabase`.
 Nothing here imports psycopg until a :class:`PostgresDatabase` is created.
 """
 
-from ._database import CLOSE_TIMEOUT, Database, SqlBacked
+from ._database import CLOSE_TIMEOUT, Database, SqlBacked, held
 from ._dialect import Dialect, Field, Query
 from ._migrate import VERSIONS_TABLE, Migration, Schema, ddl, migrate, read_versions
 from ._postgres import PostgresDatabase
@@ -53,6 +53,7 @@ __all__ = [
     "check_busy_timeout",
     "check_path",
     "ddl",
+    "held",
     "migrate",
     "read_versions",
 ]

@@ -27,7 +27,7 @@ from .._core._errors import InvalidArgument, OperativeError
 from ._dialect import Dialect
 from ._migrate import Schema
 
-__all__ = ["CLOSE_TIMEOUT", "Database", "SqlBacked"]
+__all__ = ["CLOSE_TIMEOUT", "Database", "SqlBacked", "held"]
 
 logger = logging.getLogger("operative.sql")
 
@@ -35,6 +35,30 @@ _T = TypeVar("_T")
 
 CLOSE_TIMEOUT = 30.0
 """Seconds :meth:`Database.aclose` waits for calls in flight before it gives up on them."""
+
+
+class held:
+    """``async with held(lock):`` is ``async with lock:`` (a :class:`trio.Lock` or
+    :class:`trio.CapacityLimiter`) without the scheduler round trip trio makes when the
+    lock is free: a cancellation is still raised before it is taken, and a taken lock is
+    waited for as usual. For locks taken once per database call, where that round trip
+    is a measurable part of the call.
+    """
+
+    __slots__ = ("_lock",)
+
+    def __init__(self, lock: trio.Lock | trio.CapacityLimiter) -> None:
+        self._lock = lock
+
+    async def __aenter__(self) -> None:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            self._lock.acquire_nowait()
+        except trio.WouldBlock:
+            await self._lock.acquire()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._lock.release()
 
 
 class Database:

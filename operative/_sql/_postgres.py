@@ -31,7 +31,7 @@ import outcome
 import trio
 
 from .._core._errors import InvalidArgument
-from ._database import Database
+from ._database import Database, held
 from ._migrate import Schema, migrate
 from ._postgres_dialect import POSTGRES
 
@@ -127,7 +127,7 @@ class PostgresDatabase(Database):
         return conn
 
     async def call(self, work: Callable[[Any], _T]) -> _T:
-        async with self._limiter:
+        async with held(self._limiter):
             self.check_open()
             await trio.lowlevel.checkpoint_if_cancelled()  # no thread for a cancelled call
             holder: list[psycopg.Connection[Any] | None] = [

@@ -34,7 +34,7 @@ import outcome
 import trio
 
 from .._core._errors import InvalidArgument, OperativeError
-from ._database import Database
+from ._database import Database, held
 from ._migrate import Schema, migrate
 from ._sqlite_dialect import SQLITE
 from ._sqlite_file import check_database_file, raise_for_database_file
@@ -111,7 +111,7 @@ class SqliteDatabase(Database):
             UTF-8 can be named), or ``str``.
     """
 
-    __slots__ = ("_busy_timeout", "_path", "_text_factory")
+    __slots__ = ("_busy_timeout", "_name", "_path", "_text_factory")
 
     def __init__(
         self,
@@ -127,6 +127,7 @@ class SqliteDatabase(Database):
             dialect=SQLITE, owner=owner, max_connections=max_connections, schemas=schemas
         )
         self._path = path
+        self._name: str | None = None
         self._busy_timeout = check_busy_timeout(busy_timeout)
         self._text_factory = text_factory
 
@@ -137,7 +138,10 @@ class SqliteDatabase(Database):
 
     @property
     def name(self) -> str:
-        return os.path.realpath(self._path)
+        name = self._name
+        if name is None:  # resolved once: every Durable(...) compares it
+            name = self._name = os.path.realpath(self._path)
+        return name
 
     @property
     def label(self) -> str:
@@ -194,7 +198,7 @@ class SqliteDatabase(Database):
         return conn
 
     async def call(self, work: Callable[[Any], _T]) -> _T:
-        async with self._limiter:
+        async with held(self._limiter):
             self.check_open()
             holder: list[sqlite3.Connection | None] = [self._idle.pop() if self._idle else None]
             stop = threading.Event()

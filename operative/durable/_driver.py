@@ -4,6 +4,7 @@
 
     open_run(..., durable=Durable(...))
     ├── loop task        begin → per step: generated, tool.started/settled, step.done → finish
+    ├── writer           makes the run's journal writes, one at a time, shielded
     └── lease renewer    renews the lease every lease_seconds / 3 while the run is alive
                          (and aborts the run if the renewal returns a cancellation)
 
@@ -31,6 +32,7 @@ finished by whoever recovers it.
 
 from __future__ import annotations
 
+import collections
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -46,6 +48,7 @@ from .._core._extension import Execute, Extension, ResumePoint
 from .._core._instrument_hook import current_conversation_id
 from .._core._model import GenerateResponse
 from .._core._types import FinishReason, ToolCall, ToolResult, Usage
+from .._sql import held
 from ..conversation import Message
 from ._records import Finished, Generated, Lease, RunOutcome, Started, StepDone, ToolSettled
 from ._records import ToolStarted as ToolStartedRecord
@@ -94,6 +97,19 @@ def _replay_switches(run: ActiveRun, steps: Any, *, complete: bool) -> bool:
     return switched
 
 
+class _Write:
+    """One write handed to the run's writer task."""
+
+    __slots__ = ("done", "result", "shield", "write")
+
+    def __init__(self, write: Callable[[], Awaitable[None]]) -> None:
+        self.write = write
+        self.shield = trio.CancelScope(shield=True)
+        self.done = trio.Event()
+        self.result: outcome.Outcome[None] | None = None
+        """Set once the writer has made the write; ``None`` when it never took it."""
+
+
 class DurableDriver(Extension):
     """One run's durable writes: the extension a ``durable=`` routing attaches.
 
@@ -121,6 +137,9 @@ class DurableDriver(Extension):
         "_seq",
         "_started",
         "_unknown",
+        "_wake",
+        "_writer_scope",
+        "_writes",
         "cancel_reason",
         "commit_error",
         "handed_off",
@@ -149,6 +168,10 @@ class DurableDriver(Extension):
         self._failed: BaseException | None = None
         self._lost: LeaseLostError | None = None
         self._renew_scope = trio.CancelScope()
+        self._writes: collections.deque[_Write] | None = None
+        """Writes waiting for the writer task; ``None`` while none runs (see _commit)."""
+        self._wake = trio.Event()
+        self._writer_scope = trio.CancelScope()
         self._abort: Callable[[str], None] | None = None
         """The run's ``abort`` while it runs (dropped at its end: no reference cycle)."""
         self._unknown: str | None = None
@@ -406,7 +429,7 @@ class DurableDriver(Extension):
         lease = self._lease
         if lease is None:
             raise OperativeError("a durable run wrote before its run record existed")
-        async with self._lock:
+        async with held(self._lock):
             if self._unknown is not None:
                 raise OperativeError(self._unknown)
             if self._pending:
@@ -461,15 +484,43 @@ class DurableDriver(Extension):
     async def _commit(self, write: Callable[[], Awaitable[None]], what: str) -> None:
         """Run one write (with its bookkeeping) so that no cancellation cuts it short.
 
-        The write runs shielded, in a task of its own: an abort, a budget or a shutdown
-        that arrives meanwhile waits for it, then goes on (``Cancelled`` is raised here
-        once the write is over), so the process always knows whether it committed. Only
-        once a cancellation has arrived is the write bounded, by ``lease_seconds``: a
-        write still unfinished then has an unknown outcome, and this run writes nothing
-        more (``OperativeError``; the record is left for recovery). Until then it is
-        bounded by the store's own timeouts, like any query, and by no deadline that a
-        mock clock could reach while a worker thread does the work.
+        The write runs shielded, in another task: the run's writer task (started with the
+        run's tasks), or else a task of its own. An abort, a budget or a shutdown that
+        arrives meanwhile waits for it, then goes on (``Cancelled`` is raised here once the
+        write is over), so the process always knows whether it committed. Only once a
+        cancellation has arrived is the write bounded, by ``lease_seconds``: a write still
+        unfinished then has an unknown outcome, and this run writes nothing more
+        (``OperativeError``; the record is left for recovery). Until then it is bounded by
+        the store's own timeouts, like any query, and by no deadline that a mock clock
+        could reach while a worker thread does the work.
         """
+        writes = self._writes
+        if writes is None:
+            await self._commit_in_task(write, what)
+            return
+        item = _Write(write)
+        writes.append(item)
+        self._wake.set()
+        cancelled: BaseException | None = None
+        try:
+            await item.done.wait()
+        except trio.Cancelled as exc:
+            cancelled = exc
+            item.shield.deadline = trio.current_time() + self._durable.lease_seconds
+            with trio.CancelScope(shield=True):
+                await item.done.wait()  # bounded by the write's own deadline
+        result = item.result
+        if result is None:
+            # The writer stopped (the run's nursery was cancelled) before it took this
+            # write: it is made here, as if no writer had run.
+            await self._commit_in_task(write, what)
+            if cancelled is not None:
+                raise cancelled
+            return
+        self._settle(result, what, cancelled)
+
+    async def _commit_in_task(self, write: Callable[[], Awaitable[None]], what: str) -> None:
+        """:meth:`_commit` in a task of its own (no writer task runs)."""
         shield = trio.CancelScope(shield=True)
         done = trio.Event()
         box: list[outcome.Outcome[None]] = []
@@ -490,6 +541,13 @@ class DurableDriver(Extension):
                 with trio.CancelScope(shield=True):
                     await done.wait()  # bounded by the write's own deadline
         (result,) = box
+        self._settle(result, what, cancelled)
+
+    def _settle(
+        self, result: outcome.Outcome[None], what: str, cancelled: BaseException | None
+    ) -> None:
+        """Report a write's outcome: a write cut by its bound is unknown, and a
+        cancellation that arrived meanwhile goes on once the write is over."""
         if isinstance(result, outcome.Error) and isinstance(result.error, trio.Cancelled):
             self._unknown = (
                 f"writing {what} did not finish within lease_seconds="
@@ -504,6 +562,29 @@ class DurableDriver(Extension):
             raise cancelled
         result.unwrap()
 
+    async def _writer(self) -> None:
+        """Make the run's writes in turn, each shielded (see :meth:`_commit`), until the
+        run finishes or its nursery is cancelled; a write it did not take is left to its
+        caller."""
+        writes = self._writes
+        assert writes is not None
+        try:
+            with self._writer_scope:
+                while True:
+                    while not writes:
+                        self._wake = trio.Event()
+                        await self._wake.wait()
+                    item = writes[0]
+                    with item.shield:
+                        item.result = await outcome.acapture(item.write)
+                    writes.popleft()
+                    item.done.set()
+        finally:
+            self._writes = None
+            for item in writes:
+                item.done.set()  # never taken: its caller makes it
+            writes.clear()
+
     def _gone(self) -> str | None:
         """Why this run can write nothing more (its lease lost, a write's outcome unknown)."""
         if self._lost is not None:
@@ -514,6 +595,8 @@ class DurableDriver(Extension):
 
     def start_tasks(self, run: ActiveRun, nursery: trio.Nursery) -> None:
         self._abort = run.abort
+        self._writes = collections.deque()  # writes from now on queue for the writer
+        nursery.start_soon(self._writer, name=f"operative durable writer {run.run_id}")
         nursery.start_soon(self.keep_lease, run.abort, name=f"operative lease renewer {run.run_id}")
 
     async def run_started(self, run: ActiveRun) -> ResumePoint | None:
@@ -617,6 +700,10 @@ class DurableDriver(Extension):
         """
         self._renew_scope.cancel()
         self._abort = None  # the run has ended: nothing more to abort
+        # The writer ends: no write is in flight (the loop and its calls are over), and
+        # the last writes are made each in a task of its own.
+        self._writes = None
+        self._writer_scope.cancel()
         if not self._started.is_set():  # the run ended before it began its record
             self._failed = result.error or OperativeError(
                 f"the run ended ({result.finish_reason}) before its durable record was written"

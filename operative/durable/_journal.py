@@ -109,8 +109,8 @@ class SqlDurable(SqlBacked):
     class's statements in the database's dialect.
     """
 
-    __slots__ = ("_clock", "_closing", "_nursery_manager", "_q", "_queue", "_token", "_wake",
-                 "batches")  # fmt: skip
+    __slots__ = ("_busy", "_clock", "_closing", "_nursery_manager", "_q", "_queue", "_token",
+                 "_wake", "batches")  # fmt: skip
 
     _templates: ClassVar[Mapping[str, str]] = _TEMPLATES
 
@@ -125,6 +125,8 @@ class SqlDurable(SqlBacked):
         """Writes waiting for the committer; ``None`` when no committer runs."""
         self._wake = trio.Event()
         self._closing = False
+        self._busy = False
+        """A batch is committing (the committer's, or a lone writer's own)."""
         self._nursery_manager: Any = None
         self.batches = 0
         """Group commits made (each one transaction)."""
@@ -176,8 +178,8 @@ class SqlDurable(SqlBacked):
         assert queue is not None
         try:
             while True:
-                while not queue:
-                    if self._closing:
+                while not queue or self._busy:
+                    if self._closing and not queue:
                         return
                     try:
                         await self._wake.wait()
@@ -190,7 +192,11 @@ class SqlDurable(SqlBacked):
                 del queue[:MAX_BATCH]
                 for item in batch:
                     item.taken = True
-                await self._commit_batch(batch)
+                self._busy = True
+                try:
+                    await self._commit_batch(batch)
+                finally:
+                    self._busy = False
         finally:
             self._queue = None  # writes from now on commit on their own
             for item in queue:
@@ -236,9 +242,12 @@ class SqlDurable(SqlBacked):
             item.done.set()
 
     async def _submit(self, item: Any) -> Any:
-        """Queue ``item`` for the committer and return its outcome."""
+        """Queue ``item`` for the committer and return its outcome; a writer that finds
+        nothing committing and nothing waiting commits alone, in its own task."""
         queue = self._queue
         assert queue is not None
+        if not queue and not self._busy:
+            return await self._commit_alone(item)
         queue.append(item)
         self._wake.set()
         try:
@@ -257,6 +266,22 @@ class SqlDurable(SqlBacked):
             # for the outcome, so it always knows.
             raise
         return item.result.unwrap()
+
+    async def _commit_alone(self, item: Any) -> Any:
+        """Commit ``item`` as a batch of one, without the committer's task hops: what
+        arrives meanwhile waits for the committer's next batch. Cancelled, the writer is
+        the last of its batch, so the batch is stopped, and ``Cancelled`` comes once it
+        is over (see :meth:`_submit`)."""
+        item.taken = True
+        self._busy = True
+        try:
+            (result,) = await self._db.call(lambda conn: self._write_batch(conn, [item]))
+        finally:
+            self._busy = False
+            self.batches += 1
+            if self._queue:
+                self._wake.set()  # what arrived meanwhile: the committer's next batch
+        return result.unwrap()
 
     def _write_batch(self, conn: Any, batch: Sequence[Any]) -> list[outcome.Outcome[Any]]:
         """Commit ``batch`` (of :class:`_Work`) in one transaction, each write in a
@@ -349,6 +374,28 @@ _PG_APPEND = (
     "SELECT run_id, cancel_reason FROM held"
 )
 
+_PG_APPEND_ONE = (
+    # One run's append, one statement: lock its row if the fence holds, insert its rows
+    # (one VALUES row each), return its cancel reason. Cheaper to plan than the batch's
+    # unnest join, and a statement per row count, so psycopg prepares each.
+    "WITH held AS (SELECT cancel_reason FROM operative_runs "
+    "WHERE run_id = %s AND fence = %s AND status = 'running' FOR UPDATE), "
+    "added AS (INSERT INTO operative_journal (run_id, seq, kind, record, at) "
+    "SELECT v.run_id, v.seq, v.kind, v.record, v.at FROM held, (VALUES {values}) "
+    "AS v(run_id, seq, kind, record, at)) "
+    "SELECT cancel_reason FROM held"
+)
+_PG_VALUES_ROW = "(%s::text, %s::bigint, %s::text, %s::text, %s::double precision)"
+
+
+_PG_ONE_MAX_ROWS = 1000
+"""Rows the one-run statement takes (5 parameters each; more go through the batch's)."""
+
+
+def _pg_append_one(rows: int) -> str:
+    """The statement appending ``rows`` rows of one run (``rows`` >= 1)."""
+    return _PG_APPEND_ONE.format(values=", ".join([_PG_VALUES_ROW] * rows))
+
 
 class _Append:
     """One append waiting for (or in) a group commit."""
@@ -404,12 +451,23 @@ class SqlCheckpointStore(SqlDurable):
         return result.unwrap()
 
     def _pg_batch(self, conn: Any, batch: Sequence[_Append]) -> list[outcome.Outcome[str | None]]:
+        if len(batch) == 1 and 0 < len(batch[0].rows) <= _PG_ONE_MAX_ROWS:
+            # One run (a run writing alone, or a batch failed over to one per append).
+            (item,) = batch
+            lease = item.lease
+            params: list[Any] = [lease.run_id, lease.fence]
+            for row in item.rows:
+                params.extend(row)
+            held = conn.execute(_pg_append_one(len(item.rows)), params).fetchall()
+            if not held:
+                return [outcome.Error(self._lost(conn, lease))]
+            return [outcome.Value(held[0][0])]
         rows = [row for item in batch for row in item.rows]
         columns: list[list[Any]] = (
             [list(column) for column in zip(*rows, strict=True)] if rows else [[]] * 5
         )
-        params = [[item.lease.run_id for item in batch], [item.lease.fence for item in batch]]
-        held = dict(conn.execute(_PG_APPEND, [*params, *columns]).fetchall())
+        runs = [[item.lease.run_id for item in batch], [item.lease.fence for item in batch]]
+        held = dict(conn.execute(_PG_APPEND, [*runs, *columns]).fetchall())
         return [
             outcome.Value(held[item.lease.run_id])
             if item.lease.run_id in held

@@ -13,6 +13,8 @@ import attrs
 import msgspec
 
 from .._core._errors import InvalidArgument
+from ._engine import SqlEngine
+from ._journal import SqlCheckpointStore
 from ._protocols import CheckpointStore, DurableEngine
 from ._records import Lease
 from ._replay import Replay
@@ -59,11 +61,13 @@ class Durable:
                 "`await engine.start_run(agent_name, input)` and serve them with "
                 "operative.temporal.serve_temporal_worker (see the Temporal page of the docs)"
             )
-        if not isinstance(self.engine, DurableEngine):
+        # The built-in classes first: a protocol isinstance check costs tens of µs.
+        if not isinstance(self.engine, SqlEngine) and not isinstance(self.engine, DurableEngine):
             raise InvalidArgument(
                 f"engine= takes a DurableEngine (SqliteEngine, PostgresEngine), got {self.engine!r}"
             )
-        if not isinstance(self.checkpoint_store, CheckpointStore):
+        store = self.checkpoint_store
+        if not isinstance(store, SqlCheckpointStore) and not isinstance(store, CheckpointStore):
             raise InvalidArgument(
                 "checkpoint_store= takes a CheckpointStore (SqliteCheckpointStore, "
                 f"PostgresCheckpointStore), got {self.checkpoint_store!r}"
