@@ -112,7 +112,8 @@ class Started(msgspec.Struct, frozen=True, kw_only=True, tag="started"):
 
 
 class Generated(msgspec.Struct, frozen=True, kw_only=True, tag="generated"):
-    """A step's assistant message, committed before any of its calls runs."""
+    """A step's assistant message: committed before any call of the step that is not
+    idempotent runs, or with the step's end when every call is idempotent."""
 
     step: int
     message: Message
