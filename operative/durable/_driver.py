@@ -32,15 +32,13 @@ finished by whoever recovers it.
 
 from __future__ import annotations
 
-import collections
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import msgspec
-import outcome
 import trio
 
 from .._core._errors import InvalidArgument, LeaseLostError, OperativeError
@@ -54,6 +52,7 @@ from ._records import Finished, Generated, Lease, RunOutcome, Started, StepDone,
 from ._records import ToolStarted as ToolStartedRecord
 from ._replay import Replay
 from ._routing import Durable, default_worker_id, fingerprint
+from ._writer import RunWriter
 
 if TYPE_CHECKING:
     from .._core._results import RunResult, StepResult
@@ -97,19 +96,6 @@ def _replay_switches(run: ActiveRun, steps: Any, *, complete: bool) -> bool:
     return switched
 
 
-class _Write:
-    """One write handed to the run's writer task."""
-
-    __slots__ = ("done", "result", "shield", "write")
-
-    def __init__(self, write: Callable[[], Awaitable[None]]) -> None:
-        self.write = write
-        self.shield = trio.CancelScope(shield=True)
-        self.done = trio.Event()
-        self.result: outcome.Outcome[None] | None = None
-        """Set once the writer has made the write; ``None`` when it never took it."""
-
-
 class DurableDriver(Extension):
     """One run's durable writes: the extension a ``durable=`` routing attaches.
 
@@ -136,10 +122,7 @@ class DurableDriver(Extension):
         "_replay",
         "_seq",
         "_started",
-        "_unknown",
-        "_wake",
-        "_writer_scope",
-        "_writes",
+        "_writer",
         "cancel_reason",
         "commit_error",
         "handed_off",
@@ -168,14 +151,10 @@ class DurableDriver(Extension):
         self._failed: BaseException | None = None
         self._lost: LeaseLostError | None = None
         self._renew_scope = trio.CancelScope()
-        self._writes: collections.deque[_Write] | None = None
-        """Writes waiting for the writer task; ``None`` while none runs (see _commit)."""
-        self._wake = trio.Event()
-        self._writer_scope = trio.CancelScope()
+        self._writer = RunWriter(durable.lease_seconds)
+        """Makes the run's writes, shielded (see :class:`RunWriter`)."""
         self._abort: Callable[[str], None] | None = None
         """The run's ``abort`` while it runs (dropped at its end: no reference cycle)."""
-        self._unknown: str | None = None
-        """Set when a write overran its bound: whether it committed is not known."""
         self.commit_error: BaseException | None = None
         """Why the terminal commit did not happen (the run's result must not succeed)."""
         self.cancel_reason: str | None = None
@@ -228,7 +207,7 @@ class DurableDriver(Extension):
             )
 
         try:
-            await self._commit(start, f"the record of run {run.run_id}")
+            await self._writer.commit(start, f"the record of run {run.run_id}")
         except BaseException as exc:
             self._failed = exc
             self._started.set()
@@ -430,8 +409,8 @@ class DurableDriver(Extension):
         if lease is None:
             raise OperativeError("a durable run wrote before its run record existed")
         async with held(self._lock):
-            if self._unknown is not None:
-                raise OperativeError(self._unknown)
+            if self._writer.unknown is not None:
+                raise OperativeError(self._writer.unknown)
             if self._pending:
                 # Taken now: a record deferred while this write commits goes with the next.
                 records = [*self._pending, *records]
@@ -457,7 +436,7 @@ class DurableDriver(Extension):
                     learned.append(cancel)
 
             try:
-                await self._commit(append, f"journal entry {seq} of run {lease.run_id}")
+                await self._writer.commit(append, f"journal entry {seq} of run {lease.run_id}")
             except BaseException:
                 if learned:  # the run is stopping already (a shutdown stays one)
                     self._cancelled(learned[0], abort=False)
@@ -481,122 +460,17 @@ class DurableDriver(Extension):
         if abort and self._abort is not None:
             self._abort(reason)
 
-    async def _commit(self, write: Callable[[], Awaitable[None]], what: str) -> None:
-        """Run one write (with its bookkeeping) so that no cancellation cuts it short.
-
-        The write runs shielded, in another task: the run's writer task (started with the
-        run's tasks), or else a task of its own. An abort, a budget or a shutdown that
-        arrives meanwhile waits for it, then goes on (``Cancelled`` is raised here once the
-        write is over), so the process always knows whether it committed. Only once a
-        cancellation has arrived is the write bounded, by ``lease_seconds``: a write still
-        unfinished then has an unknown outcome, and this run writes nothing more
-        (``OperativeError``; the record is left for recovery). Until then it is bounded by
-        the store's own timeouts, like any query, and by no deadline that a mock clock
-        could reach while a worker thread does the work.
-        """
-        writes = self._writes
-        if writes is None:
-            await self._commit_in_task(write, what)
-            return
-        item = _Write(write)
-        writes.append(item)
-        self._wake.set()
-        cancelled: BaseException | None = None
-        try:
-            await item.done.wait()
-        except trio.Cancelled as exc:
-            cancelled = exc
-            item.shield.deadline = trio.current_time() + self._durable.lease_seconds
-            with trio.CancelScope(shield=True):
-                await item.done.wait()  # bounded by the write's own deadline
-        result = item.result
-        if result is None:
-            # The writer stopped (the run's nursery was cancelled) before it took this
-            # write: it is made here, as if no writer had run.
-            await self._commit_in_task(write, what)
-            if cancelled is not None:
-                raise cancelled
-            return
-        self._settle(result, what, cancelled)
-
-    async def _commit_in_task(self, write: Callable[[], Awaitable[None]], what: str) -> None:
-        """:meth:`_commit` in a task of its own (no writer task runs)."""
-        shield = trio.CancelScope(shield=True)
-        done = trio.Event()
-        box: list[outcome.Outcome[None]] = []
-
-        async def commit() -> None:
-            with shield:
-                box.append(await outcome.acapture(write))
-            done.set()
-
-        cancelled: BaseException | None = None
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(commit, name=f"operative durable write: {what}")
-            try:
-                await done.wait()
-            except trio.Cancelled as exc:
-                cancelled = exc
-                shield.deadline = trio.current_time() + self._durable.lease_seconds
-                with trio.CancelScope(shield=True):
-                    await done.wait()  # bounded by the write's own deadline
-        (result,) = box
-        self._settle(result, what, cancelled)
-
-    def _settle(
-        self, result: outcome.Outcome[None], what: str, cancelled: BaseException | None
-    ) -> None:
-        """Report a write's outcome: a write cut by its bound is unknown, and a
-        cancellation that arrived meanwhile goes on once the write is over."""
-        if isinstance(result, outcome.Error) and isinstance(result.error, trio.Cancelled):
-            self._unknown = (
-                f"writing {what} did not finish within lease_seconds="
-                f"{self._durable.lease_seconds:g}s of the run being stopped, so whether it "
-                "committed is unknown; the run stops writing and recover() finishes it from "
-                "its journal"
-            )
-            result = outcome.Error(OperativeError(self._unknown))
-        if cancelled is not None:
-            if isinstance(result, outcome.Error):
-                logger.warning("%s failed as the run was stopped", what, exc_info=result.error)
-            raise cancelled
-        result.unwrap()
-
-    async def _writer(self) -> None:
-        """Make the run's writes in turn, each shielded (see :meth:`_commit`), until the
-        run finishes or its nursery is cancelled; a write it did not take is left to its
-        caller."""
-        writes = self._writes
-        assert writes is not None
-        try:
-            with self._writer_scope:
-                while True:
-                    while not writes:
-                        self._wake = trio.Event()
-                        await self._wake.wait()
-                    item = writes[0]
-                    with item.shield:
-                        item.result = await outcome.acapture(item.write)
-                    writes.popleft()
-                    item.done.set()
-        finally:
-            self._writes = None
-            for item in writes:
-                item.done.set()  # never taken: its caller makes it
-            writes.clear()
-
     def _gone(self) -> str | None:
         """Why this run can write nothing more (its lease lost, a write's outcome unknown)."""
         if self._lost is not None:
             return str(self._lost)
-        return self._unknown
+        return self._writer.unknown
 
     # -- the extension's boundaries ----------------------------------------------------
 
     def start_tasks(self, run: ActiveRun, nursery: trio.Nursery) -> None:
         self._abort = run.abort
-        self._writes = collections.deque()  # writes from now on queue for the writer
-        nursery.start_soon(self._writer, name=f"operative durable writer {run.run_id}")
+        self._writer.start(nursery, name=f"operative durable writer {run.run_id}")
         nursery.start_soon(self.keep_lease, run.abort, name=f"operative lease renewer {run.run_id}")
 
     async def run_started(self, run: ActiveRun) -> ResumePoint | None:
@@ -702,8 +576,7 @@ class DurableDriver(Extension):
         self._abort = None  # the run has ended: nothing more to abort
         # The writer ends: no write is in flight (the loop and its calls are over), and
         # the last writes are made each in a task of its own.
-        self._writes = None
-        self._writer_scope.cancel()
+        self._writer.stop()
         if not self._started.is_set():  # the run ended before it began its record
             self._failed = result.error or OperativeError(
                 f"the run ended ({result.finish_reason}) before its durable record was written"
@@ -714,7 +587,7 @@ class DurableDriver(Extension):
             return result
         engine = self._durable.engine
         if shutdown:
-            if self._pending and self._unknown is None:
+            if self._pending and self._writer.unknown is None:
                 # What the stopped step did so far: whoever resumes the run starts there.
                 try:
                     await self._append([])
@@ -736,8 +609,8 @@ class DurableDriver(Extension):
                     exc_info=True,
                 )
             return result
-        if self._unknown is not None:
-            self.commit_error = OperativeError(self._unknown)
+        if self._writer.unknown is not None:
+            self.commit_error = OperativeError(self._writer.unknown)
             return result
         if self._pending:
             # The run ended mid-step with records still waiting (an abort, a stop, an

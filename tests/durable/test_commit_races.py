@@ -340,31 +340,30 @@ async def test_a_write_the_writer_never_took_is_made_by_its_caller(
 ) -> None:
     """The run's writer task stops (its nursery cancelled) with a write queued: the
     write is not lost, its caller makes it itself and learns its outcome."""
-    import collections
-
     from operative.durable._driver import DurableDriver
+    from operative.durable._writer import RunWriter
 
     in_task: list[str] = []
-    commit_in_task = DurableDriver._commit_in_task
+    commit_in_task = RunWriter.commit_in_task
 
-    async def counted(self: DurableDriver, write: Any, what: str) -> None:
+    async def counted(self: RunWriter, write: Any, what: str) -> None:
         in_task.append(what)
         await commit_in_task(self, write, what)
 
-    monkeypatch.setattr(DurableDriver, "_commit_in_task", counted)
+    monkeypatch.setattr(RunWriter, "commit_in_task", counted)
     engine, store = durable_db.engine(), durable_db.store()
     try:
         lease = await engine.start(
             Started(messages=(), agent_name="a"), run_id="r", worker_id="w", lease_seconds=60
         )
         driver = DurableDriver(Durable(engine=engine, checkpoint_store=store), lease=lease)
-        driver._writes = collections.deque()  # as start_tasks does
+        writer = driver._writer
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(driver._writer)
+            writer.start(nursery, name="writer")  # as start_tasks does
             await trio.testing.wait_all_tasks_blocked()  # the writer waits for work
-            driver._writer_scope.cancel()  # it stops at its next turn...
+            writer._scope.cancel()  # it stops at its next turn...
             await driver._append([StepDone(step=1)])  # ...with this write queued
-        assert driver._writes is None
+        assert writer._writes is None
         assert in_task == ["journal entry 1 of run r"]  # made by the caller, once
         assert driver._seq == 2
         assert [e.seq for e in await store.read("r")] == [0, 1]
