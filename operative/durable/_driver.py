@@ -301,7 +301,7 @@ class DurableDriver(Extension):
             model=model,
             before=before,
             stop_reason=stop_reason,
-            at=self._clock(),
+            at=None if flush else self._clock(),  # its own time only if it waits
         )
         self._defer(record, journaled=len(messages))
         if flush:
@@ -339,8 +339,11 @@ class DurableDriver(Extension):
                     await self._append([ToolSettled(step=step, result=result)])
                     return result
             idempotent = _idempotent(toolbox, call)
-            started = ToolStartedRecord(
-                step=step, call_id=call.id, tool_name=call.name, at=self._clock()
+            started = ToolStartedRecord(  # its own time only if it waits (idempotent)
+                step=step,
+                call_id=call.id,
+                tool_name=call.name,
+                at=self._clock() if idempotent else None,
             )
             if idempotent:
                 # Its start need not be durable before it runs (cut, it simply runs
