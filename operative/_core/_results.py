@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import attrs
 import msgspec
 
 from ..conversation import Conversation
@@ -56,9 +55,12 @@ class SchemaValidation(msgspec.Struct, frozen=True, kw_only=True):
     """How many final answers were validated (1 + the retries used)."""
 
 
-@attrs.frozen(kw_only=True)
-class RunResult:
-    """The outcome of a run. ``finish_reason`` agrees with the terminal event."""
+class RunResult(msgspec.Struct, frozen=True, kw_only=True):
+    """The outcome of a run. ``finish_reason`` agrees with the terminal event.
+
+    A record (``msgspec.structs.replace`` makes a changed copy); it may sit in a cycle
+    (a ``CleanupError`` in ``error`` holds the result), so the collector tracks it.
+    """
 
     conversation: Conversation
     """The run's live conversation; ``.current`` gives an immutable snapshot."""

@@ -24,7 +24,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-import attrs
+import msgspec
 import trio
 
 from ..conversation import cancelled_result, repair_dangling_tool_calls, tool_result_message
@@ -337,14 +337,18 @@ class RunTask:
                         await extension.run_stopped(run, result)
                     except Exception as exc:
                         if result.finish_reason is not _ERROR:
-                            result = attrs.evolve(result, finish_reason=_ERROR, error=exc)
+                            result = msgspec.structs.replace(
+                                result, finish_reason=_ERROR, error=exc
+                            )
                 for hook in cfg.hooks.on_run_end:
                     try:
                         await call_hook(hook, result)
                     except Exception as exc:
                         logger.exception("on_run_end hook %r raised", hook)
                         if result.finish_reason is not _ERROR:
-                            result = attrs.evolve(result, finish_reason=_ERROR, error=exc)
+                            result = msgspec.structs.replace(
+                                result, finish_reason=_ERROR, error=exc
+                            )
             if cleanup.cancelled_caught:
                 unfinished = (
                     f"its on_run_end hooks did not finish within cleanup_timeout="
@@ -372,7 +376,7 @@ class RunTask:
                 result=result,
             )
             failure.__cause__ = cause
-            result = attrs.evolve(result, finish_reason=_ERROR, error=failure)
+            result = msgspec.structs.replace(result, finish_reason=_ERROR, error=failure)
         self.result = result
         finish = result.finish_reason
         end = state.now()

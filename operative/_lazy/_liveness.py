@@ -84,7 +84,7 @@ class LazyLiveness(LivenessTracker):
         else:
             snapshot = self._read()
             if not snapshot.terminal:
-                self._subscriptions.append(subscription)
+                self._add_subscription(subscription)
             subscription._deliver(snapshot)
         return subscription
 
@@ -113,7 +113,7 @@ class LazyLiveness(LivenessTracker):
             # the end of the run.
             subscription._deliver(source.snapshot())
             if subscription.active:
-                self._subscriptions.append(subscription)
+                self._add_subscription(subscription)
         elif subscription.active:
             self._forwards[subscription] = forwarded
         else:  # unsubscribed from inside its first delivery, or the run already ended

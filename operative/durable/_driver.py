@@ -37,7 +37,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import msgspec
 import trio
 
@@ -660,7 +659,9 @@ class DurableDriver(Extension):
                     )
                     await engine.finish(lease, self._seq, Finished(outcome=outcome))
                     if result.error is None:
-                        result = attrs.evolve(result, finish_reason=FinishReason.ERROR, error=exc)
+                        result = msgspec.structs.replace(
+                            result, finish_reason=FinishReason.ERROR, error=exc
+                        )
                 self._seq += 1
         except Exception as exc:
             logger.error(

@@ -110,7 +110,8 @@ class LivenessTracker:
         """Last progress, or the last time a declared wait began or ended."""
         self._heard_since: float | None = None
         """Last pulse of any kind, or the last time a declared wait began or ended."""
-        self._subscriptions: list[SnapshotSubscription] = []
+        # An empty tuple until the first subscriber (most runs have none).
+        self._subscriptions: list[SnapshotSubscription] | tuple[()] = ()
         self._changed: trio.lowlevel.ParkingLot | None = None
         """Watchdogs park here (made by the first); woken when a wait begins or ends and
         when work finishes."""
@@ -194,7 +195,7 @@ class LivenessTracker:
             raise InvalidArgument(f"observer must be callable, got {observer!r}")
         subscription = SnapshotSubscription(self, observer)
         if not self.terminal:
-            self._subscriptions.append(subscription)
+            self._add_subscription(subscription)
         subscription._deliver(self.snapshot())
         return subscription
 
@@ -208,9 +209,17 @@ class LivenessTracker:
             raise InvalidArgument(f"capacity must be an int of at least 1, got {capacity!r}")
         return SnapshotStream(self, capacity)
 
+    def _add_subscription(self, subscription: SnapshotSubscription) -> None:
+        subscriptions = self._subscriptions
+        if isinstance(subscriptions, list):
+            subscriptions.append(subscription)
+        else:
+            self._subscriptions = [subscription]
+
     def _drop(self, subscription: SnapshotSubscription) -> None:
-        if subscription in self._subscriptions:
-            self._subscriptions.remove(subscription)
+        subscriptions = self._subscriptions
+        if isinstance(subscriptions, list) and subscription in subscriptions:
+            subscriptions.remove(subscription)
 
     # -- feeding ---------------------------------------------------------------------
 
@@ -415,7 +424,7 @@ class LivenessTracker:
         self._finish_reason = finish_reason
         self._status = status
         self._revision += 1
-        subscriptions, self._subscriptions = self._subscriptions, []
+        subscriptions, self._subscriptions = self._subscriptions, ()
         if subscriptions:
             snapshot = self.snapshot()
             for subscription in subscriptions:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import attrs
 import msgspec
 import pytest
 import trio
@@ -62,7 +61,7 @@ async def good_run() -> tuple[RunResult, list[Any]]:
 def _with_messages(result: RunResult, keep: Callable[[int, Any], bool]) -> RunResult:
     messages = tuple(m for i, m in enumerate(result.conversation.messages) if keep(i, m))
     history = ConversationHistory(messages=messages)
-    return attrs.evolve(result, conversation=Conversation.from_history(history))
+    return msgspec.structs.replace(result, conversation=Conversation.from_history(history))
 
 
 def _types(events: list[Any]) -> list[str]:
@@ -98,7 +97,7 @@ async def test_a_call_with_two_results() -> None:
     tool_message = next(m for m in messages if m.role == "tool")
     copy = msgspec.structs.replace(tool_message, id="another")
     history = ConversationHistory(messages=(*messages, copy))
-    broken = attrs.evolve(result, conversation=Conversation.from_history(history))
+    broken = msgspec.structs.replace(result, conversation=Conversation.from_history(history))
     with pytest.raises(AssertionError, match=ONE_RESULT + ".*more than one result"):
         check_run_invariants(broken, events)
 
@@ -111,7 +110,7 @@ async def test_a_result_before_its_call() -> None:
     result_at = next(i for i, m in enumerate(messages) if m.role == "tool")
     messages[call_at], messages[result_at] = messages[result_at], messages[call_at]
     history = ConversationHistory(messages=tuple(messages))
-    broken = attrs.evolve(result, conversation=Conversation.from_history(history))
+    broken = msgspec.structs.replace(result, conversation=Conversation.from_history(history))
     with pytest.raises(AssertionError, match=ONE_RESULT + ".*comes before its call"):
         check_run_invariants(broken, events)
 
@@ -120,7 +119,7 @@ async def test_step_results_that_do_not_match_calls() -> None:
     """Invariant 1: a step whose results do not answer its calls is reported."""
     result, events = await good_run()
     first = msgspec.structs.replace(result.steps[0], results=())
-    broken = attrs.evolve(result, steps=(first, *result.steps[1:]))
+    broken = msgspec.structs.replace(result, steps=(first, *result.steps[1:]))
     with pytest.raises(AssertionError, match=ONE_RESULT + ".*step 1 has calls"):
         check_run_invariants(broken, events)
 
@@ -201,19 +200,21 @@ async def test_steps_in_the_result_agree_with_the_events() -> None:
     """Invariant 2: result.steps must hold exactly the steps that completed or were cut."""
     result, events = await good_run()
     with pytest.raises(AssertionError, match=ORDER + ".*missing from result.steps"):
-        check_run_invariants(attrs.evolve(result, steps=result.steps[:1]), events)
+        check_run_invariants(msgspec.structs.replace(result, steps=result.steps[:1]), events)
     aborted = msgspec.structs.replace(result.steps[1], aborted=True)
     with pytest.raises(AssertionError, match=ORDER + ".*is aborted in result.steps"):
-        check_run_invariants(attrs.evolve(result, steps=(result.steps[0], aborted)), events)
+        check_run_invariants(
+            msgspec.structs.replace(result, steps=(result.steps[0], aborted)), events
+        )
     with pytest.raises(AssertionError, match=ORDER + ".*numbered"):
-        check_run_invariants(attrs.evolve(result, steps=result.steps[::-1]), events)
+        check_run_invariants(msgspec.structs.replace(result, steps=result.steps[::-1]), events)
 
 
 async def test_usage_is_the_sum_of_every_attempt() -> None:
     """Invariant 3: a result whose usage is not the sum of the attempts is reported."""
     result, events = await good_run()
     with pytest.raises(AssertionError, match=ACCOUNTING + ".*result.usage"):
-        check_run_invariants(attrs.evolve(result, usage=Usage.of(1, 1)), events)
+        check_run_invariants(msgspec.structs.replace(result, usage=Usage.of(1, 1)), events)
 
 
 async def test_steps_within_maximum_steps() -> None:
@@ -227,9 +228,13 @@ async def test_finish_reason_agrees_with_the_terminal_event() -> None:
     """Invariant 3: a finish reason the terminal event contradicts is reported."""
     result, events = await good_run()
     with pytest.raises(AssertionError, match=ACCOUNTING + ".*terminal event is run.completed"):
-        check_run_invariants(attrs.evolve(result, finish_reason=FinishReason.ABORTED), events)
+        check_run_invariants(
+            msgspec.structs.replace(result, finish_reason=FinishReason.ABORTED), events
+        )
     with pytest.raises(AssertionError, match=ACCOUNTING + ".*run.completed says"):
-        check_run_invariants(attrs.evolve(result, finish_reason=FinishReason.MAXIMUM_STEPS), events)
+        check_run_invariants(
+            msgspec.structs.replace(result, finish_reason=FinishReason.MAXIMUM_STEPS), events
+        )
     terminal = msgspec.structs.replace(events[-1], steps=5)
     with pytest.raises(AssertionError, match=ACCOUNTING + ".*reports 5 steps"):
         check_run_invariants(result, [*events[:-1], terminal])
