@@ -7,17 +7,26 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol, Unpack, runtime_checkable
 
 import attrs
+import msgspec
 import trio
 
 from ._core._errors import InvalidArgument
 from ._core._event_hub import Listener, Overflow
 from ._core._model import GenerateFunction, open_model_string
-from ._core._open_run import open_run, run_to_end
-from ._core._options import DEFAULT_MAXIMUM_STEPS, RunOptions, configure_run, make_toolbox
+from ._core._open_run import open_run, run_configured, run_to_end
+from ._core._options import (
+    DEFAULT_MAXIMUM_STEPS,
+    RunConfig,
+    RunOptions,
+    config_for_run,
+    configure_run,
+    make_toolbox,
+)
 from ._core._results import RunResult
 from ._core._run import ActiveRun
 from .conditions import StopCondition, no_tool_calls
 from .conversation import ContentPart, Conversation, ConversationHistory
+from .conversation._tool_results import check_history
 from .liveness import LivenessSnapshot, SnapshotObserver, SnapshotStream, SnapshotSubscription
 from .tools import Toolbox
 from .tools._source import split_tool_sources
@@ -112,6 +121,9 @@ class Agent:
     stop_when: tuple[StopCondition, ...] = ()
     maximum_steps: int = DEFAULT_MAXIMUM_STEPS
     options: Mapping[str, Any] = attrs.Factory(dict)
+    _template: RunConfig | None = attrs.field(default=None, init=False, eq=False, repr=False)
+    """Every run's configuration but its id, validated once by :func:`create_agent`
+    (``None`` for an agent built otherwise, or whose runs need per-run options)."""
 
     @property
     def has_output(self) -> bool:
@@ -190,6 +202,13 @@ class Agent:
         With nothing to run beside it (no ``abort_on``, stall policy or durable lease),
         the loop runs in the caller's task, with no nursery (see ``run_to_end``).
         """
+        template = self._template
+        if template is not None and context is None and abort_on is None:
+            # Validated when the agent was defined: only what is per run is made here.
+            conversation = self._conversation(input)
+            if isinstance(input, ConversationHistory):
+                check_history(conversation._messages)
+            return await run_configured(config_for_run(template), conversation)
         return await run_to_end(**self._run_options(input, context, None, abort_on))
 
     async def load(self) -> Agent:
@@ -291,16 +310,16 @@ def create_agent(
     checked: dict[str, Any] = dict(options)
     if checked.get("steering") is not None:
         checked["run_id"] = "(validated per run)"
-    configure_run(
+    validated, _ = configure_run(
         generate=generate,
         conversation=Conversation(),
         toolbox=built,
         tools=None,
         stop_when=conditions,
         maximum_steps=maximum_steps,
-        **checked,
+        **{"agent_name": name, **checked},
     )
-    return Agent(
+    agent = Agent(
         generate=generate,
         toolbox=built,
         name=name,
@@ -309,3 +328,14 @@ def create_agent(
         maximum_steps=maximum_steps,
         options=dict(options),
     )
+    if _PER_RUN.isdisjoint(options):
+        # ``agent.run`` reuses this configuration, with a run id of its own each run
+        # (and the instrumentation installed when it starts, unless one was given).
+        if "instrumentation" not in options:
+            validated = msgspec.structs.replace(validated, instrumentation=None)
+        object.__setattr__(agent, "_template", validated)
+    return agent
+
+
+_PER_RUN = frozenset({"durable", "steering"})
+"""Options whose runs are configured run by run (``agent.run`` goes the long way)."""

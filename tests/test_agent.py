@@ -217,3 +217,33 @@ async def test_stop_when_list_on_agent() -> None:
     )
     assert len(agent.stop_when) == 2
     assert (await agent.run("x")).finish_reason == "stop-condition"
+
+
+async def test_runs_of_one_agent_get_their_own_id_and_transcript() -> None:
+    """An agent's runs share its validated configuration, never their state."""
+    agent = create_agent(generate=echo, instructions="Be brief.", name="echoer")
+    first, second = await agent.run("one"), await agent.run("two")
+    assert first.run_id
+    assert first.run_id != second.run_id
+    assert [m.text for m in first.conversation.messages] == ["Be brief.", "one", "Echo: one"]
+    assert [m.text for m in second.conversation.messages] == ["Be brief.", "two", "Echo: two"]
+
+
+async def test_agent_run_refuses_a_broken_history_before_the_model_is_called() -> None:
+    """A history given to ``agent.run`` is checked as ``open_run`` checks it."""
+    calls: list[GenerateRequest] = []
+
+    async def model(request: GenerateRequest) -> GenerateResponse:
+        calls.append(request)
+        return GenerateResponse(content="never")
+
+    history = operative.ConversationHistory(
+        messages=(
+            operative.Message(id="u", role="user", content="hi"),
+            operative.Message(id="t", role="tool", content="orphan", tool_call_id="nope"),
+        )
+    )
+    agent = create_agent(generate=model)
+    with pytest.raises(operative.ConversationError, match="nope"):
+        await agent.run(history)
+    assert calls == []

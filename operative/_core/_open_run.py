@@ -37,7 +37,7 @@ from ._run import ActiveRun
 from ._run_state import CancelReason, is_shutdown, only_cancelled
 from ._types import FinishReason
 
-__all__ = ["open_run", "run_to_end"]
+__all__ = ["open_run", "run_configured", "run_to_end"]
 
 _ABORTED = FinishReason.ABORTED
 
@@ -227,10 +227,8 @@ async def run_to_end(
     )
     open_for_run = getattr(config.generate, "open_for_run", None)
     if open_for_run is not None:
-        async with open_for_run() as opened:
-            config = msgspec.structs.replace(config, generate=opened)
-            return await _run_configured(config, live)
-    # ``_run_configured``'s body, inline: one coroutine frame fewer per run in flight.
+        return await run_configured(config, live)
+    # ``run_configured``'s body, inline: one coroutine frame fewer per run in flight.
     run = _new_run(config, live)
     if _runs_alone(config, run):
         try:
@@ -245,7 +243,15 @@ async def run_to_end(
     return run._outcome()
 
 
-async def _run_configured(config: RunConfig, live: Conversation) -> RunResult:
+async def run_configured(config: RunConfig, live: Conversation) -> RunResult:
+    """``run_to_end`` for a configuration validated already (by ``configure_run``, or
+    an agent's, validated once when it was defined and given its run id by
+    ``config_for_run``)."""
+    open_for_run = getattr(config.generate, "open_for_run", None)
+    if open_for_run is not None:
+        # A model string's client, opened for this run and closed once it has ended.
+        async with open_for_run() as opened:
+            return await run_configured(msgspec.structs.replace(config, generate=opened), live)
     run = _new_run(config, live)
     if _runs_alone(config, run):
         # The loop task's work, in the caller's task: ``drive`` enters the run scope,

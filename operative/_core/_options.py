@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ..backpressure import BackpressureStrategy
     from ..context import ContextManagement
 
-__all__ = ["RunConfig", "RunOptions", "configure_run", "make_toolbox"]
+__all__ = ["RunConfig", "RunOptions", "config_for_run", "configure_run", "make_toolbox"]
 
 DEFAULT_MAXIMUM_STEPS = 25
 
@@ -277,6 +277,17 @@ def configure_run(
         **fields,
     )
     return config, live
+
+
+def config_for_run(template: RunConfig) -> RunConfig:
+    """A run's configuration from one validated once (an agent's): a fresh run id, and
+    the instrumentation installed now unless the template names its own."""
+    instrumentation = template.instrumentation
+    if instrumentation is None:
+        instrumentation = installed_instrumentation()
+    return msgspec.structs.replace(
+        template, run_id=os.urandom(12).hex(), instrumentation=instrumentation
+    )
 
 
 _NUMBER = (int, float)

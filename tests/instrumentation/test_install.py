@@ -92,3 +92,21 @@ def test_import_operative_does_not_import_opentelemetry() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+async def test_an_agent_defined_before_instrument_is_traced_while_installed(
+    telemetry: Telemetry,
+) -> None:
+    """``agent.run`` reuses the configuration validated at definition, but which
+    instrumentation is installed is read when each run starts."""
+    from operative import create_agent
+
+    agent = create_agent(generate=ScriptedModel(["one", "two"]), name="early")
+    with instrument(
+        tracer_provider=telemetry.tracer_provider, meter_provider=telemetry.meter_provider
+    ):
+        await agent.run("hi")
+    assert [span.name for span in telemetry.spans][-1] == "invoke_agent early"
+    telemetry.exporter.clear()
+    await agent.run("hi again")
+    assert not telemetry.exporter.get_finished_spans()
