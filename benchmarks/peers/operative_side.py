@@ -1,5 +1,5 @@
-"""operative: ``run_to_end`` (``open_run``'s arguments, the result) with a ``Toolbox`` and
-a scripted ``generate``: the run-to-completion call, as each peer's own ``run``/``invoke``."""
+"""operative: an agent (``create_agent``) with a ``Toolbox`` and a scripted ``generate``,
+run by ``agent.run``: the run-to-completion call, as each peer's own ``run``/``invoke``."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from collections.abc import Awaitable, Callable
 import trio
 
 from operative import (
-    Conversation,
+    Agent,
     GenerateRequest,
     GenerateResponse,
     Toolbox,
     ToolCall,
-    run_to_end,
+    create_agent,
     stop_when,
     tool,
 )
@@ -43,12 +43,12 @@ TOOLBOX = Toolbox([add, wait])
 NO_TOOL_CALLS = stop_when.no_tool_calls()
 
 
-async def _run(generate: Callable[[GenerateRequest], Awaitable[GenerateResponse]]) -> str:
-    conversation = Conversation()
-    conversation.append_user_message("What is 1 + 1?")
-    result = await run_to_end(
-        generate=generate, conversation=conversation, toolbox=TOOLBOX, stop_when=NO_TOOL_CALLS
-    )
+def _agent(generate: Callable[[GenerateRequest], Awaitable[GenerateResponse]]) -> Agent:
+    return create_agent(generate=generate, toolbox=TOOLBOX, stop_when=NO_TOOL_CALLS)
+
+
+async def _run(agent: Agent) -> str:
+    result = await agent.run("What is 1 + 1?")
     if result.finish_reason != "stop-condition":
         raise RuntimeError(f"run ended with {result.finish_reason}: {result.error!r}")
     return result.content
@@ -68,7 +68,8 @@ def make_steps(steps: int, latency: float) -> Callable[[], Awaitable[str]]:
             await trio.sleep(latency)
         return script[request.step - 1]
 
-    return lambda: _run(generate)
+    agent = _agent(generate)
+    return lambda: _run(agent)
 
 
 def make_parallel(calls: int, tool_sleep: float) -> Callable[[], Awaitable[str]]:
@@ -83,4 +84,5 @@ def make_parallel(calls: int, tool_sleep: float) -> Callable[[], Awaitable[str]]
     async def generate(request: GenerateRequest) -> GenerateResponse:
         return script[request.step - 1]
 
-    return lambda: _run(generate)
+    agent = _agent(generate)
+    return lambda: _run(agent)
