@@ -1305,6 +1305,7 @@ def render_breakdown(r: Results) -> str:
                 spread_text(figure(x["us"]), 2),
                 number(instr, 0) if isinstance(instr, int | float) else "–",
                 *(_pays(x["pays"].get(s)) for s in ("floor", SAME_WORK, "operative")),
+                x.get("note") or "",
             ]
         )
     header = [
@@ -1314,6 +1315,7 @@ def render_breakdown(r: Results) -> str:
         "bare floor",
         "same-work floor",
         "operative",
+        "",
     ]
     out = [
         *table(header, ledger_rows),
@@ -1325,45 +1327,77 @@ def render_breakdown(r: Results) -> str:
         "",
     ]
     long = r.data["breakdown"].get("long_steps", 20)
-    whole_rows = []
-    for s, x in systems.items():
-        i_one = x.get("instructions_run_1_step")
-        i_step = x.get("instructions_marginal_step")
-        ledger_one = x.get("ledger_us_run_1_step")
-        ledger_step = x.get("ledger_us_marginal_step")
-        whole_rows.append(
-            [
-                "floor, same work"
-                if s == SAME_WORK
-                else "floor (bare Trio)"
-                if s == "floor"
-                else s,
-                number(x["us_run_1_step"], 1),
-                number(ledger_one, 1) if ledger_one is not None else "–",
-                number(i_one, 0) if i_one is not None else "–",
-                number(x["us_marginal_step"], 1),
-                number(ledger_step, 1) if ledger_step is not None else "–",
-                number(i_step, 0) if i_step is not None else "–",
-            ]
-        )
+
+    def pair(value: Any, ledger: Any, digits: int) -> str:
+        if value is None:
+            return "–"
+        text = number(value, digits)
+        if ledger is not None and value:
+            text += f" ({number(ledger, digits)}, {ledger / value * 100:.0f}%)"
+        return text
+
+    labels = {"floor": "floor (bare Trio)", SAME_WORK: "floor, same work"}
+    whole_rows = [
+        [
+            labels.get(s, s),
+            pair(x["us_run_1_step"], x.get("ledger_us_run_1_step"), 1),
+            pair(x.get("instructions_run_1_step"), x.get("ledger_instructions_run_1_step"), 0),
+            pair(x["us_marginal_step"], x.get("ledger_us_marginal_step"), 1),
+            pair(
+                x.get("instructions_marginal_step"),
+                x.get("ledger_instructions_marginal_step"),
+                0,
+            ),
+        ]
+        for s, x in systems.items()
+    ]
     out += [
         *table(
             [
                 "",
-                "one-step run, µs",
-                "of which the ledger",
-                "instructions",
-                "marginal step, µs",
-                "of which the ledger",
-                "instructions",
+                "one-step run, µs (ledger)",
+                "instructions (ledger)",
+                "marginal step, µs (ledger)",
+                "instructions (ledger)",
             ],
             whole_rows,
         ),
         "",
         f"Whole runs in the same rounds; the marginal step is ({long}-step run − one-step "
-        f'run) / {long - 1}. "Of which the ledger": the sum of count × µs over the '
-        "components the floor pays; the rest is the loop's own code between them.",
+        f"run) / {long - 1}. In brackets, the ledger: the sum of count × cost over the "
+        "components above that the system pays (operative's phases left out: they split "
+        "the same run another way), and its share of the whole; the rest is the loop's "
+        "own code between the components.",
     ]
+    ratio_rows = []
+    floor_x, same_x, op_x = (systems.get(s) for s in ("floor", SAME_WORK, "operative"))
+    if floor_x and same_x and op_x:
+        for label, key in (
+            ("one-step run, µs", "us_run_1_step"),
+            ("one-step run, instructions", "instructions_run_1_step"),
+            ("marginal step, µs", "us_marginal_step"),
+            ("marginal step, instructions", "instructions_marginal_step"),
+        ):
+            if all(x.get(key) for x in (floor_x, same_x, op_x)):
+                ratio_rows.append(
+                    [
+                        label,
+                        f"{same_x[key] / floor_x[key]:.2f}×",
+                        f"{op_x[key] / floor_x[key]:.2f}×",
+                        f"{op_x[key] / same_x[key]:.2f}×",
+                    ]
+                )
+    if ratio_rows:
+        out += [
+            "",
+            *table(
+                ["", "same-work × bare", "operative × bare", "operative × same-work"],
+                ratio_rows,
+            ),
+            "",
+            "Ratios of the medians above (one process, interleaved; instructions from the "
+            "callgrind run, which do not move with the machine's load).",
+        ]
     phases = r.data["breakdown"].get("operative_phases")
     if phases:
         instr = phases.get("phases_instructions") or {}
@@ -1394,16 +1428,25 @@ def render_breakdown(r: Results) -> str:
         out += [
             "",
             *table(["operative's one-step run, by phase", "µs", "instructions"], phase_rows),
+            "",
+            "Each phase measured on its own. Their instructions add up to the whole run's "
+            "(the rest is within the count's noise), but alone they run faster than inside "
+            "the whole run, whose larger code footprint costs more time per instruction "
+            "(caches, branch prediction): the rest in µs is that difference.",
         ]
-    profile = r.data["breakdown"].get("operative_profile", {}).get("one_step")
-    if profile:
-        top = profile["top_own_time"][:10]
+    profiles = r.data["breakdown"].get("operative_profile", {})
+    for key, what in (("one_step", "one-step run"), ("long", f"{long}-step run")):
+        profile = profiles.get(key)
+        if not profile:
+            continue
+        top = [t for t in profile["top_own_time"][:12] if t["share"] >= 0.01]
         out += [
             "",
-            "Most own time in operative's one-step run (`cProfile`; calls count a "
-            "coroutine's resumptions too): "
+            f"Most own time in operative's {what} (`cProfile`, share of the profiled time, "
+            "calls per run; a coroutine's resumptions count as calls): "
             + ", ".join(
-                f"`{t['function']}` {t['share'] * 100:.0f}%" for t in top if t["share"] >= 0.01
+                f"`{t['function']}` {t['share'] * 100:.0f}% ({number(t['calls_per_run'], 1)})"
+                for t in top
             )
             + ".",
         ]

@@ -200,7 +200,10 @@ async def run(
     generate: Callable[[GenerateRequest], Awaitable[GenerateResponse]],
     history: tuple[Message, ...],
     maximum_steps: int = 25,
+    scope: trio.CancelScope | None = None,
 ) -> RunResult:
+    """Run the loop; ``scope`` (made here when not given) is the run scope an abort
+    cancels: the run then ends ``aborted``, every call it left open answered."""
     # §2 invariant 5: "The history object a caller passes in is never mutated (runs
     # snapshot it)": the run appends to its own list.
     messages = list(history)
@@ -211,11 +214,14 @@ async def run(
     answered: list[Any] = []
     finish = "maximum-steps"
     # §1: the loop task runs in the "run scope" (abort, run deadline, budgets are cancel
-    # scopes); nothing here cancels it, but a run must be cancellable as a whole.
-    with trio.CancelScope() as scope:
+    # scopes): whoever holds it can abort the run as a whole.
+    if scope is None:
+        scope = trio.CancelScope()
+    with scope:
         for step in range(1, maximum_steps + 1):
             # §1: the steering gate at every step's entry is a checkpoint (cancellable).
             await trio.lowlevel.checkpoint()
+            # §3: the model is sent an immutable transcript record, not the run's list.
             response = await generate(GenerateRequest(messages=tuple(messages), step=step))
             if response.__class__ is not GenerateResponse:
                 raise TypeError(f"generate returned {type(response).__name__}")
@@ -227,6 +233,7 @@ async def run(
                 )
             calls = response.tool_calls
             for call in calls:
+                # (operative renames a repeated id; refusing it is the cheapest guard)
                 if call.id in seen:
                     raise ValueError(f"call id {call.id!r} used twice")
                 seen.add(call.id)
