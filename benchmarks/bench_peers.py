@@ -899,11 +899,17 @@ def markdown(results: dict[str, Any]) -> str:
         + ".",
         "",
         "Ratios are to the floor: a bare hand-written Trio loop over plain dicts doing the same "
-        "work. Every tool execution is counted and checked against the work asked for.",
+        "logical work. The same-work floor, a second hand-written Trio loop, also does what "
+        "the design requires of a run (below). Every tool execution is counted and checked "
+        "against the work asked for.",
         "",
         report.render("peers", found),
         "",
         report.render("batches", found),
+        "",
+        "## Against the same-work floor",
+        "",
+        report.render("same-work", found),
         "",
         f"- µs/step: median of {results['per_step']['floor']['repetitions']} "
         f"{STEPS}-step runs (one `add` tool call per step, then an answer), set-up amortised "
