@@ -128,4 +128,7 @@ def bench(session: nox.Session) -> None:
         "--plot",
         out("peers", "png"),
     )
+    # The cost ledger: one-step run and marginal step split into components, with
+    # instruction counts (callgrind) when valgrind is installed.
+    session.run("python", "benchmarks/bench_breakdown.py", *smoke, "--json", out("breakdown"))
     session.run("python", "benchmarks/report.py", "--results", results, "--docs", docs)

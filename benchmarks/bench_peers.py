@@ -1,5 +1,6 @@
 """operative against the field: the same agent work on operative, a bare Trio loop (the
-floor), pydantic-ai, openai-agents and langgraph, in one invocation.
+floor), a hand-written Trio loop doing the work the design requires of a run (the
+same-work floor), pydantic-ai, openai-agents and langgraph, in one invocation.
 
 Each system is an adapter in ``benchmarks/peers/`` (see its ``__init__``): a scripted
 model (pydantic-ai's ``FunctionModel``, a custom openai-agents ``Model``, a langchain-core
@@ -20,8 +21,8 @@ the floor on Trio.
    model sleeping 20 ms of real time per call, all started at once (a Trio nursery, an
    asyncio ``TaskGroup``). Wall time, runs/s, process CPU time, and peak RSS growth
    (``VmHWM`` over the RSS before the batch) per in-flight run. One batch per size; the
-   floor's and operative's smaller batch in three fresh processes each, in turn, so
-   their ratio has a spread.
+   smaller batch of the two floors and operative in three fresh processes each, in
+   turn, so their ratios have a spread.
 4. **Import time.** ``--imports`` (7) rounds of one fresh interpreter per system, in
    turn, importing what a program needs to build an agent with a tool on that system:
    the best time, and the per-round ratio to ``import trio`` (median and range).
@@ -29,17 +30,25 @@ the floor on Trio.
    ``bench_durable.py``'s machinery: a throwaway local cluster with ``fsync=off``) next to
    langgraph's ``AsyncSqliteSaver`` (``langgraph-checkpoint-sqlite``) and ``InMemorySaver``:
    the 20-step run per step, minus the same run without persistence, over 20 steps.
-6. **Same-process batches and the GC share** (floor and operative). The 2,000-run batch
-   of both in one process, in five rounds, each batch with the cyclic GC on and then off:
+6. **Same-process batches and the GC share** (both floors and operative). The 2,000-run
+   batch of each in one process, in five rounds, each batch with the cyclic GC on and then off:
    the per-round wall-time ratio, and the share of the batch's CPU time the GC takes
    (``gc.callbacks`` timing, and the CPU time saved by ``gc.disable()``).
-7. **Memory per in-flight run** (floor and operative). 500 concurrent runs, each system
+7. **Memory per in-flight run** (both floors and operative). 500 concurrent runs, each system
    in a fresh process: ``tracemalloc`` bytes held per in-flight run by allocating file
    (operative, trio, the benchmark's model and tools, the standard library, ...) and
    line, and GC-tracked objects per run by type (``gc.get_objects()``).
 
 The per-step figures also come as per-round ratios (median and range over the rounds),
 for the 20-step run and for the 1-step run (the fixed cost of a run).
+
+Two floors. ``floor`` is a bare Trio loop over plain dicts: far less than a run of
+operative must do. ``floor-same-work`` (``peers/floor_same_work.py``) does by hand, and as
+cheaply as it can, what the design requires of every run: the caller's history
+snapshotted, the loop in its own cancel scope, typed records with ids, tool arguments
+decoded and validated by msgspec, a step record per step, a result record, one result per
+call whatever ends the run. The ratios to the floor (``x_floor_*``) of scenarios 1, 3
+(the smaller batch), 4 and 6 have twins to the same-work floor (``x_same_work_*``).
 
 Systems whose packages are missing are skipped and named in the notes. ``--json PATH``
 writes every figure (``benchmarks/report.py`` renders it); ``--markdown PATH`` the tables
@@ -95,11 +104,17 @@ each). Every run has started by then, so peak RSS still covers all of them in fl
 SYSTEMS: dict[str, tuple[str, str]] = {
     # key: (adapter module, what a program imports to build an agent with a tool)
     "floor": ("peers.floor", "import trio"),
+    "floor-same-work": ("peers.floor_same_work", "import trio, msgspec"),
     "operative": ("peers.operative_side", "import operative"),
     "pydantic-ai": ("peers.pydantic_ai_side", "import pydantic_ai, pydantic_ai.models.function"),
     "openai-agents": ("peers.openai_agents_side", "import agents"),
     "langgraph": ("peers.langgraph_side", "import langgraph.prebuilt, langchain_core.tools"),
 }
+SAME_WORK = "floor-same-work"
+"""The second floor: a hand-written loop doing the work the design requires of a run
+(``peers/floor_same_work.py``); operative's figures are also given as ratios to it."""
+OURS = ("floor", SAME_WORK, "operative")
+"""The systems measured in rounds beside the floor (batches, memory per run)."""
 REQUIRES = {
     "pydantic-ai": "pydantic_ai",
     "openai-agents": "agents",
@@ -172,6 +187,7 @@ def child_per_step(names: Sequence[str], repetitions: int, warmup: int) -> dict[
             _drive(adapters[name], sampler(name, per_round, record=True))
     out: dict[str, Any] = {}
     floor = rounds.get("floor")
+    same = rounds.get(SAME_WORK)
     for name, adapter in adapters.items():
         _check_calls(adapter, (warmup + per_round * ROUNDS) * (STEPS - 1))
         long_ns, short_ns = samples[name]["long"], samples[name]["short"]
@@ -191,6 +207,9 @@ def child_per_step(names: Sequence[str], repetitions: int, warmup: int) -> dict[
         if floor is not None:
             out[name]["x_floor_per_step"] = ratio_spread(rounds[name]["long"], floor["long"])
             out[name]["x_floor_run_1_step"] = ratio_spread(rounds[name]["short"], floor["short"])
+        if same is not None:
+            out[name]["x_same_work_per_step"] = ratio_spread(rounds[name]["long"], same["long"])
+            out[name]["x_same_work_run_1_step"] = ratio_spread(rounds[name]["short"], same["short"])
     return out
 
 
@@ -396,6 +415,7 @@ def child_batch_rounds(names: Sequence[str], runs: int, rounds: int) -> dict[str
         gc.callbacks.remove(on_gc)
     out: dict[str, Any] = {"runs": runs, "steps": CONCURRENT_STEPS, "rounds": rounds}
     floor = taken.get("floor")
+    same = taken.get(SAME_WORK)
     for name, adapter in adapters.items():
         _check_calls(adapter, (10 + 2 * rounds * runs) * (CONCURRENT_STEPS - 1))
         t = taken[name]
@@ -414,6 +434,9 @@ def child_batch_rounds(names: Sequence[str], runs: int, rounds: int) -> dict[str
         if floor is not None:
             out[name]["x_floor_wall"] = ratio_spread(t["wall_s"], floor["wall_s"])
             out[name]["x_floor_cpu"] = ratio_spread(t["cpu_s"], floor["cpu_s"])
+        if same is not None:
+            out[name]["x_same_work_wall"] = ratio_spread(t["wall_s"], same["wall_s"])
+            out[name]["x_same_work_cpu"] = ratio_spread(t["cpu_s"], same["cpu_s"])
     return out
 
 
@@ -745,6 +768,8 @@ def import_rounds(systems: Sequence[str], attempts: int) -> dict[str, Any]:
             "x_floor": ratio_spread(taken[s], taken["floor"]),
             "x_floor_best": min(taken[s]) / min(taken["floor"]),
         }
+        if SAME_WORK in taken:
+            out[s]["x_same_work"] = ratio_spread(taken[s], taken[SAME_WORK])
     return out
 
 
@@ -874,11 +899,17 @@ def markdown(results: dict[str, Any]) -> str:
         + ".",
         "",
         "Ratios are to the floor: a bare hand-written Trio loop over plain dicts doing the same "
-        "work. Every tool execution is counted and checked against the work asked for.",
+        "logical work. The same-work floor, a second hand-written Trio loop, also does what "
+        "the design requires of a run (below). Every tool execution is counted and checked "
+        "against the work asked for.",
         "",
         report.render("peers", found),
         "",
         report.render("batches", found),
+        "",
+        "## Against the same-work floor",
+        "",
+        report.render("same-work", found),
         "",
         f"- µs/step: median of {results['per_step']['floor']['repetitions']} "
         f"{STEPS}-step runs (one `add` tool call per step, then an answer), set-up amortised "
@@ -928,7 +959,14 @@ def plot(results: dict[str, Any], path: str) -> None:
     size = str(results["batch_sizes"][0])
     mem = [results["concurrency"][size].get(s, {}).get("kib_per_run", 0.0) for s in systems]
     colours = [
-        "#999999" if s == "floor" else "#1f77b4" if s == "operative" else "#ff7f0e" for s in systems
+        "#999999"
+        if s == "floor"
+        else "#666666"
+        if s == SAME_WORK
+        else "#1f77b4"
+        if s == "operative"
+        else "#ff7f0e"
+        for s in systems
     ]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     for axis, values, title, unit in (
@@ -1043,7 +1081,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     results["concurrency"] = {}
     stopped: dict[str, int] = {}
-    ours = [s for s in systems if s in ("floor", "operative")]
+    ours = [s for s in systems if s in OURS]
     for n in sorted(batches):
         results["concurrency"][str(n)] = {}
         for s in systems:
@@ -1082,6 +1120,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 [r["kib_per_run"] for r in fresh["floor"]],
             ),
         }
+        if SAME_WORK in fresh:
+            results["concurrency"][str(n)][s].update(
+                x_same_work_wall=ratio_spread(walls, [r["wall_s"] for r in fresh[SAME_WORK]]),
+                x_same_work_kib_per_run=ratio_spread(
+                    [r["kib_per_run"] for r in fresh[s]],
+                    [r["kib_per_run"] for r in fresh[SAME_WORK]],
+                ),
+            )
     progress(f"{n:,} concurrent runs: {', '.join(ours)} in one process, GC on and off")
     results["batch_rounds"] = in_child(
         ",".join(ours), "batch-rounds", "--runs", str(n), "--repetitions", str(batch_rounds)

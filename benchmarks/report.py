@@ -48,6 +48,23 @@ process, summarised as a spread. The keys read, by file (``?`` marks an optional
     ``load_before``, ``load_after``, ``notes``.
 ``temporal.json`` (``bench_temporal.py --json``)
     ``per_step.<sqlite|postgres|temporal>.overhead_us_per_step`` (spreads).
+``breakdown.json`` (``bench_breakdown.py --json``)
+    ``rows[{component, group, us (spread), instructions?, pays.<system>: [run, step] |
+    null, note}]``; ``systems.<system>.{us_run_1_step, us_marginal_step,
+    instructions_run_1_step?, instructions_marginal_step?, ledger_us_run_1_step?,
+    ledger_us_marginal_step?, ledger_instructions_run_1_step?,
+    ledger_instructions_marginal_step?}``; ``operative_phases.{us_run_1_step, phases_us,
+    rest_us, phases_instructions?, instructions_run_1_step?, rest_instructions?}``;
+    ``operative_profile.<one_step|long>.top_own_time[{function, calls_per_run, share}]``;
+    ``instructions_by``, ``rounds``, ``long_steps``.
+
+The same-work floor (``floor-same-work`` in ``peers.json``) is a second hand-written
+Trio loop that does the work the design requires of a run; where ``peers.json`` has
+``x_same_work_*`` ratios (``per_step.<system>.x_same_work_per_step``,
+``.x_same_work_run_1_step``, ``batch_rounds.<system>.x_same_work_wall``,
+``concurrency.<runs>.<system>.x_same_work_wall``, ``.x_same_work_kib_per_run``,
+``import.<system>.x_same_work``), the goals table and the ``same-work`` section show
+operative's ratio to it next to its ratio to the bare floor.
 
 Every file may carry ``machine``, ``date`` and ``quick``; the report names each file's
 date and says when a figure comes from a ``--quick`` smoke run.
@@ -79,7 +96,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = ("loop", "durable", "import", "peers", "temporal")
+SOURCES = ("loop", "durable", "import", "peers", "temporal", "breakdown")
 """``RESULTS/<name>.json`` files the report reads, each written by ``bench_<name>.py``."""
 DURABLE_LEVELS = ("1", "100", "1000")
 BACKENDS = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
@@ -622,6 +639,37 @@ def choose(goal: Goal, r: Results) -> tuple[Candidate, Figure]:
     raise Missing("; ".join(dict.fromkeys(reasons)))
 
 
+SAME_WORK = "floor-same-work"
+
+
+def _same_work_ratios(goal_name: str) -> Callable[[Results], tuple[Figure, Figure]]:
+    """The goal's figure as (the same-work floor over the bare floor, operative over the
+    same-work floor), from ``peers.json``."""
+    paths: dict[str, Callable[[Results], tuple[tuple[str, ...], str, str]]] = {
+        GOALS[0].name: lambda r: (("per_step",), "x_floor_per_step", "x_same_work_per_step"),
+        GOALS[1].name: lambda r: (("batch_rounds",), "x_floor_wall", "x_same_work_wall"),
+        GOALS[2].name: lambda r: (
+            ("concurrency", _peers_first_batch(r)),
+            "x_floor_kib_per_run",
+            "x_same_work_kib_per_run",
+        ),
+        GOALS[3].name: lambda r: (("per_step",), "x_floor_run_1_step", "x_same_work_run_1_step"),
+        GOALS[4].name: lambda r: (("import",), "x_floor", "x_same_work"),
+    }
+    where = paths.get(goal_name)
+
+    def read(r: Results) -> tuple[Figure, Figure]:
+        if where is None:
+            raise Missing("no same-work figure for this goal")
+        prefix, to_floor, to_same = where(r)
+        return (
+            r.fig("peers", *prefix, SAME_WORK, to_floor),
+            r.fig("peers", *prefix, "operative", to_same),
+        )
+
+    return read
+
+
 def goal_rows(r: Results) -> list[list[str]]:
     rows = []
     for goal in GOALS:
@@ -629,7 +677,7 @@ def goal_rows(r: Results) -> list[list[str]]:
         try:
             candidate, fig = choose(goal, r)
         except Missing as exc:
-            rows.append([goal.name, target, "–", "–", NOT_MEASURED, f"– ({exc})", "–"])
+            rows.append([goal.name, target, "–", "–", NOT_MEASURED, f"– ({exc})", "–", "–", "–"])
             continue
         value = ratio_text(fig) if goal.kind == "ratio" else spread_text(fig, unit=" µs")
         if fig.median > goal.target:
@@ -641,6 +689,13 @@ def goal_rows(r: Results) -> list[list[str]]:
         label = candidate.label
         source = attempt(label, r, fallback="–") if callable(label) else label
         source += " (quick smoke run)" if r.quick(candidate.source) else ""
+        try:
+            same_floor, over_same = _same_work_ratios(goal.name)(r)
+            same_cells = [ratio_text(same_floor), ratio_text(over_same)]
+        except Missing:
+            same_cells = ["–", "–"]
+        except SHAPE_ERRORS:
+            same_cells = ["–", "–"]
         rows.append(
             [
                 goal.name,
@@ -650,6 +705,7 @@ def goal_rows(r: Results) -> list[list[str]]:
                 value,
                 source,
                 met,
+                *same_cells,
             ]
         )
     return rows
@@ -663,11 +719,22 @@ GOALS_HEADER = [
     "operative (median, min–max)",
     "measured by",
     "",
+    "same-work floor × floor",
+    "operative × same-work floor",
 ]
 
 
 def render_goals(r: Results) -> str:
-    return "\n".join(table(GOALS_HEADER, goal_rows(r)))
+    text = [
+        "",
+        "The goals are ratios to the bare floor (`benchmarks/peers/floor.py`: a Trio loop "
+        "over plain dicts). The last two columns set the same figure against the "
+        "same-work floor (`benchmarks/peers/floor_same_work.py`: a hand-written Trio loop "
+        "doing the work the design requires of a run), from `peers.json`, measured in the "
+        "same rounds: what the design's guarantees cost by themselves, and what "
+        "operative costs over them.",
+    ]
+    return "\n".join(table(GOALS_HEADER, goal_rows(r)) + text)
 
 
 # --------------------------------------------------------------------------------------
@@ -718,7 +785,7 @@ def _peer_row(r: Results, s: str, size: str) -> list[str]:
     per = r.get("peers", "per_step", s)
     floor_per = peers["per_step"].get("floor", {})
     is_floor = s == "floor"
-    cells = ["floor (bare Trio)" if is_floor else s]
+    cells = ["floor (bare Trio)" if is_floor else "floor, same work" if s == SAME_WORK else s]
     for key, spread_key in (
         ("us_per_step", "x_floor_per_step"),
         ("us_run_1_step", "x_floor_run_1_step"),
@@ -1099,17 +1166,294 @@ def render_fixed_cost(r: Results) -> str:
     rows = []
     for s in r.get("peers", "systems"):
         per = r.get("peers", "per_step", s)
+        same = per.get("x_same_work_run_1_step")
         rows.append(
             [
                 s,
                 spread_text(figure(per.get("us_run_1_step_rounds", per["us_run_1_step"]))),
                 _fixed_ratio(s, per),
                 number(per["us_per_step_marginal"], 1),
+                ratio_text(figure(same)) if same is not None else "–",
             ]
         )
-    return "\n".join(
-        table(["", "1-step run, µs (median, min–max)", "× floor", "marginal µs/step"], rows)
+    header = [
+        "",
+        "1-step run, µs (median, min–max)",
+        "× floor",
+        "marginal µs/step",
+        "× same-work floor",
+    ]
+    return "\n".join(table(header, rows))
+
+
+def render_same_work(r: Results) -> str:
+    """The two floors and operative side by side, with the three ratios."""
+    peers = r.data.get("peers")
+    if peers is None:
+        raise Missing(r.why_missing["peers"])
+    per = r.get("peers", "per_step")
+    if SAME_WORK not in per:
+        raise Missing(f"`peers.json` has no `{SAME_WORK}` (bench_peers.py run without it)")
+    size = _peers_first_batch(r)
+    rows = []
+
+    def row(
+        label: str,
+        values: Callable[[str], Figure],
+        to_floor: Callable[[str], Figure],
+        to_same: Callable[[], Figure],
+        unit: str,
+    ) -> None:
+        try:
+            cells = [spread_text(values(s)) + unit for s in ("floor", SAME_WORK, "operative")]
+            cells += [
+                ratio_text(to_floor(SAME_WORK)),
+                ratio_text(to_floor("operative")),
+                ratio_text(to_same()),
+            ]
+        except (Missing, *SHAPE_ERRORS):
+            return
+        rows.append([label, *cells])
+
+    def per_step(s: str) -> Figure:
+        return figure(per[s]["us_per_step_rounds"])
+
+    row(
+        "µs per step (20-step run)",
+        per_step,
+        lambda s: figure(per[s]["x_floor_per_step"]),
+        lambda: figure(per["operative"]["x_same_work_per_step"]),
+        " µs",
     )
+    row(
+        "one-step run (fixed cost)",
+        lambda s: figure(per[s]["us_run_1_step_rounds"]),
+        lambda s: figure(per[s]["x_floor_run_1_step"]),
+        lambda: figure(per["operative"]["x_same_work_run_1_step"]),
+        " µs",
+    )
+    batch = peers.get("batch_rounds", {})
+    row(
+        f"{int(size):,} runs × 5 steps, wall (one process)",
+        lambda s: figure(batch[s]["wall_s"]),
+        lambda s: figure(batch[s]["x_floor_wall"]),
+        lambda: figure(batch["operative"]["x_same_work_wall"]),
+        " s",
+    )
+    conc = peers.get("concurrency", {}).get(size, {})
+    row(
+        f"{int(size):,} runs, peak RSS per run (fresh processes)",
+        lambda s: figure(conc[s]["kib_per_run_rounds"]),
+        lambda s: figure(conc[s]["x_floor_kib_per_run"]),
+        lambda: figure(conc["operative"]["x_same_work_kib_per_run"]),
+        " KiB",
+    )
+    imp = peers.get("import", {})
+    row(
+        "import",
+        lambda s: figure(imp[s]["ms"]),
+        lambda s: figure(imp[s]["x_floor"]),
+        lambda: figure(imp["operative"]["x_same_work"]),
+        " ms",
+    )
+    header = [
+        "",
+        "bare floor",
+        "same-work floor",
+        "operative",
+        "same-work × bare",
+        "operative × bare",
+        "operative × same-work",
+    ]
+    return "\n".join(
+        [
+            *table(header, rows),
+            "",
+            "Medians with their min–max over rounds; each ratio is the median of per-round "
+            "ratios measured in the same process (peak RSS: fresh processes in turn). The "
+            "same-work floor snapshots the caller's history, runs its loop in a "
+            "`trio.CancelScope`, builds msgspec records with ids for every message, the "
+            "request, each tool result, each step and the result, decodes each call's "
+            "arguments into a msgspec `Struct`, and answers every call exactly once, "
+            "whatever ends the run; no events, hooks or extensions (a run with none of "
+            "them owes none of their cost).",
+        ]
+    )
+
+
+def _pays(counts: Any) -> str:
+    if counts is None:
+        return "?"
+    one, step = counts
+    if not one and not step:
+        return "–"
+    return f"{one:g} + {step:g}/step"
+
+
+def render_breakdown(r: Results) -> str:
+    """The cost ledger of ``bench_breakdown.py``: components, whole runs, operative's phases."""
+    rows_in = r.get("breakdown", "rows")
+    systems = r.get("breakdown", "systems")
+    ledger_rows = []
+    for x in rows_in:
+        if x["group"] == "whole run":
+            continue
+        instr = x.get("instructions")
+        ledger_rows.append(
+            [
+                x["component"],
+                spread_text(figure(x["us"]), 2),
+                number(instr, 0) if isinstance(instr, int | float) else "–",
+                *(_pays(x["pays"].get(s)) for s in ("floor", SAME_WORK, "operative")),
+                x.get("note") or "",
+            ]
+        )
+    header = [
+        "component (one occurrence)",
+        "µs (median, min–max)",
+        "instructions",
+        "bare floor",
+        "same-work floor",
+        "operative",
+        "",
+    ]
+    out = [
+        *table(header, ledger_rows),
+        "",
+        "Counts: times in a one-step run + times per further step (`–`: never; `?`: not "
+        "counted). The floors' counts are read from their code; operative's from a "
+        "`cProfile` of its runs where the profile can see them (records built in C are "
+        "counted from the code).",
+        "",
+    ]
+    long = r.data["breakdown"].get("long_steps", 20)
+
+    def pair(value: Any, ledger: Any, digits: int) -> str:
+        if value is None:
+            return "–"
+        text = number(value, digits)
+        if ledger is not None and value:
+            text += f" ({number(ledger, digits)}, {ledger / value * 100:.0f}%)"
+        return text
+
+    labels = {"floor": "floor (bare Trio)", SAME_WORK: "floor, same work"}
+    whole_rows = [
+        [
+            labels.get(s, s),
+            pair(x["us_run_1_step"], x.get("ledger_us_run_1_step"), 1),
+            pair(x.get("instructions_run_1_step"), x.get("ledger_instructions_run_1_step"), 0),
+            pair(x["us_marginal_step"], x.get("ledger_us_marginal_step"), 1),
+            pair(
+                x.get("instructions_marginal_step"),
+                x.get("ledger_instructions_marginal_step"),
+                0,
+            ),
+        ]
+        for s, x in systems.items()
+    ]
+    out += [
+        *table(
+            [
+                "",
+                "one-step run, µs (ledger)",
+                "instructions (ledger)",
+                "marginal step, µs (ledger)",
+                "instructions (ledger)",
+            ],
+            whole_rows,
+        ),
+        "",
+        f"Whole runs in the same rounds; the marginal step is ({long}-step run − one-step "
+        f"run) / {long - 1}. In brackets, the ledger: the sum of count × cost over the "
+        "components above that the system pays (operative's phases left out: they split "
+        "the same run another way), and its share of the whole; the rest is the loop's "
+        "own code between the components.",
+    ]
+    ratio_rows = []
+    floor_x, same_x, op_x = (systems.get(s) for s in ("floor", SAME_WORK, "operative"))
+    if floor_x and same_x and op_x:
+        for label, key in (
+            ("one-step run, µs", "us_run_1_step"),
+            ("one-step run, instructions", "instructions_run_1_step"),
+            ("marginal step, µs", "us_marginal_step"),
+            ("marginal step, instructions", "instructions_marginal_step"),
+        ):
+            if all(x.get(key) for x in (floor_x, same_x, op_x)):
+                ratio_rows.append(
+                    [
+                        label,
+                        f"{same_x[key] / floor_x[key]:.2f}×",
+                        f"{op_x[key] / floor_x[key]:.2f}×",
+                        f"{op_x[key] / same_x[key]:.2f}×",
+                    ]
+                )
+    if ratio_rows:
+        out += [
+            "",
+            *table(
+                ["", "same-work × bare", "operative × bare", "operative × same-work"],
+                ratio_rows,
+            ),
+            "",
+            "Ratios of the medians above (one process, interleaved; instructions from the "
+            "callgrind run, which do not move with the machine's load).",
+        ]
+    phases = r.data["breakdown"].get("operative_phases")
+    if phases:
+        instr = phases.get("phases_instructions") or {}
+        phase_rows = [
+            [
+                name,
+                number(us, 1),
+                number(instr[name], 0) if name in instr else "–",
+            ]
+            for name, us in phases["phases_us"].items()
+        ]
+        phase_rows.append(
+            [
+                "the rest (`run_to_end`'s own code, the benchmark's adapter)",
+                number(phases["rest_us"], 1),
+                number(phases["rest_instructions"], 0) if "rest_instructions" in phases else "–",
+            ]
+        )
+        phase_rows.append(
+            [
+                "**operative's one-step run**",
+                f"**{number(phases['us_run_1_step'], 1)}**",
+                f"**{number(phases['instructions_run_1_step'], 0)}**"
+                if "instructions_run_1_step" in phases
+                else "–",
+            ]
+        )
+        out += [
+            "",
+            *table(["operative's one-step run, by phase", "µs", "instructions"], phase_rows),
+            "",
+            "Each phase measured on its own. Their instructions add up to the whole run's "
+            "(the rest is within the count's noise), but alone they run faster than inside "
+            "the whole run, whose larger code footprint costs more time per instruction "
+            "(caches, branch prediction): the rest in µs is that difference.",
+        ]
+    profiles = r.data["breakdown"].get("operative_profile", {})
+    for key, what in (("one_step", "one-step run"), ("long", f"{long}-step run")):
+        profile = profiles.get(key)
+        if not profile:
+            continue
+        top = [t for t in profile["top_own_time"][:12] if t["share"] >= 0.01]
+        out += [
+            "",
+            f"Most own time in operative's {what} (`cProfile`, share of the profiled time, "
+            "calls per run; a coroutine's resumptions count as calls): "
+            + ", ".join(
+                f"`{t['function']}` {t['share'] * 100:.0f}% ({number(t['calls_per_run'], 1)})"
+                for t in top
+            )
+            + ".",
+        ]
+    how = r.data["breakdown"].get("instructions_by")
+    if how:
+        out += ["", f"Instructions: {how}."]
+    return "\n".join(out)
 
 
 SECTIONS: dict[str, tuple[str, Callable[[Results], str]]] = {
@@ -1117,7 +1461,9 @@ SECTIONS: dict[str, tuple[str, Callable[[Results], str]]] = {
     "goals": ("Goals", render_goals),
     "peers": ("Against the peers", render_peers),
     "batches": ("Batches", render_batches),
+    "same-work": ("Against the same-work floor", render_same_work),
     "fixed-cost": ("Fixed cost of a one-step run", render_fixed_cost),
+    "breakdown": ("Where a run's time goes: the cost ledger", render_breakdown),
     "import": ("Import", render_import),
     "gc": ("GC share of the batch", render_gc),
     "memory": ("Memory per in-flight run", render_memory),
@@ -1128,6 +1474,9 @@ SECTIONS: dict[str, tuple[str, Callable[[Results], str]]] = {
     ),
 }
 """Every section the report renders; a ``docs/comparison.md`` marker names one of these."""
+OPTIONAL = ("same-work", "breakdown")
+"""Sections ``summary.md`` leaves out, naming why, when their figures were not measured
+(a ``peers.json`` without the same-work floor, no ``breakdown.json``)."""
 
 
 def render(name: str, r: Results) -> str:
@@ -1149,11 +1498,15 @@ def summary(r: Results) -> str:
         "same process (or, for peak RSS, in fresh processes run in turn), as the median of "
         "per-round ratios with their min–max.",
     ]
+    left_out = []
     for name, (title, _) in SECTIONS.items():
-        if name == "machine":
-            parts += ["", render(name, r)]
+        text = render(name, r)
+        if name in OPTIONAL and text.startswith(f"*{NOT_MEASURED}: "):
+            left_out.append(f"- {title}: {text[len(NOT_MEASURED) + 3 : -1]}")
+        elif name == "machine":
+            parts += ["", text]
         else:
-            parts += ["", f"## {title}", "", render(name, r)]
+            parts += ["", f"## {title}", "", text]
     sources = []
     for s in SOURCES:
         if s in r.data:
@@ -1162,6 +1515,8 @@ def summary(r: Results) -> str:
         else:
             sources.append(f"- `{s}.json`: {r.why_missing[s]}")
     parts += ["", "## Sources", "", *sources]
+    if left_out:
+        parts += ["", "Sections left out, their figures not in these files:", "", *left_out]
     return "\n".join(parts) + "\n"
 
 
