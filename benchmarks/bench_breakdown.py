@@ -5,12 +5,12 @@ Every component is measured in isolation, in one process, in interleaved rounds 
 round times every component once, in turn, so a slow stretch of a shared machine hits
 them all): the primitives the loops are made of (a ``trio.CancelScope`` entered and
 left, ``trio.lowlevel.checkpoint()``, a coroutine call, each record type built, the
-tool-argument decode, the id generation, ...), operative's phases (``configure_run``,
-building the run's parts with ``operative._core._open_run._new_run``, the loop task's
-``drive`` of a one-step run including its finish) and each system's whole one-step and
-20-step runs. A component's time is its loop's time minus the same loop around a no-op,
-per iteration; the cyclic GC is off while a loop runs (``bench_peers.py`` measures the
-GC's share of a batch).
+tool-argument decode, the id generation, ...), operative's phases (``config_for_run``:
+the agent's validated configuration with a run id; building the run's parts with
+``operative._core._open_run._new_run``; the loop task's ``drive`` of a one-step run,
+its finish included) and each system's whole one-step and 20-step runs. A component's
+time is its loop's time minus the same loop around a no-op, per iteration; the cyclic GC
+is off while a loop runs (``bench_peers.py`` measures the GC's share of a batch).
 
 Instruction counts come from the CPU where it exposes them (``perf stat -e
 instructions:u``, checked at start-up), else from valgrind's callgrind: the same
@@ -115,7 +115,7 @@ def components() -> list[Component]:
     from operative import GenerateResponse as OpResponse
     from operative._core._model import GenerateRequest as OpRequest
     from operative._core._open_run import _new_run
-    from operative._core._options import configure_run
+    from operative._core._options import config_for_run
     from operative._core._results import StepResult as OpStep
     from operative._core._types import ToolResult as OpToolResult
     from operative.conversation import Message as OpMessage
@@ -202,7 +202,7 @@ def components() -> list[Component]:
         "primitive",
         lambda _: os.urandom(12).hex(),
         pays={"floor": (0, 0), "floor-same-work": (0, 0), "operative": (1, 0)},
-        note="operative's configure_run; the specification needs a run id only with steering",
+        note="operative's config_for_run; the specification needs a run id only with steering",
     )
     call = sw.ToolCall(id="call_1", name="add", arguments='{"a": 1, "b": 1}')
     calls = (call,)
@@ -386,17 +386,18 @@ def components() -> list[Component]:
     # ---- operative's phases
     generate = op_side.make_steps(1, 0.0)
 
-    def caller_conversation(_: Any) -> Any:
-        conversation = Conversation()
-        conversation.append_user_message("What is 1 + 1?")
-        return conversation
+    one_step = op_side.make_steps(1, 0.0)
+    agent = _operative_agent(one_step)
+
+    def agent_conversation(_: Any) -> Any:
+        return agent._conversation("What is 1 + 1?")
 
     add(
-        "operative: the caller's `Conversation` + user message",
+        "operative: the run's `Conversation` + user message (`agent.run`'s input)",
         "primitive",
-        caller_conversation,
+        agent_conversation,
         pays={"floor": (0, 0), "floor-same-work": (0, 0), "operative": (1, 0)},
-        note="the benchmark's caller side (the floors build their history in their row below)",
+        note="the floors build their history in their row below",
     )
     add(
         "floors: the caller's history (one user message, with its id)",
@@ -405,24 +406,13 @@ def components() -> list[Component]:
         pays={"floor": (0, 0), "floor-same-work": (1, 0), "operative": (0, 0)},
         note="the bare floor's is a one-dict list (the dict row)",
     )
-    one_step = op_side.make_steps(1, 0.0)
-    script_generate = _operative_generate(one_step)
-
-    def arguments() -> dict[str, Any]:
-        return {
-            "generate": script_generate,
-            "conversation": caller_conversation(None),
-            "toolbox": op_side.TOOLBOX,
-            "tools": None,
-            "stop_when": op_side.NO_TOOL_CALLS,
-            "maximum_steps": 25,
-        }
-
+    template = agent._template
+    if template is None:
+        raise RuntimeError("the benchmark's agent has no validated configuration to reuse")
     add(
-        "operative: `configure_run`",
+        "operative: `config_for_run` (the agent's validated configuration, a run id)",
         "operative phase",
-        lambda kw: configure_run(**kw),
-        prepare=lambda n: [arguments() for _ in range(n)],
+        lambda _: config_for_run(template),
         pays={"floor": (0, 0), "floor-same-work": (0, 0), "operative": (1, 0)},
         heavy=True,
     )
@@ -430,7 +420,7 @@ def components() -> list[Component]:
         "operative: `_new_run` (the run's parts)",
         "operative phase",
         lambda configured: _new_run(*configured),
-        prepare=lambda n: [configure_run(**arguments()) for _ in range(n)],
+        prepare=lambda n: [(config_for_run(template), agent_conversation(None)) for _ in range(n)],
         pays={"floor": (0, 0), "floor-same-work": (0, 0), "operative": (1, 0)},
         heavy=True,
     )
@@ -443,7 +433,9 @@ def components() -> list[Component]:
         "operative: the loop task's `drive` (one step, finish included) + `_outcome`",
         "operative phase",
         drive,
-        prepare=lambda n: [_new_run(*configure_run(**arguments())) for _ in range(n)],
+        prepare=lambda n: [
+            _new_run(config_for_run(template), agent_conversation(None)) for _ in range(n)
+        ],
         pays={"floor": (0, 0), "floor-same-work": (0, 0), "operative": (1, 0)},
         heavy=True,
     )
@@ -464,13 +456,14 @@ def components() -> list[Component]:
     return out
 
 
-def _operative_generate(make: Callable[[], Any]) -> Any:
-    """The scripted ``generate`` inside an ``operative_side`` run factory (its closure)."""
-    closure = make.__closure__ or ()
-    for cell in closure:
-        if callable(cell.cell_contents):
+def _operative_agent(make: Callable[[], Any]) -> Any:
+    """The agent inside an ``operative_side`` run factory (its closure)."""
+    from operative import Agent
+
+    for cell in make.__closure__ or ():
+        if isinstance(cell.cell_contents, Agent):
             return cell.cell_contents
-    raise RuntimeError("operative_side.make_steps no longer closes over its generate")
+    raise RuntimeError("operative_side.make_steps no longer closes over its agent")
 
 
 # --------------------------------------------------------------------------------------
@@ -769,11 +762,11 @@ def ledger(
 
 def operative_phases(result: dict[str, Any]) -> dict[str, Any]:
     """The one-step run of operative split by phase; the rest is the benchmark's caller
-    side and the ``run_to_end`` glue between the phases."""
+    side and the ``agent.run`` glue between the phases."""
     rows = {r["component"]: r for r in result["rows"]}
     names = [
-        "operative: the caller's `Conversation` + user message",
-        "operative: `configure_run`",
+        "operative: the run's `Conversation` + user message (`agent.run`'s input)",
+        "operative: `config_for_run` (the agent's validated configuration, a run id)",
         "operative: `_new_run` (the run's parts)",
         "operative: the loop task's `drive` (one step, finish included) + `_outcome`",
     ]

@@ -1411,7 +1411,7 @@ def render_breakdown(r: Results) -> str:
         ]
         phase_rows.append(
             [
-                "the rest (`run_to_end`'s own code, the benchmark's adapter)",
+                "the rest (`agent.run`'s own code, the benchmark's adapter)",
                 number(phases["rest_us"], 1),
                 number(phases["rest_instructions"], 0) if "rest_instructions" in phases else "–",
             ]

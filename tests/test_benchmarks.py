@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
         "bench_storage.py",
         "bench_durable.py",
         "bench_instrumentation.py",
+        "bench_breakdown.py",
     ],
 )
 def test_benchmark_quick_mode_runs(script: str) -> None:
