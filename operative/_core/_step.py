@@ -39,7 +39,7 @@ from ._generate_phase import GeneratePhase
 from ._model import GenerateRequest, GenerateResponse, checked_response
 from ._results import StepResult
 from ._run_state import NO_USAGE, Inflight, RunState
-from ._tool_calls import normalize_calls
+from ._tool_calls import normalize_calls, unsendable
 from ._tool_phase import ToolPhase, select_specs
 from ._types import FinishReason, ToolResult
 
@@ -240,8 +240,19 @@ class StepLoop:
 
             results: tuple[ToolResult, ...] = ()
             if calls:
-                results = await self._tools.run(run, inflight, offered)
-                conversation._extend_built([tool_result_message(r) for r in results])
+                tools = self._tools
+                if tools.is_plain(calls, offered):
+                    # The tool phase of one call, in this frame (see ``is_plain``).
+                    call = calls[0]
+                    try:
+                        result = await cfg.toolbox.execute(call, tools.execution(run, step))
+                    except RecursionError as exc:
+                        result = unsendable(call, exc)
+                    results = tools.settled_one(inflight, result)
+                    conversation._extend_built([tool_result_message(results[0])])
+                else:
+                    results = await tools.run(run, inflight, offered)
+                    conversation._extend_built([tool_result_message(r) for r in results])
                 inflight.settled = True
             step_result = StepResult(
                 step=step,

@@ -65,6 +65,58 @@ class ToolPhase:
         with self._state.liveness.waiting("elicitation", detail=str(request.request_id)):
             return await handler(request)
 
+    def is_plain(self, calls: tuple[ToolCall, ...], offered: frozenset[str] | None) -> bool:
+        """True when the step's tool phase is one call through the toolbox alone: every
+        tool offered, no refusal, nobody listening for events, no approval handler, no
+        hook around tools, no extension at the tool boundaries. The step loop then runs
+        the call in its own frame (one coroutine frame fewer a step) and settles it with
+        :meth:`settled_one`, which is what :meth:`run` would do."""
+        if len(calls) != 1 or offered is not None or calls.__class__ is RefusedCalls:
+            return False
+        state = self._state
+        cfg = state.config
+        hooks = cfg.hooks
+        ext = state.ext
+        return (
+            not state.hub.wanted
+            and cfg.on_approval is None
+            and not ext.tools_starting
+            and not ext.wrap_tool
+            and (
+                hooks is NO_HOOKS
+                or not (
+                    hooks.before_tool_execution
+                    or hooks.validate_tool_result
+                    or hooks.after_tool_execution
+                )
+            )
+        )
+
+    def execution(self, run: ActiveRun, step: int) -> ExecutionContext:
+        """Where the step's calls run: the run and step, and the host's hooks."""
+        state = self._state
+        cfg = state.config
+        return ExecutionContext(
+            run_id=state.run_id,
+            step=step,
+            agent_id=cfg.agent_name,
+            request_context=cfg.request_context,
+            on_elicitation=self._elicit,
+            emit=state.hub.emit,
+            run=run,
+        )
+
+    def settled_one(self, inflight: Inflight, result: ToolResult) -> tuple[ToolResult]:
+        """The plain phase's one result, storable, kept in ``inflight``; a progress pulse."""
+        value = result.value
+        kind = value.__class__
+        if kind not in PLAIN_VALUES and not (kind is int and -SMALL_INT < value < SMALL_INT):
+            result = sendable(result)  # a container, or a big int: is it JSON?
+        inflight.results = [result]
+        state = self._state
+        state.liveness._progress(inflight.step, state.usage)
+        return (result,)
+
     async def run(
         self, run: ActiveRun, inflight: Inflight, offered: frozenset[str] | None
     ) -> tuple[ToolResult, ...]:
@@ -110,15 +162,7 @@ class ToolPhase:
                 await extension.tools_starting(run, step, about_to_run)
         if "tools.executing" in hub.wanted:
             await hub.emit(ToolsExecuting(run_id=run_id, step=step, time=state.now(), calls=calls))
-        execution = ExecutionContext(
-            run_id=run_id,
-            step=step,
-            agent_id=cfg.agent_name,
-            request_context=cfg.request_context,
-            on_elicitation=self._elicit,
-            emit=hub.emit,
-            run=run,
-        )
+        execution = self.execution(run, step)
         execute: Callable[[ToolCall, ExecutionContext], Awaitable[ToolResult]] = (
             cfg.toolbox.execute if cfg.on_approval is None else self._execute_or_park
         )
