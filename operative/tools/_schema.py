@@ -82,6 +82,10 @@ class SignatureInput(msgspec.Struct, frozen=True, kw_only=True):
     """The parameter annotated ``ToolContext``, if any."""
     value_parameters: tuple[str, ...]
     """Every other parameter, in order."""
+    positional: bool = False
+    """True when the value parameters, in order, are all that may be passed by position
+    (no ``ToolContext`` parameter, none keyword-only): a call then passes the arguments
+    by position, without building a dict of them."""
 
 
 def signature_input(
@@ -100,8 +104,11 @@ def signature_input(
     fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
     context: str | None = None
     values: list[str] = []
+    positional = True
     for parameter in signature.parameters.values():
         kind = parameter.kind
+        if kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD:
+            positional = False
         if kind is inspect.Parameter.VAR_POSITIONAL or kind is inspect.Parameter.VAR_KEYWORD:
             star = "*" if kind is inspect.Parameter.VAR_POSITIONAL else "**"
             raise ToolDefinitionError(
@@ -111,6 +118,7 @@ def signature_input(
         annotation = hints.get(parameter.name, inspect.Parameter.empty)
         if annotation is ToolContext:
             context = parameter.name
+            positional = False
             continue
         values.append(parameter.name)
         if not build_struct:
@@ -137,4 +145,9 @@ def signature_input(
             )
         except (TypeError, ValueError) as exc:
             raise ToolDefinitionError(f"{where}: unusable parameters: {exc}") from None
-    return SignatureInput(struct=struct, context_parameter=context, value_parameters=tuple(values))
+    return SignatureInput(
+        struct=struct,
+        context_parameter=context,
+        value_parameters=tuple(values),
+        positional=positional,
+    )

@@ -151,7 +151,9 @@ class Tool:
         is_async = _is_async(fn)
         if signature.struct is not None:
             target: Any = signature.struct
-            invoke, thread_call = _keyword_invoker(fn, is_async, context_parameter)
+            invoke, thread_call = _keyword_invoker(
+                fn, is_async, context_parameter, positional=signature.positional
+            )
         else:
             target = input_type
             if len(signature.value_parameters) != 1:
@@ -448,10 +450,17 @@ def _in_a_thread(thread_call: _ThreadCall) -> _Invoke:
 
 
 def _keyword_invoker(
-    fn: Callable[..., Any], is_async: bool, context_parameter: str | None
+    fn: Callable[..., Any], is_async: bool, context_parameter: str | None, *, positional: bool
 ) -> tuple[_Invoke, _ThreadCall | None]:
     asdict = msgspec.structs.asdict
     if is_async:
+        if positional:
+            astuple = msgspec.structs.astuple
+
+            def invoke_by_position(arguments: Any, context: ToolContext | None) -> Awaitable[Any]:
+                return fn(*astuple(arguments))  # type: ignore[no-any-return]
+
+            return invoke_by_position, None
         if context_parameter is None:
 
             def invoke(arguments: Any, context: ToolContext | None) -> Awaitable[Any]:

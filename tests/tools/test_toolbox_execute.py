@@ -449,3 +449,48 @@ async def test_tool_error_groups_are_error_results() -> None:
     assert result.outcome == "error"
     assert result.detail is not None
     assert "child failed" in result.detail
+
+
+@tool
+async def ordered(first: str, second: str = "-", third: str = "+") -> str:
+    """Join three words in parameter order."""
+    return f"{first}{second}{third}"
+
+
+@tool
+async def keyword_only(first: str, *, second: str, third: str = "+") -> str:
+    """Join three words, two of them keyword-only."""
+    return f"{first}{second}{third}"
+
+
+@tool
+async def context_first(context: ToolContext, first: str, second: str = "-") -> str:
+    """Join two words and the call id (the context comes first)."""
+    return f"{first}{second}{context.call_id}"
+
+
+@tool
+async def context_between(first: str, context: ToolContext, second: str = "-") -> str:
+    """Join two words and the call id (the context sits between them)."""
+    return f"{first}{second}{context.call_id}"
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "expected"),
+    [
+        ("ordered", '{"third": "3", "first": "1"}', "1-3"),
+        ("ordered", {"second": "2", "first": "1", "third": "3"}, "123"),
+        ("keyword_only", '{"second": "2", "first": "1"}', "12+"),
+        ("context_first", '{"second": "2", "first": "1"}', "12c1"),
+        ("context_between", '{"first": "1"}', "1-c1"),
+    ],
+)
+async def test_arguments_reach_each_parameter_by_name_whatever_the_signature(
+    name: str, arguments: dict[str, Any] | str, expected: str
+) -> None:
+    """Arguments given in any order bind to the parameters they name, whether the tool's
+    parameters may be passed by position, some are keyword-only, or a ToolContext sits
+    before or between them."""
+    box = Toolbox([ordered, keyword_only, context_first, context_between])
+    result = await box.execute(call(name, arguments))
+    assert (result.outcome, result.value) == ("success", expected)
