@@ -119,7 +119,7 @@ class RunTask:
         state = self._state
         scope = self._scope
         started_at = state.started_at = state.now()
-        state.liveness.start()
+        state.liveness._start_at(started_at)
         hub = state.hub
         if hub.wants("run.started"):
             hub.emit_nowait(
@@ -379,7 +379,8 @@ class RunTask:
             result = msgspec.structs.replace(result, finish_reason=_ERROR, error=failure)
         self.result = result
         finish = result.finish_reason
-        end = state.now()
+        # Read again only if the clean-up above could have taken time.
+        end = state.now() if cfg.hooks.on_run_end or stopped or state.ext.run_ending else now
         step = state.step
         usage = state.usage
         # The terminal event is built only when someone listens (a stream ends on close).
@@ -415,7 +416,7 @@ class RunTask:
                     steps=len(steps),
                     recovered_error=answer.recovered_error,
                 )
-        state.liveness._end(terminal_status(finish), finish, step, usage)
+        state.liveness._end(terminal_status(finish), finish, step, usage, end)
         if announce:
             hub.emit_nowait(terminal)
         self._done.set()

@@ -225,9 +225,12 @@ class LivenessTracker:
 
     def start(self) -> None:
         """The work started: ``starting`` → ``running``; starts the stall clock."""
+        self._start_at(self._clock())
+
+    def _start_at(self, now: float) -> None:
+        """:meth:`start` at ``now`` (the run's loop has read its clock already)."""
         if self._started or self.terminal:
             return
-        now = self._clock()
         self._started = True
         self._started_at = now
         self._last_activity = self._last_heartbeat = self._last_progress = now
@@ -410,11 +413,14 @@ class LivenessTracker:
         finish_reason: FinishReason | None,
         step: int | None,
         usage: Usage | None,
+        now: float | None = None,
     ) -> None:
-        """:meth:`finish` without the checks, and no snapshot unless someone subscribed."""
+        """:meth:`finish` without the checks, and no snapshot unless someone subscribed
+        (``now``: the time it ended, when the caller has read the clock already)."""
         if self._status in TERMINAL_STATUSES:
             return
-        now = self._clock()
+        if now is None:
+            now = self._clock()
         if step is not None:
             self._step = step
         if usage is not None:
