@@ -161,7 +161,7 @@ class RunState:
         """When the loop task started, on the run's clock. Written by ``RunTask``."""
         self.step = 0
         """The step in progress (0 before the first). Written by ``StepLoop``."""
-        self.usage = Usage()
+        self.usage = NO_USAGE
         """What the run spent so far. Written by ``GeneratePhase`` (model calls),
         ``StepLoop`` (a compaction's summary) and ``ActiveRun.charge``/``resume_from``."""
         self.steps: list[StepResult] = []

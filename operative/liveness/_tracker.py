@@ -28,6 +28,9 @@ from ._snapshots import (
 
 __all__ = ["LivenessTracker"]
 
+_NO_USAGE = Usage()
+"""Nothing spent (frozen, so every tracker can start from the same one)."""
+
 logger = logging.getLogger("operative.liveness")
 
 
@@ -96,7 +99,7 @@ class LivenessTracker:
         self._started = False
         self._started_at: float | None = None
         self._step = 0
-        self._usage = Usage()
+        self._usage = _NO_USAGE
         self._last_activity: float | None = None
         self._last_heartbeat: float | None = None
         self._last_progress: float | None = None
