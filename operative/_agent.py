@@ -131,20 +131,23 @@ class Agent:
         return self.options.get("output") is not None
 
     def _conversation(self, input: AgentInput) -> Conversation:
-        if isinstance(input, ConversationHistory):
-            # Snapshot: the caller's history object is never touched, and instructions
-            # are not re-appended (the history carries its own system context).
-            return Conversation.from_history(input)
-        if isinstance(input, str | Sequence):
-            conversation = Conversation()
-            if self.instructions:
-                conversation.append_system_message(self.instructions)
-            conversation.append_user_message(input)
-            return conversation
-        raise InvalidArgument(
-            "agent input takes a str, a list of content parts or a ConversationHistory, "
-            f"got {type(input).__name__} (to share a live Conversation, use open_run)"
-        )
+        if input.__class__ is not str:  # a str (the common case) skips the ABC checks
+            if isinstance(input, ConversationHistory):
+                # Snapshot: the caller's history object is never touched, and
+                # instructions are not re-appended (the history carries its own system
+                # context).
+                return Conversation.from_history(input)
+            if not isinstance(input, Sequence):
+                raise InvalidArgument(
+                    "agent input takes a str, a list of content parts or a "
+                    f"ConversationHistory, got {type(input).__name__} (to share a live "
+                    "Conversation, use open_run)"
+                )
+        conversation = Conversation()
+        if self.instructions:
+            conversation.append_system_message(self.instructions)
+        conversation.append_user_message(input)
+        return conversation
 
     def open_run(
         self,

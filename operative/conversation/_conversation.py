@@ -55,7 +55,9 @@ class Conversation:
     def __init__(
         self, messages: Iterable[Message] = (), *, metadata: Mapping[str, Any] | None = None
     ) -> None:
-        self._messages: list[Message] = [_checked_message(m) for m in messages]
+        self._messages: list[Message] = (
+            [_checked_message(m) for m in messages] if messages != () else []
+        )
         self._metadata: dict[str, Any] = dict(metadata) if metadata else {}
         self._snapshot: ConversationHistory | None = None
 
