@@ -175,6 +175,12 @@ class DurableDriver(Extension):
     async def begin(self, run: ActiveRun) -> None:
         """Commit the run record (a fresh run) or take up the replayed state (a recovery)."""
         durable = self._durable
+        if not any(type(other).wrap_loop is not Extension.wrap_loop for other in run.extensions):
+            # Called in the loop task, under the run scope and no other scope of its own:
+            # its writes are made in it (no hand-off to the writer task), the run scope
+            # telling the writer of a cancellation or a deadline that comes meanwhile.
+            self._writer.own(trio.lowlevel.current_task())
+            run._scope.watcher = self._writer.arrived
         if self._replay is not None:
             # Recovered: the conversation was rebuilt from the journal before the run.
             self._journaled = len(run.conversation)
@@ -577,6 +583,9 @@ class DurableDriver(Extension):
         """
         self._renew_scope.cancel()
         self._abort = None  # the run has ended: nothing more to abort
+        self._writer.own(None)
+        if run._scope.watcher == self._writer.arrived:
+            run._scope.watcher = None
         # The writer ends: no write is in flight (the loop and its calls are over), and
         # the last writes are made each in a task of its own.
         self._writer.stop()
