@@ -48,6 +48,7 @@ from .._core._model import GenerateResponse
 from .._core._types import FinishReason, ToolCall, ToolResult, Usage
 from .._sql import held
 from ..conversation import Message
+from ._engine import SqlEngine
 from ._records import Finished, Generated, Lease, RunOutcome, Started, StepDone, ToolSettled
 from ._records import ToolStarted as ToolStartedRecord
 from ._replay import Replay
@@ -384,14 +385,25 @@ class DurableDriver(Extension):
         )
 
     async def step_done(
-        self, step: int, results: tuple[ToolResult, ...], conversation: Any
+        self,
+        step: int,
+        results: tuple[ToolResult, ...],
+        conversation: Any,
+        *,
+        flush: bool = True,
     ) -> None:
-        """Journal the step's final results; the step is then never run again."""
+        """Journal the step's final results; the step is then never run again.
+
+        Without ``flush`` (a step that made no call, whose end nobody observes) its
+        records wait for the next commit: the run's terminal one when it was the last
+        step. Cut before, such a step is simply run again (it had no effect).
+        """
         replay = self._replay
         if replay is not None and replay.partial is not None and replay.partial.step == step:
             replay.partial = None
         self._defer(StepDone(step=step, results=results), journaled=len(conversation))
-        await self._append([])
+        if flush:
+            await self._append([])
 
     def _defer(self, record: Any, *, journaled: int | None = None) -> None:
         """Hold ``record`` for the next commit.
@@ -523,7 +535,12 @@ class DurableDriver(Extension):
         await self.parked(step, call, parked=parked)
 
     async def step_completed(self, run: ActiveRun, step: StepResult) -> None:
-        await self.step_done(step.step, step.results, run.conversation)
+        await self.step_done(
+            step.step,
+            step.results,
+            run.conversation,
+            flush=bool(step.results) or _end_observed(run),
+        )
 
     async def run_ending(self, run: ActiveRun, result: RunResult, *, shutdown: bool) -> RunResult:
         result = await self.finish(run, result, shutdown=shutdown)
@@ -624,9 +641,15 @@ class DurableDriver(Extension):
         if self._writer.unknown is not None:
             self.commit_error = OperativeError(self._writer.unknown)
             return result
-        if self._pending:
-            # The run ended mid-step with records still waiting (an abort, a stop, an
-            # error): they come before the outcome, as they happened.
+        journal: list[Any] = []
+        journaled = self._journaled
+        if self._pending and isinstance(engine, SqlEngine):
+            # Records still waiting (the last step's end, or a step cut by an abort, a
+            # stop, an error) are journaled before the outcome, in its transaction.
+            journal, journaled = self._pending, self._logical_journaled()
+            self._pending, self._pending_journaled = [], None
+        elif self._pending:
+            # The same, in a commit of their own (an engine of another kind).
             try:
                 await self._append([])
             except Exception as exc:
@@ -653,11 +676,19 @@ class DurableDriver(Extension):
             usage=result.usage,
             steps=len(result.steps),
         )
-        tail = run.conversation.messages[self._journaled :]
+        if not journal:
+            journaled = self._journaled
+        tail = run.conversation.messages[journaled:]
         try:
             async with self._lock:
                 try:
-                    await engine.finish(lease, self._seq, Finished(outcome=outcome, messages=tail))
+                    finished = Finished(outcome=outcome, messages=tail)
+                    if journal:
+                        assert isinstance(engine, SqlEngine)
+                        await engine.finish(lease, self._seq, finished, journal=journal)
+                        self._seq += len(journal)
+                    else:
+                        await engine.finish(lease, self._seq, finished)
                 except InvalidArgument as exc:
                     # Something the run produced cannot be journaled (JSON): end the run
                     # as an error, for good, rather than leave it to be retried forever.
@@ -677,6 +708,16 @@ class DurableDriver(Extension):
             )
             self.commit_error = exc
         return result
+
+
+def _end_observed(run: ActiveRun) -> bool:
+    """Whether anything outside the run sees a step's end before the run commits its
+    outcome: a ``step.completed`` listener, an ``on_step`` or ``on_run_end`` hook, an
+    extension told of the run's result (an instrumentation)."""
+    hooks = run.config.hooks
+    if run.wants("step.completed") or hooks.on_step or hooks.on_run_end:
+        return True
+    return any(type(other).run_stopped is not Extension.run_stopped for other in run.extensions)
 
 
 def _idempotent(toolbox: Any, call: ToolCall) -> bool:

@@ -39,13 +39,14 @@ import trio
 
 from .._core._errors import ConflictError, InvalidArgument, RunNotFoundError
 from ._journal import _TEMPLATES, SqlDurable
-from ._records import Finished, Lease, RunOutcome, RunRecord, RunStatus, Started
+from ._records import Finished, JournalRecord, Lease, RunOutcome, RunRecord, RunStatus, Started
 from ._rows import (
     RUN_COLUMNS,
     check_lease,
     check_lease_seconds,
     check_limit,
     check_name,
+    check_records,
     check_run_id,
     check_seq,
     check_started,
@@ -213,17 +214,31 @@ class SqlEngine(SqlDurable):
 
         return await self._db.call(work)
 
-    async def finish(self, lease: Lease, seq: int, finished: Finished) -> RunRecord:
-        """Commit the terminal outcome and the ``finished`` entry (see the protocol)."""
+    async def finish(
+        self,
+        lease: Lease,
+        seq: int,
+        finished: Finished,
+        *,
+        journal: Sequence[JournalRecord] = (),
+    ) -> RunRecord:
+        """Commit the terminal outcome and the ``finished`` entry (see the protocol).
+
+        ``journal``: records journaled first, at ``seq``, ``seq + 1``, ... in the same
+        transaction (the ``finished`` entry then comes after them): a run whose last
+        records wait for its end commits once.
+        """
         check_lease(lease)
         check_seq(seq)
         if not isinstance(finished, Finished):
             raise InvalidArgument(f"finish takes a Finished record, not {finished!r}")
+        # Encoded here: a record that is not JSON is refused before anything is written.
+        rows = self._rows(lease.run_id, seq, [*check_records(journal), finished])
 
         def work(conn: Any) -> RunRecord:
             if not self._terminate(conn, lease.run_id, lease.fence, finished.outcome):
                 raise self._lost(conn, lease)
-            self._insert(conn, lease.run_id, seq, [finished])
+            self._insert_rows(conn, lease.run_id, seq, rows)
             return self._get(conn, lease.run_id)  # type: ignore[return-value]
 
         return await self._write(work)

@@ -17,11 +17,12 @@ import pytest
 import trio
 import trio.testing
 
-from operative import CleanupError, FinishReason, GenerateRequest, GenerateResponse, create_agent
+from operative import CleanupError, FinishReason, create_agent, tool
 from operative.durable import Durable
 from operative.guardrails import InputGuardrail
 
 from .conftest import DurableDb
+from .test_durable_runs import scripted
 
 LEASE_SECONDS = 30.0
 
@@ -54,16 +55,16 @@ class _Watched:
         return await self._inner.append(*args, **kwargs)
 
 
-def _answer(request: GenerateRequest) -> Awaitable[GenerateResponse]:
-    async def answer() -> GenerateResponse:
-        await trio.lowlevel.checkpoint()
-        return GenerateResponse(content=f"answer {request.step}")
-
-    return answer()
+@tool(idempotent=True)
+async def idem(n: int) -> str:
+    """Idempotent."""
+    await trio.lowlevel.checkpoint()
+    return f"idem {n}"
 
 
 def _agent(**options: Any) -> Any:
-    return create_agent(generate=_answer, name="worker", **options)
+    """Step 1 calls ``idem`` (its end commits), step 2 answers."""
+    return create_agent(generate=scripted([["idem"], []]), tools=[idem], name="worker", **options)
 
 
 async def test_the_loop_tasks_writes_are_made_in_it(durable_db: DurableDb) -> None:
@@ -77,7 +78,7 @@ async def test_the_loop_tasks_writes_are_made_in_it(durable_db: DurableDb) -> No
         assert result.finish_reason == FinishReason.STOP_CONDITION
         assert watched.tasks, "the run journaled nothing"
         assert not any(name.startswith("operative durable writer") for name in watched.tasks)
-        assert [e.seq for e in await store.read(run.run_id)] == [0, 1, 2, 3]
+        assert [e.seq for e in await store.read(run.run_id)] == list(range(8))
     finally:
         await engine.aclose()
         await store.aclose()
