@@ -7,6 +7,8 @@ flight is repaired by clean-up. The first reason recorded is the one the run rep
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import trio
 
 from ._run_state import CancelReason
@@ -46,7 +48,7 @@ class RunDone:
 class RunScope:
     """A run's cancel scope, its deadlines, and the first reason it was cancelled for."""
 
-    __slots__ = ("_done", "cancel_scope", "deadlines", "reason")
+    __slots__ = ("_done", "cancel_scope", "deadlines", "reason", "watcher")
 
     def __init__(self, done: RunDone) -> None:
         self.cancel_scope = trio.CancelScope()
@@ -56,6 +58,10 @@ class RunScope:
         """The deadlines added, with their reasons (made on the first one)."""
         self._done = done
         """Set once the run has ended (by ``RunTask``): cancelling then does nothing."""
+        self.watcher: Callable[[float | None], None] | None = None
+        """Told synchronously when the scope is cancelled (``None``) or gains a deadline
+        (that deadline): a feature that shields work in the loop task (the durable
+        journal's writes) bounds it from then on."""
 
     def cancel(self, reason: CancelReason) -> None:
         """Cancel the run scope for ``reason`` (kept only if no reason came first)."""
@@ -64,6 +70,8 @@ class RunScope:
         if self.reason is None:
             self.reason = reason
         self.cancel_scope.cancel()
+        if self.watcher is not None:
+            self.watcher(None)
 
     def add_deadline(self, when: float, reason: CancelReason) -> None:
         """Bound the run scope by ``when`` (trio time); ``reason`` says why if it fires."""
@@ -72,6 +80,8 @@ class RunScope:
         self.deadlines.append((when, reason))
         scope = self.cancel_scope
         scope.deadline = min(scope.deadline, when)
+        if self.watcher is not None:
+            self.watcher(when)
 
     def deadline_reason(self) -> CancelReason | None:
         """The reason of the deadline that fired (the earliest one), if any did."""

@@ -160,19 +160,30 @@ class PostgresDatabase(Database):
             try:
                 await finished.wait()
             finally:
-                with trio.CancelScope(shield=True):
-                    if not finished.is_set():
-                        # Cancelled while the query runs: stop it (a worker thread this
-                        # task awaits, bounded), then wait for the worker, which returns
-                        # promptly once its query stopped. The cancellation then goes on.
-                        stopped = True
-                        await trio.to_thread.run_sync(_stop_query, holder, returned)
-                        await finished.wait()
-                    conn = holder[0]
-                    if conn is not None:
-                        # A connection a cancel reached is discarded, as is a broken one.
-                        discard = stopped or conn.closed or conn.broken
-                        await self._give_back(conn, discard=discard)
+                conn = holder[0]
+                if (
+                    finished.is_set()
+                    and conn is not None
+                    and not (conn.closed or conn.broken or self._drained)
+                ):
+                    # The usual end: the connection goes back to the pool (nothing to
+                    # wait for, so no shielded scope).
+                    self._idle.append(conn)
+                else:
+                    with trio.CancelScope(shield=True):
+                        if not finished.is_set():
+                            # Cancelled while the query runs: stop it (a worker thread
+                            # this task awaits, bounded), then wait for the worker, which
+                            # returns promptly once its query stopped. The cancellation
+                            # then goes on.
+                            stopped = True
+                            await trio.to_thread.run_sync(_stop_query, holder, returned)
+                            await finished.wait()
+                        conn = holder[0]
+                        if conn is not None:
+                            # A connection a cancel reached is discarded, as is a broken one.
+                            discard = stopped or conn.closed or conn.broken
+                            await self._give_back(conn, discard=discard)
         return landed[0].unwrap()
 
 

@@ -4,11 +4,17 @@
 
     open_run(..., durable=Durable(...))
     ├── loop task        begin → per step: generated, tool.started/settled, step.done → finish
-    ├── writer           makes the run's journal writes, one at a time, shielded
+    │                    (its writes made in it, shielded: see _writer)
+    ├── writer           makes the writes of other tasks (parallel calls), one at a time
     └── lease renewer    renews the lease every lease_seconds / 3 while the run is alive
-                         (and aborts the run if the renewal returns a cancellation)
+                         (and aborts the run if the renewal returns a cancellation): _lease
 
-Each write commits before the loop goes on, so what a listener has seen is durable.
+A write commits before the loop goes on whenever something outside the run is about to
+see what it holds (a listener, a hook, a call that is not idempotent), and at each
+step's end at the latest, so what a listener has seen is durable; a step's records that
+nobody observes wait for its commit, and a step with no call whose end nobody observes
+waits for the next one (the run's terminal commit when it was the last). How calls are
+journaled, and what a call cut by a crash becomes: :mod:`._calls`.
 A write names the run's lease; once another worker holds the run (the lease expired and
 was claimed), the next write raises :class:`~operative.LeaseLostError` and this run
 stops without writing anything more.
@@ -47,52 +53,22 @@ from .._core._model import GenerateResponse
 from .._core._types import FinishReason, ToolCall, ToolResult, Usage
 from .._sql import held
 from ..conversation import Message
-from ._records import Finished, Generated, Lease, RunOutcome, Started, StepDone, ToolSettled
+from ._calls import UNKNOWN_OUTCOME, journal_calls
+from ._engine import SqlEngine
+from ._lease import keep_lease
+from ._records import Finished, Generated, Lease, RunOutcome, Started, StepDone
 from ._records import ToolStarted as ToolStartedRecord
-from ._replay import Replay
+from ._replay import Replay, recorded_answer, replay_switches
 from ._routing import Durable, default_worker_id, fingerprint
 from ._writer import RunWriter
 
 if TYPE_CHECKING:
     from .._core._results import RunResult, StepResult
     from .._core._run import ActiveRun
-    from ..tools import ExecutionContext
 
 __all__ = ["UNKNOWN_OUTCOME", "DurableDriver"]
 
 logger = logging.getLogger("operative.durable")
-
-
-UNKNOWN_OUTCOME = (
-    "The outcome of this call is unknown: the process running it stopped before the "
-    "call settled, and the tool is not declared idempotent, so it was not run again. "
-    "Check whether its effect happened before relying on it."
-)
-
-
-def _replay_switches(run: ActiveRun, steps: Any, *, complete: bool) -> bool:
-    """Switch a rebuilt run to the configuration in charge after its journaled steps.
-
-    Each step whose switching call (a handoff) succeeded switched at its end; those
-    switches are applied again, in order and silently (they were announced before the
-    crash). ``complete``: the journal ends between steps. Returns whether the last step
-    switched, so the rebuilt loop does not check it against the old stop conditions.
-    """
-    switched = False
-    last = steps[-1].step if steps else 0
-    for step in steps:
-        switched = False
-        for result in step.results:
-            if result.outcome != "success":
-                continue
-            # Looked up in the configuration in charge at that step (it changes).
-            tool = run.config.toolbox.get(result.tool_name)
-            if tool is None or tool.switch is None:
-                continue
-            tool.switch(result.call_id).replay(run, step, last=complete and step.step == last)
-            switched = True
-            break  # one switch per step
-    return switched
 
 
 class DurableDriver(Extension):
@@ -174,6 +150,12 @@ class DurableDriver(Extension):
     async def begin(self, run: ActiveRun) -> None:
         """Commit the run record (a fresh run) or take up the replayed state (a recovery)."""
         durable = self._durable
+        if not any(type(other).wrap_loop is not Extension.wrap_loop for other in run.extensions):
+            # Called in the loop task, under the run scope and no other scope of its own:
+            # its writes are made in it (no hand-off to the writer task), the run scope
+            # telling the writer of a cancellation or a deadline that comes meanwhile.
+            self._writer.own(trio.lowlevel.current_task())
+            run._scope.watcher = self._writer.arrived
         if self._replay is not None:
             # Recovered: the conversation was rebuilt from the journal before the run.
             self._journaled = len(run.conversation)
@@ -240,7 +222,7 @@ class DurableDriver(Extension):
             )
         if replay.steps:
             # A journaled step handed off: the run goes on under the agent in charge.
-            self.handed_off = _replay_switches(run, replay.steps, complete=replay.partial is None)
+            self.handed_off = replay_switches(run, replay.steps, complete=replay.partial is None)
 
     async def wait_started(self) -> None:
         """Return once the run record is committed; raise what stopped the write."""
@@ -253,23 +235,6 @@ class DurableDriver(Extension):
             raise self._failed
 
     # -- the loop's boundaries -------------------------------------------------------
-
-    def take_pending(self, step: int) -> GenerateResponse | None:
-        """The recorded answer of a step cut short before the crash, once."""
-        replay = self._replay
-        if replay is None or replay.partial is None or replay.partial.step != step:
-            return None
-        partial = replay.partial
-        message = partial.message
-        content = message.content if isinstance(message.content, str) else message.text
-        return GenerateResponse(
-            content=content,
-            tool_calls=message.tool_calls,
-            usage=partial.usage,
-            model=partial.model,
-            stop_reason=partial.stop_reason,
-            metadata=dict(message.metadata),
-        )
 
     async def journal_generated(
         self,
@@ -308,66 +273,7 @@ class DurableDriver(Extension):
 
     def journaled(self, run: ActiveRun, execute: Execute, step: int) -> Execute:
         """Wrap a step's ``execute`` with ``tool.started`` / ``tool.settled`` records."""
-        toolbox = run.config.toolbox
-        replay = self._replay
-        partial = replay.partial if replay is not None else None
-        if partial is not None and partial.step != step:
-            partial = None
-        now = trio.current_time
-
-        async def execute_journaled(call: ToolCall, context: ExecutionContext) -> ToolResult:
-            if partial is not None:
-                recorded = partial.settled.get(call.id)
-                if recorded is not None:
-                    # Settled before the crash: never run twice. A switching call (a
-                    # handoff) asks again (that request lived in the crashed process).
-                    if recorded.outcome == "success":
-                        tool = toolbox.get(call.name)
-                        switch = None if tool is None else tool.switch
-                        if switch is not None and run.pending_switch is None:
-                            run.request_switch(switch(call.id))
-                    return recorded
-                if call.id in partial.started and not _idempotent(toolbox, call):
-                    result = ToolResult(
-                        call_id=call.id,
-                        tool_name=call.name,
-                        outcome="error",
-                        error=UNKNOWN_OUTCOME,
-                        detail="started before a crash, never settled; not idempotent",
-                    )
-                    await self._append([ToolSettled(step=step, result=result)])
-                    return result
-            idempotent = _idempotent(toolbox, call)
-            started = ToolStartedRecord(  # its own time only if it waits (idempotent)
-                step=step,
-                call_id=call.id,
-                tool_name=call.name,
-                at=self._clock() if idempotent else None,
-            )
-            if idempotent:
-                # Its start need not be durable before it runs (cut, it simply runs
-                # again): recorded with the step's next commit, for the journal's readers.
-                self._defer(started)
-            else:
-                # Durable before the call runs (with whatever waits, e.g. the step's
-                # answer): a crash from here on reports the call cut, never re-runs it.
-                await self._append([started])
-            began = now()
-            self._in_flight += 1
-            try:
-                result = await execute(call, context)
-            finally:
-                self._in_flight -= 1
-            self._defer(
-                ToolSettled(step=step, result=result, duration=now() - began, at=self._clock())
-            )
-            if self._in_flight or run.wants("tool-result.validated") or run.wants("tools.executed"):
-                # Other calls still run (they may take long, and this result must not
-                # wait for them), or a listener is about to see it: commit it now.
-                await self._append([])
-            return result
-
-        return execute_journaled
+        return journal_calls(self, run, execute, step)
 
     async def parked(self, step: int, call: ToolCall, *, parked: bool) -> None:
         """Journal that a started call waits for an approval (``parked``), or that the
@@ -377,14 +283,25 @@ class DurableDriver(Extension):
         )
 
     async def step_done(
-        self, step: int, results: tuple[ToolResult, ...], conversation: Any
+        self,
+        step: int,
+        results: tuple[ToolResult, ...],
+        conversation: Any,
+        *,
+        flush: bool = True,
     ) -> None:
-        """Journal the step's final results; the step is then never run again."""
+        """Journal the step's final results; the step is then never run again.
+
+        Without ``flush`` (a step that made no call, whose end nobody observes) its
+        records wait for the next commit: the run's terminal one when it was the last
+        step. Cut before, such a step is simply run again (it had no effect).
+        """
         replay = self._replay
         if replay is not None and replay.partial is not None and replay.partial.step == step:
             replay.partial = None
         self._defer(StepDone(step=step, results=results), journaled=len(conversation))
-        await self._append([])
+        if flush:
+            await self._append([])
 
     def _defer(self, record: Any, *, journaled: int | None = None) -> None:
         """Hold ``record`` for the next commit.
@@ -473,7 +390,9 @@ class DurableDriver(Extension):
     def start_tasks(self, run: ActiveRun, nursery: trio.Nursery) -> None:
         self._abort = run.abort
         self._writer.start(nursery, name=f"operative durable writer {run.run_id}")
-        nursery.start_soon(self.keep_lease, run.abort, name=f"operative lease renewer {run.run_id}")
+        nursery.start_soon(
+            keep_lease, self, run.abort, name=f"operative lease renewer {run.run_id}"
+        )
 
     async def run_started(self, run: ActiveRun) -> ResumePoint | None:
         await self.begin(run)
@@ -495,7 +414,7 @@ class DurableDriver(Extension):
             run.abort(self.cancel_reason)
 
     def replayed(self, run: ActiveRun, step: int) -> GenerateResponse | None:
-        return self.take_pending(step)
+        return recorded_answer(self._replay, step)
 
     async def generated(
         self, run: ActiveRun, step: int, response: GenerateResponse, usage: Usage
@@ -516,7 +435,12 @@ class DurableDriver(Extension):
         await self.parked(step, call, parked=parked)
 
     async def step_completed(self, run: ActiveRun, step: StepResult) -> None:
-        await self.step_done(step.step, step.results, run.conversation)
+        await self.step_done(
+            step.step,
+            step.results,
+            run.conversation,
+            flush=bool(step.results) or _end_observed(run),
+        )
 
     async def run_ending(self, run: ActiveRun, result: RunResult, *, shutdown: bool) -> RunResult:
         result = await self.finish(run, result, shutdown=shutdown)
@@ -530,42 +454,6 @@ class DurableDriver(Extension):
     async def wait_durably_started(self) -> None:
         await self.wait_started()
 
-    # -- the lease -------------------------------------------------------------------
-
-    async def keep_lease(self, on_lost: Callable[[str], None]) -> None:
-        """Renew the lease until the run ends (a child task of the run).
-
-        A cancellation the renewal returns aborts the run at once (see
-        :meth:`_cancelled`); renewing goes on, as the run still commits its outcome.
-        """
-        durable = self._durable
-        interval = durable.lease_seconds / 3
-        with self._renew_scope:
-            await self._started.wait()
-            if self._failed is not None:
-                return
-            while True:
-                await trio.sleep(interval)
-                lease = self._lease
-                assert lease is not None
-                try:
-                    self._lease, cancel = await durable.engine.renew(
-                        lease, lease_seconds=durable.lease_seconds
-                    )
-                except LeaseLostError as exc:
-                    self._lost = exc
-                    on_lost(str(exc))
-                    return
-                except Exception:
-                    # A database hiccup: try again; if it lasts past the lease, another
-                    # worker takes over and this run's next write fails with LeaseLostError.
-                    logger.warning(
-                        "renewing the lease of run %s failed", lease.run_id, exc_info=True
-                    )
-                    continue
-                if cancel:
-                    self._cancelled(cancel)
-
     # -- the end ---------------------------------------------------------------------
 
     async def finish(self, run: ActiveRun, result: RunResult, *, shutdown: bool) -> RunResult:
@@ -576,6 +464,9 @@ class DurableDriver(Extension):
         """
         self._renew_scope.cancel()
         self._abort = None  # the run has ended: nothing more to abort
+        self._writer.own(None)
+        if run._scope.watcher == self._writer.arrived:
+            run._scope.watcher = None
         # The writer ends: no write is in flight (the loop and its calls are over), and
         # the last writes are made each in a task of its own.
         self._writer.stop()
@@ -614,9 +505,15 @@ class DurableDriver(Extension):
         if self._writer.unknown is not None:
             self.commit_error = OperativeError(self._writer.unknown)
             return result
-        if self._pending:
-            # The run ended mid-step with records still waiting (an abort, a stop, an
-            # error): they come before the outcome, as they happened.
+        journal: list[Any] = []
+        journaled = self._journaled
+        if self._pending and isinstance(engine, SqlEngine):
+            # Records still waiting (the last step's end, or a step cut by an abort, a
+            # stop, an error) are journaled before the outcome, in its transaction.
+            journal, journaled = self._pending, self._logical_journaled()
+            self._pending, self._pending_journaled = [], None
+        elif self._pending:
+            # The same, in a commit of their own (an engine of another kind).
             try:
                 await self._append([])
             except Exception as exc:
@@ -643,11 +540,19 @@ class DurableDriver(Extension):
             usage=result.usage,
             steps=len(result.steps),
         )
-        tail = run.conversation.messages[self._journaled :]
+        if not journal:
+            journaled = self._journaled
+        tail = run.conversation.messages[journaled:]
         try:
             async with self._lock:
                 try:
-                    await engine.finish(lease, self._seq, Finished(outcome=outcome, messages=tail))
+                    finished = Finished(outcome=outcome, messages=tail)
+                    if journal:
+                        assert isinstance(engine, SqlEngine)
+                        await engine.finish(lease, self._seq, finished, journal=journal)
+                        self._seq += len(journal)
+                    else:
+                        await engine.finish(lease, self._seq, finished)
                 except InvalidArgument as exc:
                     # Something the run produced cannot be journaled (JSON): end the run
                     # as an error, for good, rather than leave it to be retried forever.
@@ -671,6 +576,11 @@ class DurableDriver(Extension):
         return result
 
 
-def _idempotent(toolbox: Any, call: ToolCall) -> bool:
-    tool = toolbox.get(call.name)
-    return bool(getattr(tool, "idempotent", False))
+def _end_observed(run: ActiveRun) -> bool:
+    """Whether anything outside the run sees a step's end before the run commits its
+    outcome: a ``step.completed`` listener, an ``on_step`` or ``on_run_end`` hook, an
+    extension told of the run's result (an instrumentation)."""
+    hooks = run.config.hooks
+    if run.wants("step.completed") or hooks.on_step or hooks.on_run_end:
+        return True
+    return any(type(other).run_stopped is not Extension.run_stopped for other in run.extensions)

@@ -39,13 +39,14 @@ import trio
 
 from .._core._errors import ConflictError, InvalidArgument, RunNotFoundError
 from ._journal import _TEMPLATES, SqlDurable
-from ._records import Finished, Lease, RunOutcome, RunRecord, RunStatus, Started
+from ._records import Finished, JournalRecord, Lease, RunOutcome, RunRecord, RunStatus, Started
 from ._rows import (
     RUN_COLUMNS,
     check_lease,
     check_lease_seconds,
     check_limit,
     check_name,
+    check_records,
     check_run_id,
     check_seq,
     check_started,
@@ -84,6 +85,37 @@ _ENGINE_TEMPLATES = {
 }
 
 
+_PG_ROW = "(%s::text, %s::bigint, %s::text, %s::text, %s::double precision)"
+
+_PG_START = (
+    # The run record and its started entry in one statement: one round trip, its own
+    # transaction (no BEGIN and COMMIT of their own).
+    "WITH run AS (INSERT INTO operative_runs (run_id, agent_name, session_id, status, "
+    "created_at, updated_at, lease_owner, lease_expires_at, fence, lease_token) "
+    "VALUES (%s, %s, %s, 'running', %s, %s, %s, %s, 1, %s) RETURNING run_id) "
+    "INSERT INTO operative_journal (run_id, seq, kind, record, at) "
+    f"SELECT v.run_id, v.seq, v.kind, v.record, v.at FROM run, (VALUES {_PG_ROW}) "
+    "AS v(run_id, seq, kind, record, at)"
+)
+
+_PG_FINISH = (
+    # The outcome (if the fence holds) and the last entries in one statement; returns
+    # the finished run record, or no row when the lease no longer holds.
+    "WITH done AS (UPDATE operative_runs SET status = %s, outcome = %s, lease_owner = NULL, "
+    "lease_token = NULL, lease_expires_at = 0, fence = fence + 1, updated_at = %s "
+    f"WHERE run_id = %s AND fence = %s AND status = 'running' RETURNING {RUN_COLUMNS}), "
+    "added AS (INSERT INTO operative_journal (run_id, seq, kind, record, at) "
+    "SELECT v.run_id, v.seq, v.kind, v.record, v.at FROM done, (VALUES {values}) "
+    "AS v(run_id, seq, kind, record, at)) "
+    f"SELECT {RUN_COLUMNS} FROM done"
+)
+
+
+def _pg_finish(rows: int) -> str:
+    """The statement finishing a run with ``rows`` journal rows (``rows`` >= 1)."""
+    return _PG_FINISH.replace("{values}", ", ".join([_PG_ROW] * rows))
+
+
 class SqlEngine(SqlDurable):
     """Durable run records and leases in one database, shared by worker processes."""
 
@@ -116,16 +148,35 @@ class SqlEngine(SqlDurable):
             except unique:
                 raise ConflictError(run_id, expected=None, actual=1) from None
             self._insert(conn, run_id, 0, [started])
-            return Lease(
-                run_id=run_id,
-                worker_id=worker_id,
-                fence=1,
-                expires_at=now + seconds,
-                agent_name=started.agent_name,
-                session_id=session_id,
-            )
+            return self._started_lease(run_id, worker_id, now + seconds, started, session_id)
 
+        if self._queue is None and self._db.dialect.name == "postgres":
+            (row,) = self._rows(run_id, 0, [started])  # encoded first: refused, nothing written
+
+            def one_statement(conn: Any) -> Lease:
+                now = self._clock()
+                values = (run_id, started.agent_name, session_id, now, now, worker_id)
+                try:
+                    conn.execute(_PG_START, (*values, now + seconds, self._token, *row))
+                except unique:
+                    raise ConflictError(run_id, expected=None, actual=1) from None
+                return self._started_lease(run_id, worker_id, now + seconds, started, session_id)
+
+            return await self._db.call(one_statement)
         return await self._write(work)
+
+    @staticmethod
+    def _started_lease(
+        run_id: str, worker_id: str, expires_at: float, started: Started, session_id: str | None
+    ) -> Lease:
+        return Lease(
+            run_id=run_id,
+            worker_id=worker_id,
+            fence=1,
+            expires_at=expires_at,
+            agent_name=started.agent_name,
+            session_id=session_id,
+        )
 
     async def claim(
         self,
@@ -213,19 +264,54 @@ class SqlEngine(SqlDurable):
 
         return await self._db.call(work)
 
-    async def finish(self, lease: Lease, seq: int, finished: Finished) -> RunRecord:
-        """Commit the terminal outcome and the ``finished`` entry (see the protocol)."""
+    async def finish(
+        self,
+        lease: Lease,
+        seq: int,
+        finished: Finished,
+        *,
+        journal: Sequence[JournalRecord] = (),
+    ) -> RunRecord:
+        """Commit the terminal outcome and the ``finished`` entry (see the protocol).
+
+        ``journal``: records journaled first, at ``seq``, ``seq + 1``, ... in the same
+        transaction (the ``finished`` entry then comes after them): a run whose last
+        records wait for its end commits once.
+        """
         check_lease(lease)
         check_seq(seq)
         if not isinstance(finished, Finished):
             raise InvalidArgument(f"finish takes a Finished record, not {finished!r}")
+        # Encoded here: a record that is not JSON is refused before anything is written.
+        rows = self._rows(lease.run_id, seq, [*check_records(journal), finished])
 
         def work(conn: Any) -> RunRecord:
             if not self._terminate(conn, lease.run_id, lease.fence, finished.outcome):
                 raise self._lost(conn, lease)
-            self._insert(conn, lease.run_id, seq, [finished])
+            self._insert_rows(conn, lease.run_id, seq, rows)
             return self._get(conn, lease.run_id)  # type: ignore[return-value]
 
+        if self._queue is None and self._db.dialect.name == "postgres":
+            outcome = finished.outcome
+            done = (status_of(outcome.finish_reason), encode_outcome(outcome))
+            sql = _pg_finish(len(rows))
+            unique = self._db.dialect.unique_violation
+
+            def one_statement(conn: Any) -> RunRecord:
+                params = [*done, self._clock(), lease.run_id, lease.fence]
+                for row in rows:
+                    params.extend(row)
+                try:
+                    found = conn.execute(sql, params).fetchone()
+                except unique:
+                    raise ConflictError(
+                        f"{lease.run_id}#{seq}", expected=None, actual=seq
+                    ) from None
+                if found is None:
+                    raise self._lost(conn, lease)
+                return decode_run(self._db.where, found)
+
+            return await self._db.call(one_statement)
         return await self._write(work)
 
     def _terminate(self, conn: Any, run_id: str, fence: int, outcome: RunOutcome) -> bool:

@@ -10,16 +10,28 @@ idempotent, otherwise it gets an error result that says the outcome is unknown.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from .._core._errors import CorruptRecordError
+from .._core._model import GenerateResponse
 from .._core._results import StepResult
 from .._core._types import ToolResult, Usage
 from ..conversation import ConversationHistory, Message, cancelled_result, tool_result_message
 from ._records import Finished, Generated, JournalEntry, Started, StepDone, ToolSettled, ToolStarted
 
-__all__ = ["PartialStep", "Replay", "replay_journal", "transcript"]
+if TYPE_CHECKING:
+    from .._core._run import ActiveRun
+
+__all__ = [
+    "PartialStep",
+    "Replay",
+    "recorded_answer",
+    "replay_journal",
+    "replay_switches",
+    "transcript",
+]
 
 
 @attrs.define(kw_only=True)
@@ -184,3 +196,45 @@ def transcript(replay: Replay) -> ConversationHistory:
     if finished is not None:
         messages.extend(finished.messages)  # the step's results, as clean-up left them
     return ConversationHistory(messages=tuple(messages), metadata=replay.history.metadata)
+
+
+def replay_switches(run: ActiveRun, steps: Any, *, complete: bool) -> bool:
+    """Switch a rebuilt run to the configuration in charge after its journaled steps.
+
+    Each step whose switching call (a handoff) succeeded switched at its end; those
+    switches are applied again, in order and silently (they were announced before the
+    crash). ``complete``: the journal ends between steps. Returns whether the last step
+    switched, so the rebuilt loop does not check it against the old stop conditions.
+    """
+    switched = False
+    last = steps[-1].step if steps else 0
+    for step in steps:
+        switched = False
+        for result in step.results:
+            if result.outcome != "success":
+                continue
+            # Looked up in the configuration in charge at that step (it changes).
+            tool = run.config.toolbox.get(result.tool_name)
+            if tool is None or tool.switch is None:
+                continue
+            tool.switch(result.call_id).replay(run, step, last=complete and step.step == last)
+            switched = True
+            break  # one switch per step
+    return switched
+
+
+def recorded_answer(replay: Replay | None, step: int) -> GenerateResponse | None:
+    """The recorded answer of ``step``, when it is the step a crash cut short."""
+    if replay is None or replay.partial is None or replay.partial.step != step:
+        return None
+    partial = replay.partial
+    message = partial.message
+    content = message.content if isinstance(message.content, str) else message.text
+    return GenerateResponse(
+        content=content,
+        tool_calls=message.tool_calls,
+        usage=partial.usage,
+        model=partial.model,
+        stop_reason=partial.stop_reason,
+        metadata=dict(message.metadata),
+    )

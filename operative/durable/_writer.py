@@ -1,14 +1,21 @@
 """One durable run's writes, each made whole: a cancellation never cuts one short.
 
-The run's writer task makes them in turn (one scheduler hand-off per write); before it
-starts, and after the run finished, each write gets a task of its own. Either way the
-caller learns whether its write committed.
+A write from the run's loop task is made in that task, shielded: no scheduler hand-off.
+Its shield is bounded as soon as a cancellation could reach the task: the deadlines in
+force when it starts, and whatever the run scope says of a cancellation or a deadline
+that comes meanwhile (:attr:`RunScope.watcher`), and the writer task, which sees any
+cancellation from outside the run. Writes from other tasks (parallel tool calls) go to
+the run's writer task, which makes them in turn (one scheduler hand-off per write), and
+waits for them unshielded, so it sees every cancellation; before the writer starts, and
+after the run finished, each write gets a task of its own. Either way the caller learns
+whether its write committed.
 """
 
 from __future__ import annotations
 
 import collections
 import logging
+import math
 from collections.abc import Awaitable, Callable
 
 import outcome
@@ -37,7 +44,7 @@ class _Write:
 class RunWriter:
     """Makes one run's writes, shielded; see :meth:`commit`."""
 
-    __slots__ = ("_scope", "_wake", "_writes", "lease_seconds", "unknown")
+    __slots__ = ("_in_flight", "_scope", "_task", "_wake", "_writes", "lease_seconds", "unknown")
 
     def __init__(self, lease_seconds: float) -> None:
         self.lease_seconds = lease_seconds
@@ -48,6 +55,27 @@ class RunWriter:
         """Writes waiting for the writer task; ``None`` while none runs."""
         self._wake = trio.Event()
         self._scope = trio.CancelScope()
+        self._task: trio.lowlevel.Task | None = None
+        """The task whose writes are made in it (the run's loop task), if any."""
+        self._in_flight: trio.CancelScope | None = None
+        """The shield of the write that task is making now."""
+
+    def own(self, task: trio.lowlevel.Task | None) -> None:
+        """Make the writes of ``task`` in it (``None``: none).
+
+        Only for a task that nothing can cancel without :meth:`arrived` being told: the
+        run's loop task, under the run scope (whose watcher calls it), with no other
+        cancel scope of its own around its writes (no other extension wraps the loop).
+        """
+        self._task = task
+
+    def arrived(self, when: float | None = None) -> None:
+        """A cancellation arrived (``None``), or will at ``when`` (trio time): the write
+        the loop task is making gets at most ``lease_seconds`` from then on."""
+        shield = self._in_flight
+        if shield is not None:
+            start = trio.current_time() if when is None else when
+            shield.deadline = min(shield.deadline, start + self.lease_seconds)
 
     def start(self, nursery: trio.Nursery, *, name: str) -> None:
         """Start the writer task in ``nursery`` (the run's): writes from now on queue for it."""
@@ -63,8 +91,9 @@ class RunWriter:
     async def commit(self, write: Callable[[], Awaitable[None]], what: str) -> None:
         """Run one write (with its bookkeeping) so that no cancellation cuts it short.
 
-        The write runs shielded, in another task: the run's writer task (started with the
-        run's tasks), or else a task of its own. An abort, a budget or a shutdown that
+        The write runs shielded: in the loop task itself (see :meth:`own`), or in another
+        task: the run's writer task (started with the run's tasks), or else a task of its
+        own. An abort, a budget or a shutdown that
         arrives meanwhile waits for it, then goes on (``Cancelled`` is raised here once the
         write is over), so the process always knows whether it committed. Only once a
         cancellation has arrived is the write bounded, by ``lease_seconds``: a write still
@@ -76,6 +105,9 @@ class RunWriter:
         writes = self._writes
         if writes is None:
             await self.commit_in_task(write, what)
+            return
+        if self._task is not None and trio.lowlevel.current_task() is self._task:
+            await self._commit_here(write, what)
             return
         item = _Write(write)
         writes.append(item)
@@ -97,6 +129,32 @@ class RunWriter:
                 raise cancelled
             return
         self._settle(result, what, cancelled)
+
+    async def _commit_here(self, write: Callable[[], Awaitable[None]], what: str) -> None:
+        """:meth:`commit` in the calling task (the loop task), shielded.
+
+        The shield is bounded by ``lease_seconds`` past the earliest deadline in force
+        (past now if the task is cancelled already), and :meth:`arrived` bounds it from a
+        cancellation that comes while the write is made.
+        """
+        shield = trio.CancelScope(shield=True)
+        deadline = trio.current_effective_deadline()
+        if deadline == -math.inf:  # cancelled already: the write is made, bounded
+            deadline = trio.current_time()
+        shield.deadline = deadline + self.lease_seconds
+        self._in_flight = shield
+        try:
+            with shield:
+                made: outcome.Outcome[None] = await outcome.acapture(write)
+        finally:
+            self._in_flight = None
+        result = self._known(made, what)
+        if trio.current_effective_deadline() == -math.inf:
+            # Cancelled meanwhile: the cancellation goes on once the write is over.
+            if isinstance(result, outcome.Error):
+                logger.warning("%s failed as the run was stopped", what, exc_info=result.error)
+            await trio.lowlevel.checkpoint()  # raises the pending Cancelled
+        result.unwrap()
 
     async def commit_in_task(self, write: Callable[[], Awaitable[None]], what: str) -> None:
         """:meth:`commit` in a task of its own (no writer task runs)."""
@@ -122,11 +180,8 @@ class RunWriter:
         (result,) = box
         self._settle(result, what, cancelled)
 
-    def _settle(
-        self, result: outcome.Outcome[None], what: str, cancelled: BaseException | None
-    ) -> None:
-        """Report a write's outcome: a write cut by its bound is unknown, and a
-        cancellation that arrived meanwhile goes on once the write is over."""
+    def _known(self, result: outcome.Outcome[None], what: str) -> outcome.Outcome[None]:
+        """A write's outcome; one cut by its bound is unknown (and the run stops writing)."""
         if isinstance(result, outcome.Error) and isinstance(result.error, trio.Cancelled):
             self.unknown = (
                 f"writing {what} did not finish within lease_seconds="
@@ -134,7 +189,15 @@ class RunWriter:
                 "committed is unknown; the run stops writing and recover() finishes it from "
                 "its journal"
             )
-            result = outcome.Error(OperativeError(self.unknown))
+            return outcome.Error(OperativeError(self.unknown))
+        return result
+
+    def _settle(
+        self, result: outcome.Outcome[None], what: str, cancelled: BaseException | None
+    ) -> None:
+        """Report a write's outcome: a write cut by its bound is unknown, and a
+        cancellation that arrived meanwhile goes on once the write is over."""
+        result = self._known(result, what)
         if cancelled is not None:
             if isinstance(result, outcome.Error):
                 logger.warning("%s failed as the run was stopped", what, exc_info=result.error)
@@ -149,17 +212,27 @@ class RunWriter:
         assert writes is not None
         try:
             with self._scope:
-                while True:
-                    while not writes:
-                        self._wake = trio.Event()
-                        await self._wake.wait()
-                    item = writes[0]
-                    with item.shield:
-                        item.result = await outcome.acapture(item.write)
-                    writes.popleft()
-                    item.done.set()
+                try:
+                    await self._take(writes)
+                except trio.Cancelled:
+                    if not self._scope.cancel_called:
+                        # From outside the run (its caller cancelled, a shutdown): a write
+                        # the loop task is making is bounded from now on.
+                        self.arrived()
+                    raise
         finally:
             self._writes = None
             for item in writes:
                 item.done.set()  # never taken: its caller makes it
             writes.clear()
+
+    async def _take(self, writes: collections.deque[_Write]) -> None:
+        while True:
+            while not writes:
+                self._wake = trio.Event()
+                await self._wake.wait()
+            item = writes[0]
+            with item.shield:
+                item.result = await outcome.acapture(item.write)
+            writes.popleft()
+            item.done.set()

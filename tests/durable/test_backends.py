@@ -359,6 +359,31 @@ async def test_append_with_a_stale_fence_or_to_a_finished_run_loses_the_lease(db
     assert [e.seq for e in await db.store.read("r1")] == [0, 1]
 
 
+async def test_finish_journals_the_records_that_wait_before_the_outcome(db: Db) -> None:
+    """``finish(..., journal=records)`` writes them at ``seq``... and the finished entry
+    after them, in one transaction; with a stale fence, none of it."""
+    lease = await start(db, lease_seconds=5)
+    record = await db.engine.finish(
+        lease, 1, Finished(outcome=outcome()), journal=[generated(1), StepDone(step=1)]
+    )
+    assert record.status == "completed"
+    kinds = [type(e.record).__name__ for e in await db.store.read("r1")]
+    assert kinds == ["Started", "Generated", "StepDone", "Finished"]
+    old = await start(db, "r2", lease_seconds=5)
+    db.clock.now += 5
+    await db.engine.claim(worker_id="w2", lease_seconds=5)
+    with pytest.raises(LeaseLostError):
+        await db.engine.finish(old, 1, Finished(outcome=outcome()), journal=[generated(1)])
+    assert [e.seq for e in await db.store.read("r2")] == [0]
+    third = await start(db, "r3", lease_seconds=60)
+    await db.store.append(third, 1, [generated(1)])
+    with pytest.raises(ConflictError):  # a taken seq: nothing of it is written
+        await db.engine.finish(third, 1, Finished(outcome=outcome()), journal=[generated(1)])
+    stored = await db.engine.get("r3")
+    assert stored is not None
+    assert stored.status == "running"
+
+
 _SET_RECORD = "UPDATE operative_journal SET record = ? WHERE run_id = ? AND seq = ?"
 
 

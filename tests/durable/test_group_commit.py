@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import trio
 
-from operative import ConflictError, LeaseLostError, OperativeError
+from operative import ConflictError, LeaseLostError, OperativeError, create_agent, tool
 from operative.durable import (
     Durable,
     Generated,
@@ -36,7 +36,7 @@ from operative.durable._driver import UNKNOWN_OUTCOME
 from operative.durable._records import Started
 
 from .conftest import DurableDb
-from .test_durable_runs import make_agent, shape
+from .test_durable_runs import make_agent, scripted, shape
 
 
 class _Gate:
@@ -369,11 +369,16 @@ async def test_the_commits_of_a_step(
         durable = Durable(engine=engine, checkpoint_store=store, run_id="c")
         async with make_agent(script, Counter()).open_run("go", durable=durable) as run:
             result = await run.result()
+        kinds = [type(entry.record).__name__ for entry in await inner.read("c")]
     assert result.error is None
     assert store.appends[: len(commits)] == commits
-    assert store.appends[-1] == ["Generated", "StepDone"]  # the answer: one commit
+    # The answer (a step with no call, whose end nobody observes) is journaled with the
+    # outcome, in the terminal commit: no append of its own.
+    assert store.appends[-1][-1] == "StepDone"
+    assert kinds[-3:] == ["Generated", "StepDone", "Finished"]
+    assert sum(map(len, store.appends)) == len(kinds) - 4  # Started; answer; Finished
     if all(name == "idem" for names in script for name in names):
-        assert len(store.appends) == len(script)  # one commit per step
+        assert len(store.appends) == len(script) - 1  # one commit per step (the last: 0)
 
 
 async def test_a_listener_of_the_answer_gets_it_committed_first(sqlite_db: DurableDb) -> None:
@@ -398,6 +403,41 @@ async def test_a_listener_of_the_answer_gets_it_committed_first(sqlite_db: Durab
             await run.result()
     assert seen == [1, 2]
     assert store.appends[0] == ["Generated"]
+
+
+@pytest.mark.parametrize("observer", ["step.completed", "on_step", "on_run_end"])
+async def test_an_observed_end_of_the_answer_commits_before_the_outcome(
+    sqlite_db: DurableDb, observer: str
+) -> None:
+    """A step with no call commits its end at once when something outside the run sees
+    it before the outcome commits (a listener, a hook); only unobserved, it waits for
+    the terminal commit."""
+    engine, inner = sqlite_db.engine(), sqlite_db.store()
+    store = _Counting(inner)
+    seen: list[int] = []
+
+    def done_steps(*_: Any) -> None:
+        with closing(sqlite3.connect(sqlite_db.location)) as conn:
+            (count,) = conn.execute(
+                "SELECT count(*) FROM operative_journal WHERE run_id = 'o' AND kind = 'step.done'"
+            ).fetchone()
+        seen.append(count)
+
+    @tool(idempotent=True)
+    async def idem(n: int) -> str:
+        """Idempotent."""
+        return f"idem {n}"
+
+    hooks = {} if observer == "step.completed" else {observer: done_steps}
+    agent = create_agent(generate=scripted([["idem"], []]), tools=[idem], name="w", **hooks)
+    async with engine, inner:
+        durable = Durable(engine=engine, checkpoint_store=store, run_id="o")
+        async with agent.open_run("go", durable=durable) as run:
+            if observer == "step.completed":
+                run.add_listener("step.completed", done_steps)
+            await run.result()
+    assert store.appends[-1] == ["Generated", "StepDone"]  # the answer: a commit of its own
+    assert seen == ([1, 2] if observer != "on_run_end" else [2])
 
 
 # -- a crash between the commits of a step ----------------------------------------------
