@@ -293,6 +293,13 @@ class ActiveRun:
         """The run's result once it has ended (synchronous; ``None`` before)."""
         return self._task.result
 
+    def watch_cancellation(self, watcher: Callable[[float | None], None] | None) -> None:
+        """Have ``watcher`` told, synchronously, when the run scope is cancelled
+        (``None``) or gains a deadline (that deadline); ``None`` stops it. A feature
+        that shields work in the loop task (the durable journal's writes) bounds that
+        work from then on. One watcher at a time: a new one replaces the last."""
+        self._scope.watcher = watcher
+
     @property
     def resumed(self) -> bool:
         """True for a run rebuilt from a durable journal (it ran before a crash)."""

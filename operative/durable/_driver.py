@@ -155,7 +155,7 @@ class DurableDriver(Extension):
             # its writes are made in it (no hand-off to the writer task), the run scope
             # telling the writer of a cancellation or a deadline that comes meanwhile.
             self._writer.own(trio.lowlevel.current_task())
-            run._scope.watcher = self._writer.arrived
+            run.watch_cancellation(self._writer.arrived)
         if self._replay is not None:
             # Recovered: the conversation was rebuilt from the journal before the run.
             self._journaled = len(run.conversation)
@@ -465,8 +465,7 @@ class DurableDriver(Extension):
         self._renew_scope.cancel()
         self._abort = None  # the run has ended: nothing more to abort
         self._writer.own(None)
-        if run._scope.watcher == self._writer.arrived:
-            run._scope.watcher = None
+        run.watch_cancellation(None)
         # The writer ends: no write is in flight (the loop and its calls are over), and
         # the last writes are made each in a task of its own.
         self._writer.stop()
