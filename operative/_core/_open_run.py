@@ -225,22 +225,7 @@ async def run_to_end(
         maximum_steps=maximum_steps,
         **options,
     )
-    open_for_run = getattr(config.generate, "open_for_run", None)
-    if open_for_run is not None:
-        return await run_configured(config, live)
-    # ``run_configured``'s body, inline: one coroutine frame fewer per run in flight.
-    run = _new_run(config, live)
-    if _runs_alone(config, run):
-        try:
-            await run._task.drive(run)
-        except trio.Cancelled:
-            raise
-        except BaseException as exc:
-            raise BaseExceptionGroup("Exceptions from Trio nursery", [exc]) from None
-    else:
-        async with trio.open_nursery() as nursery:
-            _start(run, nursery)
-    return run._outcome()
+    return await run_configured(config, live)
 
 
 async def run_configured(config: RunConfig, live: Conversation) -> RunResult:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import math
-import traceback
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -18,6 +17,7 @@ from ..kvstore import ConditionalTextValueStore, MemoryStore
 from ._approvals import ApprovalDecider, ApprovalPolicy, Approvals, wall_clock
 from ._context import EMPTY_CONTEXT, ExecutionContext, ToolContext
 from ._permissions import PermissionPolicy
+from ._settle import describe, failed, settled
 from ._tool import ArgumentError, Tool
 
 __all__ = ["Toolbox", "approving_toolbox"]
@@ -256,8 +256,8 @@ class Toolbox:
             except ApprovalError:
                 raise
             except Exception as exc:
-                return _failed(tool, call, exc)
-            return _settled(tool, call, value)
+                return failed(tool, call, exc)
+            return settled(tool, call, value)
         return await self._run(tool, call, arguments, context)
 
     async def _park_if_needed(
@@ -284,7 +284,7 @@ class Toolbox:
                 tool_name=tool.name,
                 outcome="error",
                 error=f"The call to {tool.name!r} could not be sent for approval.",
-                detail=_describe(exc),
+                detail=describe(exc),
             )
         await trio.lowlevel.checkpoint()
         return ToolResult(
@@ -349,8 +349,8 @@ class Toolbox:
         except ApprovalError:
             raise
         except Exception as exc:
-            return _failed(tool, call, exc)
-        return _settled(tool, call, value)
+            return failed(tool, call, exc)
+        return settled(tool, call, value)
 
     async def resume_approval(
         self,
@@ -527,35 +527,6 @@ class _CallPlaces:
             )
 
 
-def _failed(tool: Tool, call: ToolCall, exc: Exception) -> ToolResult:
-    """The result of a call whose tool raised ``exc``."""
-    return ToolResult(
-        call_id=call.id,
-        tool_name=tool.name,
-        outcome="error",
-        error=f"Tool {tool.name!r} failed: {type(exc).__name__}: {exc}",
-        detail=_describe(exc),
-    )
-
-
-def _settled(tool: Tool, call: ToolCall, value: Any) -> ToolResult:
-    """The result of a call whose tool returned ``value`` (an error if it cannot be sent)."""
-    try:
-        encoded = tool.encode_result(value)
-    except (TypeError, ValueError, msgspec.ValidationError) as exc:
-        return ToolResult(
-            call_id=call.id,
-            tool_name=tool.name,
-            outcome="error",
-            error=(
-                f"Tool {tool.name!r} returned a value that cannot be sent to the model "
-                f"({type(value).__name__}: {exc})."
-            ),
-            detail=_describe(exc),
-        )
-    return ToolResult(call_id=call.id, tool_name=tool.name, outcome="success", value=encoded)
-
-
 def _timed_out(tool: Tool, call: ToolCall, places: _CallPlaces | None = None) -> ToolResult:
     if places is None or not places._started:
         return ToolResult(
@@ -593,10 +564,6 @@ def _tool_context(tool: Tool, call: ToolCall, context: ExecutionContext) -> Tool
         request_context=context.request_context,
         execution=context,
     )
-
-
-def _describe(exc: BaseException) -> str:
-    return "".join(traceback.format_exception(exc))
 
 
 def approving_toolbox(toolbox: Toolbox) -> Toolbox:
