@@ -350,18 +350,58 @@ def _peers_first_batch(r: Results) -> str:
     return str(min(sizes))
 
 
+def _loop(
+    section: str, ratio_key: str, floor_key: str, ours_key: str, unit: str, label: str
+) -> Candidate:
+    """operative's ratio to the floor as ``bench_loop.py`` recorded it, with both figures."""
+    return Candidate(
+        "loop",
+        label,
+        _fig("loop", section, "operative", ratio_key),
+        _text("loop", (section, "floor", floor_key), unit),
+        _text("loop", (section, "operative", ours_key), unit),
+    )
+
+
+def _loop_recomputed(section: str, key: str, unit: str, label: str) -> Candidate:
+    """The ratio of ``bench_loop.py``'s two figures (a results file without the ratio)."""
+    return Candidate(
+        "loop",
+        label,
+        _plain_ratio("loop", (section, "operative", key), (section, "floor", key)),
+        _text("loop", (section, "floor", key), unit),
+        _text("loop", (section, "operative", key), unit),
+    )
+
+
+def _peers_batch(ratio_key: str, rounds_key: str, unit: str) -> Candidate:
+    """The first batch size of ``bench_peers.py``'s fresh-process batches."""
+
+    def figure(system: str, key: str) -> Callable[[Results], Figure]:
+        return lambda r: r.fig("peers", "concurrency", _peers_first_batch(r), system, key)
+
+    def text(system: str) -> Callable[[Results], str]:
+        return lambda r: spread_text(figure(system, rounds_key)(r)) + unit
+
+    return Candidate(
+        "peers",
+        "bench_peers.py, fresh processes in turn",
+        figure("operative", ratio_key),
+        text("floor"),
+        text("operative"),
+    )
+
+
+_FRESH = "bench_loop.py, fresh processes"
+
 GOALS: tuple[Goal, ...] = (
     Goal(
         "µs per step (20-step run)",
         1.3,
         "ratio",
         (
-            Candidate(
-                "loop",
-                "bench_loop.py",
-                _fig("loop", "per_step", "operative", "x_floor_per_step"),
-                _text("loop", ("per_step", "floor", "us_per_step"), " µs"),
-                _text("loop", ("per_step", "operative", "us_per_step"), " µs"),
+            _loop(
+                "per_step", "x_floor_per_step", "us_per_step", "us_per_step", " µs", "bench_loop.py"
             ),
             Candidate(
                 "peers",
@@ -370,17 +410,7 @@ GOALS: tuple[Goal, ...] = (
                 _text("peers", ("per_step", "floor", "us_per_step_rounds"), " µs"),
                 _text("peers", ("per_step", "operative", "us_per_step_rounds"), " µs"),
             ),
-            Candidate(
-                "loop",
-                "bench_loop.py",
-                _plain_ratio(
-                    "loop",
-                    ("per_step", "operative", "us_per_step"),
-                    ("per_step", "floor", "us_per_step"),
-                ),
-                _text("loop", ("per_step", "floor", "us_per_step"), " µs"),
-                _text("loop", ("per_step", "operative", "us_per_step"), " µs"),
-            ),
+            _loop_recomputed("per_step", "us_per_step", " µs", "bench_loop.py"),
         ),
     ),
     Goal(
@@ -395,51 +425,9 @@ GOALS: tuple[Goal, ...] = (
                 _text("peers", ("batch_rounds", "floor", "wall_s"), " s"),
                 _text("peers", ("batch_rounds", "operative", "wall_s"), " s"),
             ),
-            Candidate(
-                "peers",
-                "bench_peers.py, fresh processes in turn",
-                lambda r: r.fig(
-                    "peers", "concurrency", _peers_first_batch(r), "operative", "x_floor_wall"
-                ),
-                lambda r: (
-                    spread_text(
-                        r.fig(
-                            "peers", "concurrency", _peers_first_batch(r), "floor", "wall_s_rounds"
-                        )
-                    )
-                    + " s"
-                ),
-                lambda r: (
-                    spread_text(
-                        r.fig(
-                            "peers",
-                            "concurrency",
-                            _peers_first_batch(r),
-                            "operative",
-                            "wall_s_rounds",
-                        )
-                    )
-                    + " s"
-                ),
-            ),
-            Candidate(
-                "loop",
-                "bench_loop.py, fresh processes",
-                _fig("loop", "concurrency", "operative", "x_floor_wall"),
-                _text("loop", ("concurrency", "floor", "wall_s"), " s"),
-                _text("loop", ("concurrency", "operative", "wall_s"), " s"),
-            ),
-            Candidate(
-                "loop",
-                "bench_loop.py, fresh processes",
-                _plain_ratio(
-                    "loop",
-                    ("concurrency", "operative", "wall_s"),
-                    ("concurrency", "floor", "wall_s"),
-                ),
-                _text("loop", ("concurrency", "floor", "wall_s"), " s"),
-                _text("loop", ("concurrency", "operative", "wall_s"), " s"),
-            ),
+            _peers_batch("x_floor_wall", "wall_s_rounds", " s"),
+            _loop("concurrency", "x_floor_wall", "wall_s", "wall_s", " s", _FRESH),
+            _loop_recomputed("concurrency", "wall_s", " s", _FRESH),
         ),
     ),
     Goal(
@@ -447,59 +435,16 @@ GOALS: tuple[Goal, ...] = (
         1.3,
         "ratio",
         (
-            Candidate(
-                "peers",
-                "bench_peers.py, fresh processes in turn",
-                lambda r: r.fig(
-                    "peers",
-                    "concurrency",
-                    _peers_first_batch(r),
-                    "operative",
-                    "x_floor_kib_per_run",
-                ),
-                lambda r: (
-                    spread_text(
-                        r.fig(
-                            "peers",
-                            "concurrency",
-                            _peers_first_batch(r),
-                            "floor",
-                            "kib_per_run_rounds",
-                        )
-                    )
-                    + " KiB"
-                ),
-                lambda r: (
-                    spread_text(
-                        r.fig(
-                            "peers",
-                            "concurrency",
-                            _peers_first_batch(r),
-                            "operative",
-                            "kib_per_run_rounds",
-                        )
-                    )
-                    + " KiB"
-                ),
+            _peers_batch("x_floor_kib_per_run", "kib_per_run_rounds", " KiB"),
+            _loop(
+                "concurrency",
+                "x_floor_kib_per_run",
+                "kib_per_run_rss",
+                "kib_per_run_rss",
+                " KiB",
+                _FRESH,
             ),
-            Candidate(
-                "loop",
-                "bench_loop.py, fresh processes",
-                _fig("loop", "concurrency", "operative", "x_floor_kib_per_run"),
-                _text("loop", ("concurrency", "floor", "kib_per_run_rss"), " KiB"),
-                _text("loop", ("concurrency", "operative", "kib_per_run_rss"), " KiB"),
-            ),
-            Candidate(
-                "loop",
-                "bench_loop.py, fresh processes",
-                _plain_ratio(
-                    "loop",
-                    ("concurrency", "operative", "kib_per_run_rss"),
-                    ("concurrency", "floor", "kib_per_run_rss"),
-                ),
-                _text("loop", ("concurrency", "floor", "kib_per_run_rss"), " KiB"),
-                _text("loop", ("concurrency", "operative", "kib_per_run_rss"), " KiB"),
-            ),
+            _loop_recomputed("concurrency", "kib_per_run_rss", " KiB", _FRESH),
         ),
     ),
     Goal(
@@ -507,12 +452,13 @@ GOALS: tuple[Goal, ...] = (
         3.0,
         "ratio",
         (
-            Candidate(
-                "loop",
+            _loop(
+                "per_step",
+                "x_floor_run_1_step",
+                "us_run_fixed",
+                "us_run_fixed",
+                " µs",
                 "bench_loop.py",
-                _fig("loop", "per_step", "operative", "x_floor_run_1_step"),
-                _text("loop", ("per_step", "floor", "us_run_fixed"), " µs"),
-                _text("loop", ("per_step", "operative", "us_run_fixed"), " µs"),
             ),
             Candidate(
                 "peers",
@@ -521,17 +467,7 @@ GOALS: tuple[Goal, ...] = (
                 _text("peers", ("per_step", "floor", "us_run_1_step_rounds"), " µs"),
                 _text("peers", ("per_step", "operative", "us_run_1_step_rounds"), " µs"),
             ),
-            Candidate(
-                "loop",
-                "bench_loop.py",
-                _plain_ratio(
-                    "loop",
-                    ("per_step", "operative", "us_run_fixed"),
-                    ("per_step", "floor", "us_run_fixed"),
-                ),
-                _text("loop", ("per_step", "floor", "us_run_fixed"), " µs"),
-                _text("loop", ("per_step", "operative", "us_run_fixed"), " µs"),
-            ),
+            _loop_recomputed("per_step", "us_run_fixed", " µs", "bench_loop.py"),
         ),
     ),
     Goal(
