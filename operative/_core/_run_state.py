@@ -16,7 +16,7 @@ import attrs
 import trio
 
 from ..hooks import HookContext
-from ._types import FinishReason, ToolCall, ToolResult, Usage
+from ._types import NO_USAGE, FinishReason, ToolCall, ToolResult
 
 if TYPE_CHECKING:
     from ..conversation import Conversation
@@ -35,8 +35,6 @@ __all__ = [
     "only_cancelled",
     "run_clock",
 ]
-
-NO_USAGE = Usage()
 
 
 def only_cancelled(exc: BaseException | None) -> bool:

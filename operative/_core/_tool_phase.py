@@ -110,6 +110,7 @@ class ToolPhase:
         """The plain phase's one result, storable, kept in ``inflight``; a progress pulse."""
         value = result.value
         kind = value.__class__
+        # ``sendable``'s own first test, inline: most values are plain.
         if kind not in PLAIN_VALUES and not (kind is int and -SMALL_INT < value < SMALL_INT):
             result = sendable(result)  # a container, or a big int: is it JSON?
         inflight.results = [result]
@@ -178,11 +179,7 @@ class ToolPhase:
                 result = await execute(call, execution)
             except RecursionError as exc:
                 result = unsendable(call, exc)
-            value = result.value
-            kind = value.__class__
-            if kind not in PLAIN_VALUES and not (kind is int and -SMALL_INT < value < SMALL_INT):
-                result = sendable(result)  # a container, or a big int: is it JSON?
-            results[index] = result
+            results[index] = sendable(result)
         elif to_run:
             limiter = trio.CapacityLimiter(cfg.tool_concurrency) if cfg.tool_concurrency else None
 

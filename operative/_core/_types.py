@@ -15,6 +15,7 @@ import msgspec
 from ._errors import InvalidArgument
 
 __all__ = [
+    "NO_USAGE",
     "ApprovalDecision",
     "Authority",
     "FinishReason",
@@ -85,6 +86,10 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True):
     def of(cls, prompt: int = 0, completion: int = 0) -> Usage:
         """Usage with ``total = prompt + completion``."""
         return cls(prompt=prompt, completion=completion, total=prompt + completion)
+
+
+NO_USAGE = Usage()
+"""Nothing spent. Frozen, so every run, step and tracker can start from this one."""
 
 
 class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):

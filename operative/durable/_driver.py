@@ -505,7 +505,6 @@ class DurableDriver(Extension):
             self.commit_error = OperativeError(self._writer.unknown)
             return result
         journal: list[Any] = []
-        journaled = self._journaled
         if self._pending and isinstance(engine, SqlEngine):
             # Records still waiting (the last step's end, or a step cut by an abort, a
             # stop, an error) are journaled before the outcome, in its transaction.
@@ -529,6 +528,8 @@ class DurableDriver(Extension):
             if unknown is not None:
                 self.commit_error = OperativeError(unknown)
                 return result
+        if not journal:
+            journaled = self._journaled  # read after the append above, if there was one
         error = result.error
         outcome = RunOutcome(
             finish_reason=str(result.finish_reason),
@@ -539,8 +540,6 @@ class DurableDriver(Extension):
             usage=result.usage,
             steps=len(result.steps),
         )
-        if not journal:
-            journaled = self._journaled
         tail = run.conversation.messages[journaled:]
         try:
             async with self._lock:

@@ -10,7 +10,7 @@ from typing import Literal
 import trio
 
 from .._core._errors import InvalidArgument
-from .._core._types import FinishReason, Usage
+from .._core._types import NO_USAGE, FinishReason, Usage
 from ._snapshots import (
     PULSE_KINDS,
     TERMINAL_STATUSES,
@@ -27,9 +27,6 @@ from ._snapshots import (
 )
 
 __all__ = ["LivenessTracker"]
-
-_NO_USAGE = Usage()
-"""Nothing spent (frozen, so every tracker can start from the same one)."""
 
 logger = logging.getLogger("operative.liveness")
 
@@ -99,7 +96,7 @@ class LivenessTracker:
         self._started = False
         self._started_at: float | None = None
         self._step = 0
-        self._usage = _NO_USAGE
+        self._usage = NO_USAGE
         self._last_activity: float | None = None
         self._last_heartbeat: float | None = None
         self._last_progress: float | None = None
