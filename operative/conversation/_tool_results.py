@@ -43,7 +43,7 @@ def tool_result_message(result: ToolResult, *, id: str | None = None) -> Message
     """The tool message that carries ``result`` (with a fresh id unless ``id`` is given)."""
     if id is None:
         ids = _ids  # new_message_id(), inline: one message per tool call
-        id = f"{ids._prefix}{next(ids._count):08x}"
+        id = ids._prefix + hex(next(ids._count))
     outcome = result.outcome
     if outcome == "success":  # tool_result_content(result), inline for the common case
         value = result.value

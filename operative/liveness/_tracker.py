@@ -53,6 +53,8 @@ class LivenessTracker:
         "_last_heartbeat",
         "_last_progress",
         "_missed",
+        "_progress_at",
+        "_quick",
         "_quiet_since",
         "_reachability",
         "_revision",
@@ -110,6 +112,10 @@ class LivenessTracker:
         """Last progress, or the last time a declared wait began or ended."""
         self._heard_since: float | None = None
         """Last pulse of any kind, or the last time a declared wait began or ended."""
+        self._progress_at: float | None = None
+        """The last quick progress pulse not yet folded into the five times above."""
+        self._quick = False
+        """True while a progress pulse need only record its time (see ``_progress``)."""
         # An empty tuple until the first subscriber (most runs have none).
         self._subscriptions: list[SnapshotSubscription] | tuple[()] = ()
         self._changed: trio.lowlevel.ParkingLot | None = None
@@ -149,6 +155,7 @@ class LivenessTracker:
 
     def snapshot(self) -> LivenessSnapshot:
         """The state now; never blocks, never changes anything."""
+        self._fold()
         return LivenessSnapshot(
             kind=self.kind,
             id=self.id,
@@ -210,6 +217,7 @@ class LivenessTracker:
         return SnapshotStream(self, capacity)
 
     def _add_subscription(self, subscription: SnapshotSubscription) -> None:
+        self._quick = False  # every revision change is delivered from now on
         subscriptions = self._subscriptions
         if isinstance(subscriptions, list):
             subscriptions.append(subscription)
@@ -255,6 +263,7 @@ class LivenessTracker:
             raise InvalidArgument(f"pulse kind must be one of {sorted(PULSE_KINDS)}, got {kind!r}")
         if self._status in TERMINAL_STATUSES:
             return
+        self._fold()
         now = self._clock()
         changed = False
         if step is not None and step != self._step:
@@ -283,10 +292,20 @@ class LivenessTracker:
         """``pulse("progress", step=step, usage=usage)`` for the run's own loop.
 
         The loop pulses three times a step with known-good arguments, so this skips
-        the checks and the comparisons and always counts as a change.
+        the checks and the comparisons and always counts as a change. While the work
+        runs with nothing to change but the times (no wait, no missed pulse, reachable,
+        nobody subscribed) a pulse records its time alone: the five times it sets are
+        folded in from it when they are next read or written (``_fold``).
         """
+        if self._quick:
+            self._progress_at = self._clock()
+            self._step = step
+            self._usage = usage
+            self._revision += 1
+            return
         if self._status in TERMINAL_STATUSES:
             return
+        self._fold()
         now = self._clock()
         self._step = step
         self._usage = usage
@@ -299,6 +318,7 @@ class LivenessTracker:
             self._started_at = now
         self._status = "waiting" if self._waits else "running"
         self._revision += 1
+        self._quick = not self._waits and not self._subscriptions
         if self._subscriptions:
             snapshot = self.snapshot()
             for subscription in tuple(self._subscriptions):
@@ -419,6 +439,8 @@ class LivenessTracker:
         (``now``: the time it ended, when the caller has read the clock already)."""
         if self._status in TERMINAL_STATUSES:
             return
+        self._fold()
+        self._quick = False
         if now is None:
             now = self._clock()
         if step is not None:
@@ -465,7 +487,17 @@ class LivenessTracker:
 
     # -- internals -------------------------------------------------------------------
 
+    def _fold(self) -> None:
+        """Take the last quick progress pulse into the pulse times (before any of them
+        is read, or written by anything else)."""
+        at = self._progress_at
+        if at is not None:
+            self._progress_at = None
+            self._last_heartbeat = self._heard_since = at
+            self._last_activity = self._last_progress = self._quiet_since = at
+
     def _restart_clocks(self) -> None:
+        self._fold()
         now = self._clock()
         self._last_activity = now
         self._quiet_since = self._heard_since = now
@@ -485,6 +517,7 @@ class LivenessTracker:
             status = "starting"
         self._status = status
         self._revision += 1
+        self._quick = status == "running" and not self._subscriptions
         if self._subscriptions:
             snapshot = self.snapshot()
             for subscription in tuple(self._subscriptions):

@@ -139,6 +139,7 @@ class StallWatchdog:
         excused = tracker._excused_until()
         if excused is not None and now < excused:
             return excused  # paused: a wait ending or the work finishing wakes us early
+        tracker._fold()
         quiet = tracker._quiet_since if tracker._quiet_since is not None else origin
         heard = tracker._heard_since if tracker._heard_since is not None else origin
         if excused is not None:  # a wait overran its deadline: silence counts from it
