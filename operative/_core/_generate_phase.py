@@ -46,6 +46,8 @@ from ._run_state import NO_USAGE, Inflight, RunState
 from ._types import Usage
 
 if TYPE_CHECKING:
+    from ._extension import Extensions
+    from ._options import RunConfig
     from ._run import ActiveRun
 
 __all__ = ["GeneratePhase"]
@@ -192,19 +194,19 @@ class GeneratePhase:
             response = checked_response(response)
         return response
 
-    def is_plain(self) -> bool:
-        """True when the step's generate phase is the model call alone: nobody listens
-        for events, no retry, no backpressure, no extension before an attempt, no
-        ``validate_response`` hook. The step loop then calls the model itself (one
-        coroutine frame fewer per run in flight) and settles the answer with
-        :meth:`failed` or :meth:`accepted`, which is what :meth:`run` would do."""
-        state = self._state
-        cfg = state.config
+    @staticmethod
+    def plain_for(cfg: RunConfig, ext: Extensions) -> bool:
+        """True when, under ``cfg``, the step's generate phase is the model call alone
+        unless someone listens for events: no retry, no backpressure, no extension
+        before an attempt, no ``validate_response`` hook. Kept in
+        ``RunState.plain_generate``; the step loop then calls the model itself (one
+        coroutine frame fewer per run in flight) while nobody listens, and settles the
+        answer with :meth:`failed` or :meth:`accepted`, which is what :meth:`run` would
+        do."""
         return (
-            not state.hub.wanted
-            and cfg.retry is None
+            cfg.retry is None
             and cfg.backpressure is None
-            and not state.ext.before_attempt
+            and not ext.before_attempt
             and (cfg.hooks is NO_HOOKS or not cfg.hooks.validate_response)
         )
 

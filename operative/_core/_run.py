@@ -100,6 +100,8 @@ class ActiveRun:
             durability="process-local" if ext.durable is None else "durable",
         )
         state = self._state = RunState(config, conversation, now, hub, liveness, ext)
+        state.plain_generate = GeneratePhase.plain_for(config, ext)
+        state.plain_tools = ToolPhase.plain_for(config, ext)
         done = self._done = RunDone()
         """Set once the run has ended and its result is recorded (by ``RunTask``)."""
         scope = self._scope = RunScope(done)
@@ -352,7 +354,10 @@ class ActiveRun:
         """Run on under ``config`` from the next step, as given. A new generate function
         is not wrapped here: pass ``run.wrap_generate(generate)`` in it, so the run's
         tracing (and any other wrapper) covers it exactly once."""
-        self._state.config = config
+        state = self._state
+        state.config = config
+        state.plain_generate = GeneratePhase.plain_for(config, state.ext)
+        state.plain_tools = ToolPhase.plain_for(config, state.ext)
 
     @property
     def pending_switch(self) -> Switch | None:

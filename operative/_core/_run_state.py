@@ -124,6 +124,8 @@ class RunState:
         "inflight",
         "liveness",
         "now",
+        "plain_generate",
+        "plain_tools",
         "run_id",
         "started_at",
         "step",
@@ -173,6 +175,12 @@ class RunState:
         self.to_settle: tuple[Settle, ...] = ()
         """What extensions asked to do about the step's answer's spend once the answer
         is recorded. Written by ``GeneratePhase``, awaited and cleared by ``StepLoop``."""
+        self.plain_generate = False
+        """``GeneratePhase.plain_for(config, ext)``, kept with ``config``. Written by
+        ``ActiveRun`` whenever it sets the configuration."""
+        self.plain_tools = False
+        """``ToolPhase.plain_for(config, ext)``, kept with ``config``. Written by
+        ``ActiveRun`` whenever it sets the configuration."""
 
     def hook_context(self) -> HookContext:
         """What a hook is told about the run, now."""

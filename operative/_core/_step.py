@@ -39,7 +39,7 @@ from ._generate_phase import GeneratePhase
 from ._model import GenerateRequest, GenerateResponse, checked_response
 from ._results import StepResult
 from ._run_state import NO_USAGE, Inflight, RunState
-from ._tool_calls import normalize_calls, unsendable
+from ._tool_calls import RefusedCalls, normalize_calls, unsendable
 from ._tool_phase import ToolPhase, select_specs
 from ._types import FinishReason, ToolResult
 
@@ -183,8 +183,8 @@ class StepLoop:
                 if hooks.select_tools or hooks.prepare_step:
                     request, offered = await self._prepare(request)
                 generate = self._generate
-                if generate.is_plain():
-                    # The model call itself, in this frame (see ``is_plain``).
+                if state.plain_generate and not hub.wanted:
+                    # The model call itself, in this frame (see ``plain_for``).
                     try:
                         response = await cfg.generate(request)
                     except Exception as exc:
@@ -204,16 +204,14 @@ class StepLoop:
             content = inflight.content = response.content
             if content.__class__ is str:
                 metadata = response.metadata
-                conversation._extend_built(
-                    [
-                        Message(
-                            id=new_message_id(),
-                            role="assistant",
-                            content=content,
-                            tool_calls=calls,
-                            metadata=dict(metadata) if metadata else {},
-                        )
-                    ]
+                conversation._append_built(
+                    Message(
+                        id=new_message_id(),
+                        role="assistant",
+                        content=content,
+                        tool_calls=calls,
+                        metadata=dict(metadata) if metadata else {},
+                    )
                 )
             else:  # content parts: checked on the way in
                 conversation.append_assistant_message(content, calls, metadata=response.metadata)
@@ -241,15 +239,21 @@ class StepLoop:
             results: tuple[ToolResult, ...] = ()
             if calls:
                 tools = self._tools
-                if tools.is_plain(calls, offered):
-                    # The tool phase of one call, in this frame (see ``is_plain``).
+                if (
+                    state.plain_tools
+                    and len(calls) == 1
+                    and offered is None
+                    and calls.__class__ is not RefusedCalls
+                    and not hub.wanted
+                ):
+                    # The tool phase of one call, in this frame (see ``plain_for``).
                     call = calls[0]
                     try:
                         result = await cfg.toolbox.execute(call, tools.execution(run, step))
                     except RecursionError as exc:
                         result = unsendable(call, exc)
                     results = tools.settled_one(inflight, result)
-                    conversation._extend_built([tool_result_message(results[0])])
+                    conversation._append_built(tool_result_message(results[0]))
                 else:
                     results = await tools.run(run, inflight, offered)
                     conversation._extend_built([tool_result_message(r) for r in results])

@@ -42,6 +42,8 @@ from ._tool_calls import (
 from ._types import ToolCall, ToolResult
 
 if TYPE_CHECKING:
+    from ._extension import Extensions
+    from ._options import RunConfig
     from ._run import ActiveRun
 
 __all__ = ["ToolPhase", "select_specs"]
@@ -65,21 +67,17 @@ class ToolPhase:
         with self._state.liveness.waiting("elicitation", detail=str(request.request_id)):
             return await handler(request)
 
-    def is_plain(self, calls: tuple[ToolCall, ...], offered: frozenset[str] | None) -> bool:
-        """True when the step's tool phase is one call through the toolbox alone: every
-        tool offered, no refusal, nobody listening for events, no approval handler, no
-        hook around tools, no extension at the tool boundaries. The step loop then runs
-        the call in its own frame (one coroutine frame fewer a step) and settles it with
-        :meth:`settled_one`, which is what :meth:`run` would do."""
-        if len(calls) != 1 or offered is not None or calls.__class__ is RefusedCalls:
-            return False
-        state = self._state
-        cfg = state.config
+    @staticmethod
+    def plain_for(cfg: RunConfig, ext: Extensions) -> bool:
+        """True when, under ``cfg``, a step's tool phase of one call goes through the
+        toolbox alone unless someone listens for events (or a call is refused, or not
+        every tool is offered): no approval handler, no hook around tools, no extension
+        at the tool boundaries. Kept in ``RunState.plain_tools``; the step loop then
+        runs such a call in its own frame (one coroutine frame fewer a step) and settles
+        it with :meth:`settled_one`, which is what :meth:`run` would do."""
         hooks = cfg.hooks
-        ext = state.ext
         return (
-            not state.hub.wanted
-            and cfg.on_approval is None
+            cfg.on_approval is None
             and not ext.tools_starting
             and not ext.wrap_tool
             and (
@@ -113,10 +111,10 @@ class ToolPhase:
         # ``sendable``'s own first test, inline: most values are plain.
         if kind not in PLAIN_VALUES and not (kind is int and -SMALL_INT < value < SMALL_INT):
             result = sendable(result)  # a container, or a big int: is it JSON?
-        inflight.results = [result]
+        results = inflight.results = (result,)
         state = self._state
         state.liveness._progress(inflight.step, state.usage)
-        return (result,)
+        return results
 
     async def run(
         self, run: ActiveRun, inflight: Inflight, offered: frozenset[str] | None

@@ -50,7 +50,7 @@ class Conversation:
     messages are immutable and shared, never copied.
     """
 
-    __slots__ = ("_messages", "_metadata", "_snapshot")
+    __slots__ = ("_messages", "_metadata", "_metadata_copy", "_snapshot")
 
     def __init__(
         self, messages: Iterable[Message] = (), *, metadata: Mapping[str, Any] | None = None
@@ -60,6 +60,8 @@ class Conversation:
         )
         self._metadata: dict[str, Any] = dict(metadata) if metadata else {}
         self._snapshot: ConversationHistory | None = None
+        self._metadata_copy: dict[str, Any] | None = None
+        """The metadata the last snapshot holds, shared by the next ones until it changes."""
 
     @classmethod
     def from_history(cls, history: ConversationHistory) -> Conversation:
@@ -79,8 +81,11 @@ class Conversation:
         """An immutable snapshot of the conversation as it is now (cached until a change)."""
         snapshot = self._snapshot
         if snapshot is None:
+            metadata = self._metadata_copy
+            if metadata is None:
+                metadata = self._metadata_copy = dict(self._metadata)
             snapshot = self._snapshot = ConversationHistory(
-                messages=tuple(self._messages), metadata=dict(self._metadata)
+                messages=tuple(self._messages), metadata=metadata
             )
         return snapshot
 
@@ -101,19 +106,19 @@ class Conversation:
     @metadata.setter
     def metadata(self, value: Mapping[str, Any]) -> None:
         self._metadata = dict(value)
-        self._snapshot = None
+        self._snapshot = self._metadata_copy = None
 
     def update_metadata(self, values: Mapping[str, Any] = _EMPTY, /, **more: Any) -> None:
         """Set metadata keys (like ``dict.update``)."""
         self._metadata.update(values, **more)
-        self._snapshot = None
+        self._snapshot = self._metadata_copy = None
 
     def remove_metadata(self, *keys: str) -> None:
         """Remove metadata keys; keys that are not set are ignored."""
         for key in keys:
             if key in self._metadata:
                 del self._metadata[key]
-                self._snapshot = None
+                self._snapshot = self._metadata_copy = None
 
     def __len__(self) -> int:
         return len(self._messages)
@@ -135,6 +140,11 @@ class Conversation:
     def _extend_built(self, messages: list[Message]) -> None:
         """Append messages the run loop built itself (``Message`` records by construction)."""
         self._messages.extend(messages)
+        self._snapshot = None
+
+    def _append_built(self, message: Message) -> None:
+        """Append a message the run loop built itself (a ``Message`` by construction)."""
+        self._messages.append(message)
         self._snapshot = None
 
     def append_system_message(
