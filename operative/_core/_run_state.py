@@ -84,7 +84,11 @@ class CancelReason:
 
 
 class Inflight:
-    """The step in progress: what clean-up needs to repair if the step is cut."""
+    """The step in progress: what clean-up needs to repair if the step is cut.
+
+    One per run, begun again at each step's entry (:meth:`begin`): a method call costs
+    less than making an object.
+    """
 
     __slots__ = (
         "calls",
@@ -98,7 +102,8 @@ class Inflight:
         "usage",
     )
 
-    def __init__(self, step: int) -> None:
+    def begin(self, step: int) -> None:
+        """Start ``step`` afresh: nothing generated, run or completed yet."""
         self.step = step
         self.generated = False
         self.settled = False
@@ -110,6 +115,8 @@ class Inflight:
         self.results: Sequence[ToolResult | None] = ()
         """The step's results, in call order (the tool phase sets its list)."""
         self.usage = NO_USAGE
+
+    __init__ = begin  # the first step begins as the object is made
 
 
 class RunState:

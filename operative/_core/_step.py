@@ -127,6 +127,7 @@ class StepLoop:
         steering = self._steering
         ext = state.ext
         first = 1
+        inflight = Inflight(first)
         if resume is not None:
             # A run rebuilt from a journal goes on from its last recorded step; one that
             # had already met a stop condition when it was cut ends here (unless that
@@ -151,7 +152,8 @@ class StepLoop:
                 from ..steering import check_selection
 
                 check_selection(cfg.selection, step=step)
-            inflight = state.inflight = Inflight(step)
+            inflight.begin(step)
+            state.inflight = inflight
             if "step.started" in hub.wanted:
                 await hub.emit(StepStarted(run_id=run_id, step=step, time=state.now()))
             if ext.step_entered:
@@ -305,7 +307,8 @@ class StepLoop:
             if cfg.stop_when:
                 # Synchronous conditions (the common case) are checked without a
                 # coroutine of their own; an async one hands over to ``stopped``.
-                for index, condition in enumerate(cfg.stop_when):
+                index = 0
+                for condition in cfg.stop_when:
                     stop = condition(step_result)
                     if stop.__class__ is not bool and inspect.isawaitable(stop):
                         stopped = await self.stopped(step_result, index, stop)
@@ -316,6 +319,7 @@ class StepLoop:
                         if cfg.output is not None and not self._answer.accept(step_result):
                             break  # the model gets another attempt at the output
                         return FinishReason.STOP_CONDITION
+                    index += 1  # noqa: SIM113 (by hand: no enumerate object a step)
 
         if hooks.on_maximum_steps:
             context = state.hook_context()
