@@ -28,6 +28,7 @@ __all__ = [
     "PLAIN_VALUES",
     "REFUSED_ARGUMENTS",
     "SMALL_INT",
+    "SMALL_INT_NEGATED",
     "RefusedCalls",
     "normalize_calls",
     "refused_result",
@@ -42,6 +43,7 @@ REFUSED_ARGUMENTS = "operative.refused"
 PLAIN_VALUES = (str, bool, float, type(None))
 """Classes of tool values JSON holds without looking inside (with ints below SMALL_INT)."""
 SMALL_INT = 2**64
+SMALL_INT_NEGATED = -SMALL_INT
 _SHALLOW = 2 * MAX_JSON_DEPTH + 1
 
 
@@ -195,7 +197,10 @@ def sendable(result: ToolResult) -> ToolResult:
         return result
     value = result.value
     value_class = value.__class__
-    if value_class in PLAIN_VALUES or (value_class is int and -SMALL_INT < value < SMALL_INT):
+    if value_class is int:
+        if SMALL_INT_NEGATED < value < SMALL_INT:
+            return result
+    elif value_class in PLAIN_VALUES:
         return result
     problem = json_problem(value)
     if problem is None:

@@ -33,6 +33,7 @@ from ._run_state import Inflight, RunState
 from ._tool_calls import (
     PLAIN_VALUES,
     SMALL_INT,
+    SMALL_INT_NEGATED,
     RefusedCalls,
     refused_result,
     sendable,
@@ -109,8 +110,11 @@ class ToolPhase:
         value = result.value
         kind = value.__class__
         # ``sendable``'s own first test, inline: most values are plain.
-        if kind not in PLAIN_VALUES and not (kind is int and -SMALL_INT < value < SMALL_INT):
-            result = sendable(result)  # a container, or a big int: is it JSON?
+        if kind is int:
+            if not SMALL_INT_NEGATED < value < SMALL_INT:
+                result = sendable(result)  # a big int: can JSON hold it?
+        elif kind not in PLAIN_VALUES:
+            result = sendable(result)  # a container: is it JSON?
         results = inflight.results = (result,)
         state = self._state
         state.liveness._progress(inflight.step, state.usage)
