@@ -37,7 +37,14 @@ from ._run import ActiveRun
 from ._run_state import CancelReason, is_shutdown, only_cancelled
 from ._types import FinishReason
 
-__all__ = ["open_run", "run_configured", "run_to_end"]
+__all__ = [
+    "from_nursery",
+    "open_run",
+    "run_configured",
+    "run_in_nursery",
+    "run_to_end",
+    "runs_alone",
+]
 
 _ABORTED = FinishReason.ABORTED
 
@@ -158,7 +165,7 @@ async def _abort_when(run: ActiveRun, wait: Callable[[], Awaitable[object]]) -> 
     async with trio.open_nursery() as watch:
 
         async def until_ended() -> None:
-            await run._done.wait()
+            await run._scope.wait_ended()
             watch.cancel_scope.cancel()
 
         watch.start_soon(until_ended)
@@ -184,12 +191,12 @@ def _new_run(config: RunConfig, live: Conversation) -> ActiveRun:
     return run
 
 
-def _runs_alone(config: RunConfig, run: ActiveRun) -> bool:
+def runs_alone(run: ActiveRun) -> bool:
     """True when nothing must run beside the run's loop: no stall watchdog, no
     ``abort_on`` watcher, no extension task (a durable run's lease renewer)."""
-    return (
-        config.stall_policy is None and config.abort_on is None and not run._state.ext.start_tasks
-    )
+    state = run._state
+    config = state.config
+    return config.stall_policy is None and config.abort_on is None and not state.ext.start_tasks
 
 
 async def run_to_end(
@@ -238,7 +245,7 @@ async def run_configured(config: RunConfig, live: Conversation) -> RunResult:
         async with open_for_run() as opened:
             return await run_configured(msgspec.structs.replace(config, generate=opened), live)
     run = _new_run(config, live)
-    if _runs_alone(config, run):
+    if runs_alone(run):
         # The loop task's work, in the caller's task: ``drive`` enters the run scope,
         # records the result, and raises again what came from outside (a cancelled
         # caller, Ctrl-C) once the run has ended.
@@ -247,11 +254,22 @@ async def run_configured(config: RunConfig, live: Conversation) -> RunResult:
         except trio.Cancelled:
             raise
         except BaseException as exc:
-            # Ctrl-C (or SystemExit) comes out as it comes out of the run's nursery.
-            raise BaseExceptionGroup("Exceptions from Trio nursery", [exc]) from None
-    else:
-        async with trio.open_nursery() as nursery:
-            _start(run, nursery)
+            raise from_nursery(exc) from None
+        return run._outcome()
+    return await run_in_nursery(run)
+
+
+def from_nursery(exc: BaseException) -> BaseExceptionGroup[BaseException]:
+    """What a run's nursery raises when its loop task raises ``exc`` (Ctrl-C,
+    SystemExit; a cancellation comes out as itself): so a run in the caller's task
+    raises what the same run in a nursery raises."""
+    return BaseExceptionGroup("Exceptions from Trio nursery", [exc])
+
+
+async def run_in_nursery(run: ActiveRun) -> RunResult:
+    """Run ``run`` in a nursery of its own, with what must run beside its loop."""
+    async with trio.open_nursery() as nursery:
+        _start(run, nursery)
     return run._outcome()
 
 

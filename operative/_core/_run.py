@@ -21,7 +21,7 @@ Each part owns the state it writes:
 - ``ToolPhase``: the step's results (in ``Inflight``), the elicitation handler;
 - ``StepLoop``: the ids of the transcript's calls, the context manager, the steering
   cursor;
-- ``RunTask``: the run's result, and ``done``.
+- ``RunTask``: the run's result (recorded, it ends the run scope).
 
 No part keeps the run handle (it is passed down to what extensions and tools are
 given), so a run that has ended is freed by reference counting, not by the collector.
@@ -50,7 +50,7 @@ from ._generate_phase import GeneratePhase
 from ._model import GenerateFunction
 from ._options import RunConfig
 from ._results import RunResult, StepResult
-from ._run_scope import RunDone, RunScope
+from ._run_scope import RunScope
 from ._run_state import CancelReason, RunState, run_clock
 from ._run_task import RunTask
 from ._step import StepLoop
@@ -75,7 +75,6 @@ class ActiveRun:
 
     __slots__ = (
         "_answer",
-        "_done",
         "_hub",
         "_liveness",
         "_loop",
@@ -102,12 +101,10 @@ class ActiveRun:
         state = self._state = RunState(config, conversation, now, hub, liveness, ext)
         state.plain_generate = GeneratePhase.plain_for(config, ext)
         state.plain_tools = ToolPhase.plain_for(config, ext)
-        done = self._done = RunDone()
-        """Set once the run has ended and its result is recorded (by ``RunTask``)."""
-        scope = self._scope = RunScope(done)
+        scope = self._scope = RunScope()
         answer = self._answer = FinalAnswer(state)
         loop = self._loop = StepLoop(state, answer, GeneratePhase(state), ToolPhase(state))
-        self._task = RunTask(state, scope, answer, loop, done)
+        self._task = RunTask(state, scope, answer, loop)
 
     def __repr__(self) -> str:
         return f"<ActiveRun {self.run_id} {self._liveness.status} step={self._state.step}>"
@@ -209,7 +206,7 @@ class ActiveRun:
                 ``cleanup_timeout``): an uncommitted run never reads as a success.
                 Raised again on every call; ``.result`` is the run's own result.
         """
-        await self._done.wait()
+        await self._scope.wait_ended()
         return self._outcome()
 
     def _outcome(self) -> RunResult:
@@ -230,7 +227,7 @@ class ActiveRun:
         Raises:
             CleanupError: the clean-up did not finish (the acknowledgement failed).
         """
-        await self._done.wait()
+        await self._scope.wait_ended()
         result = self._task.result
         assert result is not None
         if result.error.__class__ is CleanupError:
@@ -246,7 +243,7 @@ class ActiveRun:
         """
         self.abort("the run was closed")
         self.complete()
-        await self._done.wait()
+        await self._scope.wait_ended()
 
     async def unwrap(self) -> RunResult:
         """The result, or the run's error raised when it ended with one."""

@@ -1,4 +1,5 @@
-"""The run scope: the ``CancelScope`` the loop runs in, and why it was cancelled.
+"""The run scope: the ``CancelScope`` the loop runs in, why it was cancelled, and
+whether the run has ended.
 
 An abort, a deadline (the request's, the budget's duration), a crossed budget limit and
 a shutdown all end the run the same way: the scope is cancelled, and whatever was in
@@ -13,51 +14,27 @@ import trio
 
 from ._run_state import CancelReason
 
-__all__ = ["RunDone", "RunScope"]
-
-
-class RunDone:
-    """Set once a run has ended, like a ``trio.Event``; the event itself is made only
-    when someone waits before the end (most runs are awaited after they end, or in the
-    task that runs them)."""
-
-    __slots__ = ("_event", "_set")
-
-    def __init__(self) -> None:
-        self._set = False
-        self._event: trio.Event | None = None
-
-    def is_set(self) -> bool:
-        return self._set
-
-    def set(self) -> None:
-        self._set = True
-        if self._event is not None:
-            self._event.set()
-
-    async def wait(self) -> None:
-        """Return once the run has ended (a checkpoint either way)."""
-        if self._set:
-            await trio.lowlevel.checkpoint()
-            return
-        if self._event is None:
-            self._event = trio.Event()
-        await self._event.wait()
+__all__ = ["RunScope"]
 
 
 class RunScope:
-    """A run's cancel scope, its deadlines, and the first reason it was cancelled for."""
+    """A run's cancel scope, its deadlines, the first reason it was cancelled for, and
+    whether the run has ended (set by ``RunTask`` once the result is recorded, like a
+    ``trio.Event``)."""
 
-    __slots__ = ("_done", "cancel_scope", "deadlines", "reason", "watcher")
+    __slots__ = ("_ended", "_ended_event", "cancel_scope", "deadlines", "reason", "watcher")
 
-    def __init__(self, done: RunDone) -> None:
+    def __init__(self) -> None:
         self.cancel_scope = trio.CancelScope()
         self.reason: CancelReason | None = None
         """Why the scope was cancelled, first come (written by :meth:`cancel` only)."""
         self.deadlines: list[tuple[float, CancelReason]] | None = None
         """The deadlines added, with their reasons (made on the first one)."""
-        self._done = done
-        """Set once the run has ended (by ``RunTask``): cancelling then does nothing."""
+        self._ended = False
+        """True once the run has ended (``end``): cancelling then does nothing."""
+        self._ended_event: trio.Event | None = None
+        """Made only when someone waits before the end (most runs are awaited after
+        they end, or in the task that runs them)."""
         self.watcher: Callable[[float | None], None] | None = None
         """Told synchronously when the scope is cancelled (``None``) or gains a deadline
         (that deadline): a feature that shields work in the loop task (the durable
@@ -65,7 +42,7 @@ class RunScope:
 
     def cancel(self, reason: CancelReason) -> None:
         """Cancel the run scope for ``reason`` (kept only if no reason came first)."""
-        if self._done.is_set():
+        if self._ended:
             return
         if self.reason is None:
             self.reason = reason
@@ -82,6 +59,24 @@ class RunScope:
         scope.deadline = min(scope.deadline, when)
         if self.watcher is not None:
             self.watcher(when)
+
+    def has_ended(self) -> bool:
+        return self._ended
+
+    def end(self) -> None:
+        """The run has ended and its result is recorded (``RunTask`` only)."""
+        self._ended = True
+        if self._ended_event is not None:
+            self._ended_event.set()
+
+    async def wait_ended(self) -> None:
+        """Return once the run has ended (a checkpoint either way)."""
+        if self._ended:
+            await trio.lowlevel.checkpoint()
+            return
+        if self._ended_event is None:
+            self._ended_event = trio.Event()
+        await self._ended_event.wait()
 
     def deadline_reason(self) -> CancelReason | None:
         """The reason of the deadline that fired (the earliest one), if any did."""

@@ -13,7 +13,7 @@
                    terminal event sent, the event hub closed
 
 Whoever cancels the run scope first records why (``RunScope``), so the finish reason is
-exact. The task owns the run's result and sets ``done`` once it is recorded.
+exact. The task owns the run's result and ends the run scope once it is recorded.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from ._events import (
 from ._extension import ResumePoint
 from ._final_answer import FinalAnswer
 from ._results import RunResult, StepResult
-from ._run_scope import RunDone, RunScope
+from ._run_scope import RunScope
 from ._run_state import CancelReason, RunState, is_shutdown
 from ._step import StepLoop
 from ._types import FinishReason
@@ -84,7 +84,6 @@ class RunTask:
 
     __slots__ = (
         "_answer",
-        "_done",
         "_loop",
         "_scope",
         "_state",
@@ -97,14 +96,11 @@ class RunTask:
         scope: RunScope,
         answer: FinalAnswer,
         loop: StepLoop,
-        done: RunDone,
     ) -> None:
         self._state = state
         self._scope = scope
         self._answer = answer
         self._loop = loop
-        self._done = done
-        """Set once :attr:`result` is recorded (here only)."""
         self.result: RunResult | None = None
         """The run's result, once it has ended."""
 
@@ -419,5 +415,5 @@ class RunTask:
         state.liveness._end(terminal_status(finish), finish, step, usage, end)
         if announce:
             hub.emit_nowait(terminal)
-        self._done.set()
+        self._scope.end()
         hub.close()
