@@ -33,7 +33,7 @@ from ._core._options import (
 from ._core._results import RunResult
 from ._core._run import ActiveRun
 from .conditions import StopCondition, no_tool_calls
-from .conversation import ContentPart, Conversation, ConversationHistory
+from .conversation import ContentPart, Conversation, ConversationHistory, Message, new_message_id
 from .conversation._tool_results import check_history
 from .liveness import LivenessSnapshot, SnapshotObserver, SnapshotStream, SnapshotSubscription
 from .tools import Toolbox
@@ -156,7 +156,11 @@ class Agent:
         conversation = Conversation()
         if self.instructions:
             conversation.append_system_message(self.instructions)
-        conversation.append_user_message(input)
+        if input.__class__ is str:
+            # What append_user_message does for a str, without its checks.
+            conversation._append_built(Message(id=new_message_id(), role="user", content=input))
+        else:
+            conversation.append_user_message(input)
         return conversation
 
     def open_run(

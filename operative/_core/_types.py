@@ -54,8 +54,11 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A mapping, or the provider's raw JSON string (parsed and validated at execution)."""
 
 
-class Usage(msgspec.Struct, frozen=True, kw_only=True):
-    """Token usage of one or more generate calls. ``total`` is what budgets count."""
+class Usage(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """Token usage of one or more generate calls. ``total`` is what budgets count.
+
+    Untracked by the cyclic collector (``gc=False``): it holds ints only.
+    """
 
     prompt: int = 0
     completion: int = 0
