@@ -117,7 +117,7 @@ class RunTask:
         started_at = state.started_at = state.now()
         state.liveness._start_at(started_at)
         hub = state.hub
-        if hub.wants("run.started"):
+        if "run.started" in hub.wanted:
             hub.emit_nowait(
                 RunStarted(run_id=state.run_id, time=started_at, agent_name=state.config.agent_name)
             )
@@ -139,7 +139,9 @@ class RunTask:
                 state.now() + (request.deadline - time.time()),
                 CancelReason(_ABORTED, "the request this run acts for passed its deadline"),
             )
-        remove_steering_listener = self._listen_to_steering()
+        remove_steering_listener = (
+            None if state.config.steering is None else self._listen_to_steering()
+        )
         try:
             with scope.cancel_scope:
                 try:

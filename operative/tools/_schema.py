@@ -140,8 +140,15 @@ def signature_input(
     struct: type[msgspec.Struct] | None = None
     if build_struct:
         try:
+            # Untracked by the cyclic collector (gc=False): it holds a call's decoded
+            # JSON arguments and is handed to the tool unpacked, so it is in no cycle.
             struct = msgspec.defstruct(
-                tool_name, fields, kw_only=True, forbid_unknown_fields=True, frozen=True
+                tool_name,
+                fields,
+                kw_only=True,
+                forbid_unknown_fields=True,
+                frozen=True,
+                gc=False,
             )
         except (TypeError, ValueError) as exc:
             raise ToolDefinitionError(f"{where}: unusable parameters: {exc}") from None
