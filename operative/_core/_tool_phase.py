@@ -53,12 +53,10 @@ __all__ = ["ToolPhase", "select_specs"]
 class ToolPhase:
     """Running a step's tool calls, for one run."""
 
-    __slots__ = ("_elicit", "_emit", "_state")
+    __slots__ = ("_elicit", "_state")
 
     def __init__(self, state: RunState) -> None:
         self._state = state
-        self._emit = state.hub.emit
-        """The run's event emitter, bound once (tools get it in each step's context)."""
         self._elicit: Callable[[Any], Awaitable[Any]] | None = (
             self._elicit_while_waiting if state.config.on_elicitation is not None else None
         )
@@ -103,7 +101,7 @@ class ToolPhase:
             agent_id=cfg.agent_name,
             request_context=cfg.request_context,
             on_elicitation=self._elicit,
-            emit=self._emit,
+            emit=state.hub.emit,
             run=run,
         )
 

@@ -114,11 +114,14 @@ SnapshotObserver: TypeAlias = Callable[[LivenessSnapshot], object]
 
 def terminal_status(finish_reason: FinishReason | str) -> LivenessStatus:
     """The terminal liveness status a run ending with ``finish_reason`` reports."""
-    if finish_reason == FinishReason.ERROR:
-        return "failed"
-    if finish_reason == FinishReason.ABORTED:
-        return "aborted"
-    return "completed"
+    return _TERMINAL.get(finish_reason, "completed")
+
+
+_TERMINAL: dict[str, LivenessStatus] = {
+    FinishReason.ERROR: "failed",
+    FinishReason.ABORTED: "aborted",
+}
+"""The finish reasons that do not complete the work (a ``str`` finds its member)."""
 
 
 class SnapshotSubscription:
