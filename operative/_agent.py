@@ -15,7 +15,6 @@ from ._core._event_hub import Listener, Overflow
 from ._core._model import GenerateFunction, open_model_string
 from ._core._open_run import (
     _new_run,
-    from_nursery,
     open_run,
     run_configured,
     run_in_nursery,
@@ -229,12 +228,7 @@ class Agent:
                 # ``run_configured``, in this frame: one coroutine fewer per run in flight.
                 run = _new_run(config_for_run(template), conversation)
                 if runs_alone(run):
-                    try:
-                        await run._task.drive(run)
-                    except trio.Cancelled:
-                        raise
-                    except BaseException as exc:
-                        raise from_nursery(exc) from None
+                    await run._task.drive(run, alone=True)
                     return run._outcome()
                 return await run_in_nursery(run)
             return await run_configured(config_for_run(template), conversation)

@@ -38,7 +38,6 @@ from ._run_state import CancelReason, is_shutdown, only_cancelled
 from ._types import FinishReason
 
 __all__ = [
-    "from_nursery",
     "open_run",
     "run_configured",
     "run_in_nursery",
@@ -248,22 +247,10 @@ async def run_configured(config: RunConfig, live: Conversation) -> RunResult:
     if runs_alone(run):
         # The loop task's work, in the caller's task: ``drive`` enters the run scope,
         # records the result, and raises again what came from outside (a cancelled
-        # caller, Ctrl-C) once the run has ended.
-        try:
-            await run._task.drive(run)
-        except trio.Cancelled:
-            raise
-        except BaseException as exc:
-            raise from_nursery(exc) from None
+        # caller; Ctrl-C in a group, as from a nursery) once the run has ended.
+        await run._task.drive(run, alone=True)
         return run._outcome()
     return await run_in_nursery(run)
-
-
-def from_nursery(exc: BaseException) -> BaseExceptionGroup[BaseException]:
-    """What a run's nursery raises when its loop task raises ``exc`` (Ctrl-C,
-    SystemExit; a cancellation comes out as itself): so a run in the caller's task
-    raises what the same run in a nursery raises."""
-    return BaseExceptionGroup("Exceptions from Trio nursery", [exc])
 
 
 async def run_in_nursery(run: ActiveRun) -> RunResult:

@@ -104,102 +104,116 @@ class RunTask:
         self.result: RunResult | None = None
         """The run's result, once it has ended."""
 
-    async def drive(self, run: ActiveRun) -> None:
+    async def drive(self, run: ActiveRun, *, alone: bool = False) -> None:
         """The loop task of ``run``: start, run the steps in the run scope, end. What
         came from outside the run (its caller cancelled, Ctrl-C) is raised again after
         the end. The parts of a run never keep its handle (it is passed down), so a run
-        that has ended is freed by reference counting, with no reference cycle."""
-        finish: FinishReason | None = None
-        error: BaseException | None = None
-        escaping: BaseException | None = None
-        state = self._state
-        scope = self._scope
-        started_at = state.started_at = state.now()
-        state.liveness._start_at(started_at)
-        hub = state.hub
-        if "run.started" in hub.wanted:
-            hub.emit_nowait(
-                RunStarted(run_id=state.run_id, time=started_at, agent_name=state.config.agent_name)
-            )
-        for message in state.conversation._messages:
-            if message.tool_calls:
-                # A call left open by an earlier, cut-short turn is answered before the
-                # model sees the transcript (providers reject open calls); the run never
-                # leaves one.
-                repair_dangling_tool_calls(
-                    state.conversation, "the turn that made this call ended before it settled"
-                )
-                # Ids an earlier turn used are taken.
-                self._loop.take_call_ids()
-                break
-        request = state.config.request_context
-        if request is not None and request.deadline is not None:
-            # The request's deadline is wall-clock time; the run scope's is trio's.
-            scope.add_deadline(
-                state.now() + (request.deadline - time.time()),
-                CancelReason(_ABORTED, "the request this run acts for passed its deadline"),
-            )
-        remove_steering_listener = (
-            None if state.config.steering is None else self._listen_to_steering()
-        )
+        that has ended is freed by reference counting, with no reference cycle.
+
+        ``alone``: the run has no nursery (it runs in its caller's task); what escapes
+        it other than a cancellation comes out in a group, as from the run's nursery,
+        so the caller sees what it would see of a nursery-backed run."""
         try:
-            with scope.cancel_scope:
-                try:
-                    ext = state.ext
-                    resume: ResumePoint | None = None
-                    for extension in ext.run_started:
-                        resume = await extension.run_started(run) or resume
-                    for hook in state.config.hooks.on_run_start:
-                        await call_hook(hook, state.hook_context())
-                    if ext.wrap_loop or resume is not None:
-                        loop: Callable[[], Awaitable[FinishReason]] = functools.partial(
-                            self._loop.run, run, resume
-                        )
-                        for extension in ext.wrap_loop:
-                            loop = extension.wrap_loop(run, loop)
-                        finish = await loop()
-                    else:
-                        finish = await self._loop.run(run)
-                except Exception as exc:
-                    finish, error = await self._recover(exc)
-        except Exception as exc:
-            # A failure that met a cancellation of the run scope (e.g. a tool task that
-            # raised while an abort was landing): the scope took the Cancelled out of
-            # the group; what is left is the run's error, not the caller's.
-            finish, error = _ERROR, exc
-        except BaseException as exc:  # cancelled from outside the run, KeyboardInterrupt
-            escaping = exc
-        reason: str | None = None
-        if finish is not None and error is None and scope.reason is not None:
-            # Asked to stop (an abort, a stall, a budget) in the tick the loop came back
-            # in, with no checkpoint left to raise it: the first recorded reason stands.
-            finish, reason = scope.reason.finish_reason, scope.reason.message
-        if finish is None:
+            finish: FinishReason | None = None
+            error: BaseException | None = None
+            escaping: BaseException | None = None
+            state = self._state
+            scope = self._scope
+            started_at = state.started_at = state.now()
+            state.liveness._start_at(started_at)
+            hub = state.hub
+            if "run.started" in hub.wanted:
+                hub.emit_nowait(
+                    RunStarted(
+                        run_id=state.run_id, time=started_at, agent_name=state.config.agent_name
+                    )
+                )
+            for message in state.conversation._messages:
+                if message.tool_calls:
+                    # A call left open by an earlier, cut-short turn is answered before the
+                    # model sees the transcript (providers reject open calls); the run never
+                    # leaves one.
+                    repair_dangling_tool_calls(
+                        state.conversation, "the turn that made this call ended before it settled"
+                    )
+                    # Ids an earlier turn used are taken.
+                    self._loop.take_call_ids()
+                    break
+            request = state.config.request_context
+            if request is not None and request.deadline is not None:
+                # The request's deadline is wall-clock time; the run scope's is trio's.
+                scope.add_deadline(
+                    state.now() + (request.deadline - time.time()),
+                    CancelReason(_ABORTED, "the request this run acts for passed its deadline"),
+                )
+            remove_steering_listener = (
+                None if state.config.steering is None else self._listen_to_steering()
+            )
+            try:
+                with scope.cancel_scope:
+                    try:
+                        ext = state.ext
+                        resume: ResumePoint | None = None
+                        for extension in ext.run_started:
+                            resume = await extension.run_started(run) or resume
+                        for hook in state.config.hooks.on_run_start:
+                            await call_hook(hook, state.hook_context())
+                        if ext.wrap_loop or resume is not None:
+                            loop: Callable[[], Awaitable[FinishReason]] = functools.partial(
+                                self._loop.run, run, resume
+                            )
+                            for extension in ext.wrap_loop:
+                                loop = extension.wrap_loop(run, loop)
+                            finish = await loop()
+                        else:
+                            finish = await self._loop.run(run)
+                    except Exception as exc:
+                        finish, error = await self._recover(exc)
+            except Exception as exc:
+                # A failure that met a cancellation of the run scope (e.g. a tool task that
+                # raised while an abort was landing): the scope took the Cancelled out of
+                # the group; what is left is the run's error, not the caller's.
+                finish, error = _ERROR, exc
+            except BaseException as exc:  # cancelled from outside the run, KeyboardInterrupt
+                escaping = exc
+            reason: str | None = None
+            if finish is not None and error is None and scope.reason is not None:
+                # Asked to stop (an abort, a stall, a budget) in the tick the loop came back
+                # in, with no checkpoint left to raise it: the first recorded reason stands.
+                finish, reason = scope.reason.finish_reason, scope.reason.message
+            if finish is None:
+                cancel = scope.reason
+                if escaping is not None:
+                    finish = _ABORTED
+                    reason = cancel.message if cancel else "the run's caller was cancelled"
+                else:
+                    if cancel is None:
+                        cancel = scope.deadline_reason()
+                        if cancel is not None and cancel.describe is not None:
+                            # A feature's deadline (a budget's) says how far past it the run went.
+                            cancel = CancelReason(cancel.finish_reason, cancel.describe())
+                    assert cancel is not None, "the run scope was cancelled without a reason"
+                    finish, reason = cancel.finish_reason, cancel.message
+            if remove_steering_listener is not None:
+                remove_steering_listener()
+            # Cancelled from outside with no abort asked for, or interrupted (Ctrl-C): the
+            # process is shutting down, and a durable run is left for another worker (or
+            # recover()) instead of ending here.
             cancel = scope.reason
-            if escaping is not None:
-                finish = _ABORTED
-                reason = cancel.message if cancel else "the run's caller was cancelled"
+            if cancel is not None:
+                shutdown = cancel.shutdown  # an abort asked for first still ends the run
             else:
-                if cancel is None:
-                    cancel = scope.deadline_reason()
-                    if cancel is not None and cancel.describe is not None:
-                        # A feature's deadline (a budget's) says how far past it the run went.
-                        cancel = CancelReason(cancel.finish_reason, cancel.describe())
-                assert cancel is not None, "the run scope was cancelled without a reason"
-                finish, reason = cancel.finish_reason, cancel.message
-        if remove_steering_listener is not None:
-            remove_steering_listener()
-        # Cancelled from outside with no abort asked for, or interrupted (Ctrl-C): the
-        # process is shutting down, and a durable run is left for another worker (or
-        # recover()) instead of ending here.
-        cancel = scope.reason
-        if cancel is not None:
-            shutdown = cancel.shutdown  # an abort asked for first still ends the run
-        else:
-            shutdown = escaping is not None and is_shutdown(escaping)
-        await self._finish(run, finish, error, reason, shutdown=shutdown)
-        if escaping is not None:
-            raise escaping
+                shutdown = escaping is not None and is_shutdown(escaping)
+            await self._finish(run, finish, error, reason, shutdown=shutdown)
+            if escaping is not None:
+                raise escaping
+        except trio.Cancelled:
+            raise
+        except BaseException as exc:
+            if not alone:
+                raise
+            # What the run's nursery would raise (see ``run_configured``).
+            raise BaseExceptionGroup("Exceptions from Trio nursery", [exc]) from None
 
     def _listen_to_steering(self) -> Callable[[], None] | None:
         """Announce the outcomes of the session's steering commands as run events."""

@@ -62,37 +62,14 @@ def normalize_calls(calls: Sequence[ToolCall], seen: set[str]) -> tuple[ToolCall
     """
     if type(calls) is not tuple:
         calls = tuple(calls)
-    taken = 0
-    for call in calls:
-        # The common case, with no enumerate, list or dict: the calls' field types were
-        # checked when the response was built; what is left is the arguments' depth (a
-        # JSON text of n characters nests at most n / 2 levels) and whether the id is
-        # taken. At the first call that is not plain, the ids this loop took are given
-        # back and the calls are checked one by one.
-        if (
-            call.__class__ is ToolCall
-            and (call_id := call.id)
-            and call_id not in seen
-            and (
-                ((arguments := call.arguments).__class__ is str and len(arguments) <= _SHALLOW)
-                or _storable_arguments(arguments)
-            )
-        ):
-            seen.add(call_id)
-            taken += 1
-            continue
-        for earlier in calls[:taken]:
-            seen.discard(earlier.id)
-        return _normalize_each(calls, seen)
-    return calls
-
-
-def _normalize_each(calls: tuple[ToolCall, ...], seen: set[str]) -> tuple[ToolCall, ...]:
-    """:func:`normalize_calls`, one call at a time: fresh ids for blank and repeated
-    ones, refused arguments replaced, a wrongly built call refused."""
     fixed: list[ToolCall] | None = None
     refused: dict[str, str] | None = None
-    for index, call in enumerate(calls):
+    index = -1
+    for call in calls:
+        index += 1  # by hand: no enumerate object a step
+        # The calls' field types were checked when the response was built; what is
+        # left is the arguments' depth (a JSON text of n characters nests at most
+        # n / 2 levels) and whether the id is taken.
         if (
             call.__class__ is ToolCall
             and (call_id := call.id)
