@@ -31,7 +31,7 @@ from typing import Protocol, runtime_checkable
 
 from ._records import Finished, JournalEntry, JournalRecord, Lease, RunRecord, RunStatus, Started
 
-__all__ = ["CheckpointStore", "DurableEngine", "finish_takes_journal"]
+__all__ = ["CheckpointStore", "DurableEngine", "accepts_journal"]
 
 
 @runtime_checkable
@@ -187,7 +187,7 @@ class DurableEngine(Protocol):
     async def aclose(self) -> None: ...
 
 
-def finish_takes_journal(engine: DurableEngine) -> bool:
+def accepts_journal(engine: DurableEngine) -> bool:
     """Whether ``engine.finish`` takes the ``journal`` keyword (every engine of this
     package does; an engine written before the keyword existed may not)."""
     try:

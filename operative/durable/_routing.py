@@ -15,7 +15,7 @@ import msgspec
 from .._core._errors import InvalidArgument
 from ._engine import SqlEngine
 from ._journal import SqlCheckpointStore
-from ._protocols import CheckpointStore, DurableEngine, finish_takes_journal
+from ._protocols import CheckpointStore, DurableEngine, accepts_journal
 from ._records import Lease
 from ._replay import Replay
 
@@ -88,7 +88,7 @@ class Durable:
             raise InvalidArgument(f"lease_seconds= takes seconds > 0, got {seconds!r}")
         # Read once here (inspect costs µs): the built-in engines' finish takes it.
         builtin = getattr(type(self.engine), "finish", None) is SqlEngine.finish
-        takes = builtin or finish_takes_journal(self.engine)
+        takes = builtin or accepts_journal(self.engine)
         object.__setattr__(self, "finish_takes_journal", takes)
 
     def extension(self, config: RunConfig) -> DurableDriver:
