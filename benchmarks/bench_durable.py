@@ -24,10 +24,14 @@ Measures, for each backend (SQLite, and PostgreSQL when one is available):
 
 SQLite uses a file in a temporary directory (WAL, ``synchronous=NORMAL``). PostgreSQL
 uses ``--dsn`` (or ``OPERATIVE_POSTGRES_DSN``); without one it starts a throwaway cluster
-as ``bench_storage.py`` does (``initdb`` + ``pg_ctl``, 127.0.0.1, ``fsync=off``, so its
-figures are an upper bound for a server that syncs), and prints why it skips PostgreSQL
-when it cannot. Each phase gets a schema of its own (selected through the DSN's
-``search_path``), dropped afterwards.
+(``initdb`` + ``pg_ctl``, 127.0.0.1, ``fsync=off``, so its figures are an upper bound
+for a server that syncs) in ``/tmp/operative-bench-durable-pg-*``, and prints why it
+skips PostgreSQL when it cannot. Each phase gets a schema of its own (selected through
+the DSN's ``search_path``), dropped afterwards. The cluster's directory names the
+benchmark process that owns it (its pid and start time, in ``owner``): a benchmark
+killed before it could stop its cluster (SIGKILL) leaves it behind, and the next one
+stops it (``pg_ctl stop -m immediate``) and deletes it on start-up, as it does every
+such directory whose owner is gone.
 
 Usage::
 
@@ -45,7 +49,11 @@ import gc
 import itertools
 import json
 import os
+import pwd
+import shutil
+import socket
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -140,6 +148,156 @@ def postgres_classes() -> tuple[type[Any], type[Any]] | str:
     if engine is None or store is None:
         return "operative.durable has no PostgresEngine / PostgresCheckpointStore"
     return engine, store
+
+
+# --------------------------------------------------------------------------------------
+# the throwaway PostgreSQL cluster, and the clusters of benchmarks that were killed
+# --------------------------------------------------------------------------------------
+
+CLUSTER_PREFIX = "operative-bench-durable-pg-"
+"""The throwaway clusters' directories: ``<tmp>/<prefix><random>``."""
+OWNER = "owner"
+"""The file in a cluster's directory naming its benchmark process: ``<pid> <start time>``."""
+UNCLAIMED_AFTER = 600.0
+"""Seconds after which a cluster directory with no owner file is abandoned: a benchmark
+writes the file as soon as it has created the directory, so only one killed in between
+leaves a directory without it."""
+
+
+def _started_at(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot, from ``/proc``), or ``None``
+    if there is no such process; ``"?"`` where ``/proc`` cannot tell."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        if Path("/proc/self/stat").exists():
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return "?"
+    except OSError:
+        return None
+    # The fields after the command name (which may hold spaces and parentheses): the
+    # 22nd field of the line, the process's start time, is the 20th of them.
+    return stat.rpartition(")")[2].split()[19]
+
+
+def _owner_alive(directory: Path) -> bool:
+    """Whether the benchmark process that made ``directory`` is still running."""
+    try:
+        pid, _, started = (directory / OWNER).read_text().strip().partition(" ")
+    except FileNotFoundError:
+        try:
+            age = time.time() - directory.stat().st_mtime
+        except OSError:
+            return False
+        return age < UNCLAIMED_AFTER  # being set up right now, or abandoned long ago
+    except OSError:
+        return True  # unreadable: leave it alone
+    if not pid.isdigit():
+        return True
+    now = _started_at(int(pid))
+    return now is not None and (now == started or "?" in (now, started))
+
+
+def _pg_bin() -> Path | None:
+    """The directory of ``initdb`` and ``pg_ctl``, or ``None``."""
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    initdb = shutil.which("initdb") or (str(found[-1]) if found else None)
+    return None if initdb is None else Path(initdb).parent
+
+
+def _as_owner_of(path: Path) -> list[str]:
+    """The prefix that runs a command as the owner of ``path`` (PostgreSQL refuses root)."""
+    if os.geteuid() != 0:
+        return []
+    return ["runuser", "-u", pwd.getpwuid(path.stat().st_uid).pw_name, "--"]
+
+
+def _postmaster(data: Path) -> int | None:
+    """The pid of the postmaster serving ``data``, if one is alive."""
+    try:
+        pid = int((data / "postmaster.pid").read_text().split("\n", 1)[0])
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        return None
+    # The pid may have been reused since: only a postgres serving this very directory.
+    return pid if os.fsencode(data) in command else None
+
+
+def sweep_clusters(tmp: str | None = None) -> list[Path]:
+    """Stop and delete the throwaway clusters of benchmarks that are gone (killed before
+    they could clean up); the directories deleted. Only directories with this
+    benchmark's prefix are looked at, and only those whose owner is no longer running
+    are touched."""
+    swept: list[Path] = []
+    for directory in sorted(Path(tmp or tempfile.gettempdir()).glob(f"{CLUSTER_PREFIX}*")):
+        if directory.is_symlink() or not directory.is_dir() or _owner_alive(directory):
+            continue
+        data = directory / "data"
+        if _postmaster(data) is not None:
+            bin_dir = _pg_bin()
+            if bin_dir is None:
+                continue  # a live server and no pg_ctl: leave it be
+            stop = [str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]
+            subprocess.run([*_as_owner_of(data), *stop], capture_output=True, timeout=60)
+            if _postmaster(data) is not None:
+                print(f"could not stop the PostgreSQL server of {directory}", file=sys.stderr)
+                continue
+        shutil.rmtree(directory, ignore_errors=True)
+        swept.append(directory)
+    return swept
+
+
+@contextlib.contextmanager
+def throwaway_postgres() -> Iterator[str | None]:
+    """A DSN of a temporary cluster (stopped and deleted on the way out, or by the next
+    benchmark if this one is killed), or ``None`` when one cannot be started."""
+    bin_dir = _pg_bin()
+    if bin_dir is None:
+        yield None
+        return
+    directory = Path(tempfile.mkdtemp(prefix=CLUSTER_PREFIX))
+    (directory / OWNER).write_text(f"{os.getpid()} {_started_at(os.getpid())}\n")
+    directory.chmod(0o755)
+    data = directory / "data"
+    data.mkdir()
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        try:
+            entry = pwd.getpwnam("postgres")
+        except KeyError:
+            entry = pwd.getpwnam("nobody")
+        os.chown(directory, entry.pw_uid, entry.pw_gid)
+        os.chown(data, entry.pw_uid, entry.pw_gid)
+        prefix = ["runuser", "-u", entry.pw_name, "--"]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+
+    def run(*args: str) -> None:
+        subprocess.run([*prefix, *args], check=True, capture_output=True, timeout=60)
+
+    started = False
+    try:
+        run(str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "operative",
+            "--no-sync")  # fmt: skip
+        options = f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off"
+        run(str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(directory / "log"), "-o",
+            options, "-w", "start")  # fmt: skip
+        started = True
+        yield f"host=127.0.0.1 port={port} user=operative dbname=postgres"
+    except (subprocess.SubprocessError, OSError) as exc:
+        print(f"could not start a PostgreSQL cluster: {exc}", file=sys.stderr)
+        yield None
+    finally:
+        if started:
+            run(str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop")
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 _schemas = itertools.count()
@@ -678,6 +836,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rounds = args.rounds or (1 if args.quick else 5)
     phases = set(args.only or ("per-step", "concurrency", "recovery"))
 
+    for directory in sweep_clusters():
+        print(f"deleted {directory}, the PostgreSQL cluster of a benchmark that was killed")
     notes: list[str] = []
     results: dict[str, Any] = {"machine": machine(), "quick": args.quick, "notes": notes}
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
@@ -693,8 +853,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 classes = found
                 dsn = args.dsn
                 if not dsn:
-                    from bench_storage import throwaway_postgres
-
                     dsn = stack.enter_context(throwaway_postgres())
                     if dsn is None:
                         notes.append(

@@ -5,9 +5,10 @@
     open_run(..., durable=Durable(...))
     ├── loop task        begin → per step: generated, tool.started/settled, step.done → finish
     │                    (its writes made in it, shielded: see _writer)
-    ├── writer           makes the writes of other tasks (parallel calls), one at a time
-    └── lease renewer    renews the lease every lease_seconds / 3 while the run is alive
-                         (and aborts the run if the renewal returns a cancellation): _lease
+    └── writer           makes the writes of other tasks (parallel calls), one at a time,
+                         and between them renews the lease every lease_seconds / 3 while
+                         the run is alive (aborting the run if the renewal returns a
+                         cancellation): _writer, _lease
 
 A write commits before the loop goes on whenever something outside the run is about to
 see what it holds (a listener, a hook, a call that is not idempotent), and at each
@@ -40,7 +41,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -54,8 +55,7 @@ from .._core._types import FinishReason, ToolCall, ToolResult, Usage
 from .._sql import held
 from ..conversation import Message
 from ._calls import UNKNOWN_OUTCOME, journal_calls
-from ._engine import SqlEngine
-from ._lease import keep_lease
+from ._lease import renew_lease
 from ._records import Finished, Generated, Lease, RunOutcome, Started, StepDone
 from ._records import ToolStarted as ToolStartedRecord
 from ._replay import Replay, recorded_answer, replay_switches
@@ -76,7 +76,8 @@ class DurableDriver(Extension):
 
     The loop calls it at each boundary (see :mod:`operative._core._extension`): the run
     record at ``run_started``, the journal at ``generated``, around each tool call and
-    at ``step_completed``, the outcome at ``run_ending``; the lease renewer is its task.
+    at ``step_completed``, the outcome at ``run_ending``; its task (the writer, which
+    also renews the lease) is started by ``start_tasks``.
     """
 
     durable = True
@@ -93,7 +94,6 @@ class DurableDriver(Extension):
         "_lost",
         "_pending",
         "_pending_journaled",
-        "_renew_scope",
         "_replay",
         "_seq",
         "_started",
@@ -125,7 +125,6 @@ class DurableDriver(Extension):
         self._started = trio.Event()
         self._failed: BaseException | None = None
         self._lost: LeaseLostError | None = None
-        self._renew_scope = trio.CancelScope()
         self._writer = RunWriter(durable.lease_seconds)
         """Makes the run's writes, shielded (see :class:`RunWriter`)."""
         self._abort: Callable[[str], None] | None = None
@@ -161,6 +160,7 @@ class DurableDriver(Extension):
             self._journaled = len(run.conversation)
             self._restore(run, self._replay)
             self._started.set()
+            self._writer.keep_lease(self._renew)
             if self._replay.partial is None:
                 # Between steps: a cancellation asked for while no worker ran the run
                 # stops it before another step. (A step cut short learns of it from its
@@ -195,6 +195,11 @@ class DurableDriver(Extension):
             raise
         self._journaled = len(conversation)
         self._started.set()
+        self._writer.keep_lease(self._renew)
+
+    def _renew(self) -> Awaitable[bool]:
+        """Renew the lease once (the writer calls it every ``lease_seconds / 3``)."""
+        return renew_lease(self)
 
     async def _read_cancellation(self, run_id: str) -> None:
         try:
@@ -390,9 +395,6 @@ class DurableDriver(Extension):
     def start_tasks(self, run: ActiveRun, nursery: trio.Nursery) -> None:
         self._abort = run.abort
         self._writer.start(nursery, name=f"operative durable writer {run.run_id}")
-        nursery.start_soon(
-            keep_lease, self, run.abort, name=f"operative lease renewer {run.run_id}"
-        )
 
     async def run_started(self, run: ActiveRun) -> ResumePoint | None:
         await self.begin(run)
@@ -462,12 +464,12 @@ class DurableDriver(Extension):
         A terminal commit that fails sets :attr:`commit_error` (the run then reports a
         :class:`~operative.CleanupError`); the stored run stays claimable.
         """
-        self._renew_scope.cancel()
         self._abort = None  # the run has ended: nothing more to abort
         self._writer.own(None)
         run.watch_cancellation(None)
-        # The writer ends: no write is in flight (the loop and its calls are over), and
-        # the last writes are made each in a task of its own.
+        # The writer ends, and the lease's renewal with it: no write is in flight (the
+        # loop and its calls are over), and the last writes are made each in a task of
+        # its own.
         self._writer.stop()
         if not self._started.is_set():  # the run ended before it began its record
             self._failed = result.error or OperativeError(
@@ -505,13 +507,14 @@ class DurableDriver(Extension):
             self.commit_error = OperativeError(self._writer.unknown)
             return result
         journal: list[Any] = []
-        if self._pending and isinstance(engine, SqlEngine):
+        if self._pending and self._durable.finish_takes_journal:
             # Records still waiting (the last step's end, or a step cut by an abort, a
             # stop, an error) are journaled before the outcome, in its transaction.
             journal, journaled = self._pending, self._logical_journaled()
             self._pending, self._pending_journaled = [], None
         elif self._pending:
-            # The same, in a commit of their own (an engine of another kind).
+            # The same, in a commit of their own (an engine whose finish predates
+            # ``journal=``).
             try:
                 await self._append([])
             except Exception as exc:
@@ -546,7 +549,6 @@ class DurableDriver(Extension):
                 try:
                     finished = Finished(outcome=outcome, messages=tail)
                     if journal:
-                        assert isinstance(engine, SqlEngine)
                         await engine.finish(lease, self._seq, finished, journal=journal)
                         self._seq += len(journal)
                     else:

@@ -25,12 +25,13 @@ other. One engine object never takes the runs it holds itself, so a worker polli
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from ._records import Finished, JournalEntry, JournalRecord, Lease, RunRecord, RunStatus, Started
 
-__all__ = ["CheckpointStore", "DurableEngine"]
+__all__ = ["CheckpointStore", "DurableEngine", "accepts_journal"]
 
 
 @runtime_checkable
@@ -117,11 +118,29 @@ class DurableEngine(Protocol):
         """
         ...
 
-    async def finish(self, lease: Lease, seq: int, finished: Finished) -> RunRecord:
-        """Commit the terminal outcome and the journal's last entry (at ``seq``).
+    async def finish(
+        self,
+        lease: Lease,
+        seq: int,
+        finished: Finished,
+        *,
+        journal: Sequence[JournalRecord] = (),
+    ) -> RunRecord:
+        """Commit the terminal outcome and the journal's last entries, all or nothing.
+
+        ``journal`` (default: none) are records the run had not journaled yet (its last
+        step's end, say): they go at ``seq``, ``seq + 1``, ... and ``finished`` right
+        after them, at ``seq + len(journal)``, in the transaction that commits the
+        outcome, so a run whose last records wait for its end commits once. Like an
+        append, it commits only if ``lease`` is still the run's lease: a refused finish
+        writes neither the records nor the outcome.
+
+        (A ``finish`` without the ``journal`` keyword still works: the run then appends
+        those records in a commit of their own first.)
 
         Raises:
             LeaseLostError: the lease was taken over or the run is already finished.
+            ConflictError: ``seq`` (or a later one the records need) is taken.
         """
         ...
 
@@ -166,3 +185,16 @@ class DurableEngine(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+def accepts_journal(engine: DurableEngine) -> bool:
+    """Whether ``engine.finish`` takes the ``journal`` keyword (every engine of this
+    package does; an engine written before the keyword existed may not)."""
+    try:
+        parameters = inspect.signature(engine.finish).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: assume the protocol's
+        return True
+    return any(
+        p.kind is p.VAR_KEYWORD or (p.name == "journal" and p.kind is not p.POSITIONAL_ONLY)
+        for p in parameters
+    )

@@ -15,7 +15,7 @@ import msgspec
 from .._core._errors import InvalidArgument
 from ._engine import SqlEngine
 from ._journal import SqlCheckpointStore
-from ._protocols import CheckpointStore, DurableEngine
+from ._protocols import CheckpointStore, DurableEngine, accepts_journal
 from ._records import Lease
 from ._replay import Replay
 
@@ -53,6 +53,9 @@ class Durable:
     worker_id: str | None = None
     lease_seconds: float = 30.0
     session_id: str | None = None
+    finish_takes_journal: bool = attrs.field(init=False, default=True, repr=False, eq=False)
+    """Whether ``engine.finish`` takes ``journal=`` (else the run appends those records
+    in a commit of their own before it finishes)."""
 
     def __attrs_post_init__(self) -> None:
         if callable(getattr(self.engine, "start_run", None)):
@@ -83,6 +86,10 @@ class Durable:
         seconds = self.lease_seconds
         if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
             raise InvalidArgument(f"lease_seconds= takes seconds > 0, got {seconds!r}")
+        # Read once here (inspect costs µs): the built-in engines' finish takes it.
+        builtin = getattr(type(self.engine), "finish", None) is SqlEngine.finish
+        takes = builtin or accepts_journal(self.engine)
+        object.__setattr__(self, "finish_takes_journal", takes)
 
     def extension(self, config: RunConfig) -> DurableDriver:
         """The run's journal writer (one per run)."""

@@ -9,6 +9,14 @@ the run's writer task, which makes them in turn (one scheduler hand-off per writ
 waits for them unshielded, so it sees every cancellation; before the writer starts, and
 after the run finished, each write gets a task of its own. Either way the caller learns
 whether its write committed.
+
+The writer task also renews the run's lease (:meth:`RunWriter.keep_lease`): idle, it
+waits for a write with a deadline at the next renewal. A write it is making does not
+delay a renewal: a write does not extend the lease (the engines check the fence, they do
+not move the expiry), so a renewal held up behind a write slower than ``2/3`` of the
+lease would let the lease lapse while the process is healthy. The task that waits for
+that write renews instead, when the renewal falls due (see :meth:`RunWriter._wait`).
+Whoever renews first moves the next renewal on, so a due renewal is made once.
 """
 
 from __future__ import annotations
@@ -44,7 +52,8 @@ class _Write:
 class RunWriter:
     """Makes one run's writes, shielded; see :meth:`commit`."""
 
-    __slots__ = ("_in_flight", "_scope", "_task", "_wake", "_writes", "lease_seconds", "unknown")
+    __slots__ = ("_idle", "_in_flight", "_renew", "_renew_at", "_scope", "_task", "_wake",
+                 "_writes", "lease_seconds", "unknown")  # fmt: skip
 
     def __init__(self, lease_seconds: float) -> None:
         self.lease_seconds = lease_seconds
@@ -59,6 +68,12 @@ class RunWriter:
         """The task whose writes are made in it (the run's loop task), if any."""
         self._in_flight: trio.CancelScope | None = None
         """The shield of the write that task is making now."""
+        self._renew: Callable[[], Awaitable[bool]] | None = None
+        """Renews the lease once; ``None`` while nothing is to be renewed."""
+        self._renew_at = math.inf
+        """When the next renewal is due (trio time)."""
+        self._idle: trio.CancelScope | None = None
+        """The writer task's wait for work, while it waits (its deadline: the renewal)."""
 
     def own(self, task: trio.lowlevel.Task | None) -> None:
         """Make the writes of ``task`` in it (``None``: none).
@@ -83,10 +98,57 @@ class RunWriter:
         nursery.start_soon(self._run, name=name)
 
     def stop(self) -> None:
-        """End the writer task (no write is in flight: the run is over); later writes
-        get a task each."""
+        """End the writer task and the lease's renewal (no write is in flight: the run
+        is over); later writes get a task each."""
         self._writes = None
+        self._renew = None
         self._scope.cancel()
+
+    def keep_lease(self, renew: Callable[[], Awaitable[bool]]) -> None:
+        """Call ``renew`` every ``lease_seconds / 3`` from now until :meth:`stop`, or until
+        it returns ``False`` (the lease is lost: nothing more to renew).
+
+        ``renew`` handles its own errors; it runs in the writer task while that waits
+        for work, or else in the task waiting for the write the writer is making.
+        """
+        self._renew = renew
+        self._due(trio.current_time() + self.lease_seconds / 3)
+
+    def _due(self, at: float) -> None:
+        """Make the next renewal due at ``at``: an idle writer task wakes then."""
+        self._renew_at = at
+        idle = self._idle
+        if idle is not None:
+            idle.deadline = at
+
+    async def _renew_if_due(self) -> None:
+        """Renew the lease if a renewal is due (the next one is due an interval on)."""
+        renew = self._renew
+        now = trio.current_time()
+        if renew is None or now < self._renew_at:
+            return
+        self._due(now + self.lease_seconds / 3)  # before awaiting: due once, made once
+        try:
+            keep = await renew()
+        except BaseException:
+            if self._renew is renew:
+                self._due(now)  # cut short (cancelled): due again, for whoever waits next
+            raise
+        if not keep and self._renew is renew:
+            self._renew = None
+            self._due(math.inf)
+
+    async def _wait(self, item: _Write) -> None:
+        """Wait until the writer task has made ``item``, renewing the lease meanwhile
+        when a renewal falls due (the writer task, busy with ``item``, cannot)."""
+        while not item.done.is_set():
+            if self._renew is None:
+                await item.done.wait()
+                return
+            with trio.move_on_at(self._renew_at):
+                await item.done.wait()
+                return
+            await self._renew_if_due()
 
     async def commit(self, write: Callable[[], Awaitable[None]], what: str) -> None:
         """Run one write (with its bookkeeping) so that no cancellation cuts it short.
@@ -114,11 +176,13 @@ class RunWriter:
         self._wake.set()
         cancelled: BaseException | None = None
         try:
-            await item.done.wait()
+            await self._wait(item)
         except trio.Cancelled as exc:
             cancelled = exc
-            item.shield.deadline = trio.current_time() + self.lease_seconds
+            bound = item.shield.deadline = trio.current_time() + self.lease_seconds
             with trio.CancelScope(shield=True):
+                with trio.move_on_at(bound):  # a renewal made here is bounded as well
+                    await self._wait(item)
                 await item.done.wait()  # bounded by the write's own deadline
         result = item.result
         if result is None:
@@ -227,10 +291,17 @@ class RunWriter:
             writes.clear()
 
     async def _take(self, writes: collections.deque[_Write]) -> None:
+        """Make the writes in turn; between them, renew the lease when it falls due."""
         while True:
             while not writes:
                 self._wake = trio.Event()
-                await self._wake.wait()
+                idle = self._idle = trio.CancelScope(deadline=self._renew_at)
+                try:
+                    with idle:
+                        await self._wake.wait()
+                finally:
+                    self._idle = None
+                await self._renew_if_due()
             item = writes[0]
             with item.shield:
                 item.result = await outcome.acapture(item.write)

@@ -120,6 +120,19 @@ class AttemptJournal:
 
     async def append(self, lease: Lease, seq: int, records: Sequence[JournalRecord]) -> str | None:
         batch = check_records(records)
+        payload = self._payload(lease, seq, batch)
+        if len(payload) > MAX_PAYLOAD:
+            kinds = ", ".join(str(type(record).__struct_config__.tag) for record in batch)
+            raise InvalidArgument(
+                f"journal entry {seq} of run {self._run_id!r} ({kinds}) is "
+                f"{len(payload):,} bytes, over Temporal's payload limit ({MAX_PAYLOAD:,}): "
+                "return smaller tool results (a reference to stored data, say), or run "
+                "this agent on the SQLite or PostgreSQL engines"
+            )
+        return await self._send(seq, payload)
+
+    def _payload(self, lease: Lease, seq: int, batch: Sequence[JournalRecord]) -> bytes:
+        """The ``append`` update's payload for ``batch`` at ``seq`` (checked records)."""
         raws: list[msgspec.Raw] = []
         for record in batch:
             if isinstance(record, StepDone):
@@ -133,15 +146,10 @@ class AttemptJournal:
             if isinstance(record, ToolSettled):
                 self._settled[(record.step, record.result.call_id)] = record.result
             raws.append(msgspec.Raw(encode_record(record).encode()))
-        payload = encode(Append(fence=lease.fence, seq=seq, records=raws))
-        if len(payload) > MAX_PAYLOAD:
-            kinds = ", ".join(str(type(record).__struct_config__.tag) for record in batch)
-            raise InvalidArgument(
-                f"journal entry {seq} of run {self._run_id!r} ({kinds}) is "
-                f"{len(payload):,} bytes, over Temporal's payload limit ({MAX_PAYLOAD:,}): "
-                "return smaller tool results (a reference to stored data, say), or run "
-                "this agent on the SQLite or PostgreSQL engines"
-            )
+        return encode(Append(fence=lease.fence, seq=seq, records=raws))
+
+    async def _send(self, seq: int, payload: bytes) -> str | None:
+        """Send one ``append`` update; the cancellation reason it returns, if any."""
         try:
             raw = await self._engine._update(self._run_id, UPDATE_APPEND, payload)
         except ConflictError:
@@ -178,8 +186,28 @@ class AttemptJournal:
         await trio.lowlevel.checkpoint()
         return self.lease(lease_seconds), self.cancel_reason
 
-    async def finish(self, lease: Lease, seq: int, finished: Finished) -> RunRecord:
-        await self.append(lease, seq, [finished])
+    async def finish(
+        self,
+        lease: Lease,
+        seq: int,
+        finished: Finished,
+        *,
+        journal: Sequence[JournalRecord] = (),
+    ) -> RunRecord:
+        """The outcome as the journal's last entry, after ``journal``: one ``append``
+        update, which the workflow takes whole or refuses. Only when the records and
+        the outcome together exceed one update's payload limit are they sent as two
+        (the records first: an attempt cut between them leaves a journal without its
+        end, which the next attempt resumes)."""
+        records = [*check_records(journal), finished]
+        payload = self._payload(lease, seq, records)
+        if len(payload) <= MAX_PAYLOAD:
+            await self._send(seq, payload)
+        elif journal:
+            await self.append(lease, seq, records[:-1])
+            await self.append(lease, seq + len(records) - 1, [finished])
+        else:
+            await self.append(lease, seq, records)  # refused: over the limit
         now = time.time()
         return RunRecord(
             run_id=self._run_id,

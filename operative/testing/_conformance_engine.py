@@ -319,6 +319,73 @@ class EngineConformance:
 
         await self._with_pair(body)
 
+    # -- finish with the journal's last records ---------------------------------------------
+
+    @pytest.mark.trio
+    async def test_finish_commits_its_journal_and_outcome_together(self) -> None:
+        """finish(..., journal=[...]) journals the records at seq, seq + 1, ... and the
+        finished entry after them, with the outcome. Refused (the lease was lost, a seq
+        is taken), it commits neither the records nor the outcome."""
+
+        async def body(engine: DurableEngine, store: CheckpointStore, clock: _Clock) -> None:
+            lease = await engine.start(_started(), run_id="r1", worker_id="w1", lease_seconds=10)
+            await store.append(lease, 1, [_generated(1)])
+            record = await engine.finish(
+                lease, 2, _finished(), journal=[_generated(2), _generated(3)]
+            )
+            expect_equal(
+                (record.status, record.outcome, record.lease_owner),
+                ("completed", RunOutcome(finish_reason="stop-condition"), None),
+                "the record a finish with journal records returns",
+            )
+            expect_equal(await engine.get("r1"), record, "get of that run")
+            expect_equal(
+                [(e.seq, e.record) for e in await store.read("r1")],
+                [(0, _started())]
+                + [(step, _generated(step)) for step in (1, 2, 3)]
+                + [(4, _finished())],
+                "the journal: the finish's records at seq 2 and 3, its finished entry at 4",
+            )
+
+            stale = await engine.start(_started(), run_id="r2", worker_id="w1", lease_seconds=5)
+            clock.now += 6
+            [held] = await engine.claim(worker_id="w2", lease_seconds=600)
+            await _raises(
+                LeaseLostError,
+                engine.finish(stale, 1, _finished("error"), journal=[_generated(1)]),
+                "a finish with journal records under a lost lease",
+            )
+            await self._check_unfinished(engine, store, "r2", [0], "after a refused finish")
+
+            await store.append(held, 1, [_generated(1)])
+            await _raises(
+                ConflictError,
+                engine.finish(held, 1, _finished("error"), journal=[_generated(9)]),
+                "a finish whose journal records start at a taken seq",
+            )
+            await self._check_unfinished(engine, store, "r2", [0, 1], "after a conflicting finish")
+            await engine.finish(held, 2, _finished(), journal=[_generated(2)])
+            expect_equal(
+                [(e.seq, e.record) for e in await store.read("r2", after=0)],
+                [(1, _generated(1)), (2, _generated(2)), (3, _finished())],
+                "the journal once the holder finished at the next seq",
+            )
+
+        await self._with_pair(body)
+
+    async def _check_unfinished(
+        self, engine: DurableEngine, store: CheckpointStore, run_id: str, seqs: list[int], when: str
+    ) -> None:
+        """Neither the records of a refused finish nor its outcome were committed."""
+        expect_equal([e.seq for e in await store.read(run_id)], seqs, f"the journal {when}")
+        record = await engine.get(run_id)
+        assert record is not None
+        expect_equal(
+            (record.status, record.outcome, record.lease_owner),
+            ("running", None, "w2"),
+            f"the run {when}",
+        )
+
     # -- cancel -------------------------------------------------------------------------------
 
     @pytest.mark.trio

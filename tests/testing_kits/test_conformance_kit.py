@@ -13,6 +13,7 @@ from types import TracebackType
 from typing import Any, Self
 
 import attrs
+import msgspec
 import pytest
 import trio
 
@@ -268,6 +269,48 @@ class SkippingJournal:
         return getattr(self.inner, name)
 
 
+@attrs.define
+class JournalDroppingEngine:
+    """A SQLite engine whose finish takes ``journal=`` and leaves the records out (the
+    finished entry still goes after where they belonged)."""
+
+    inner: SqliteEngine
+
+    async def finish(
+        self, lease: Lease, seq: int, finished: Any, *, journal: Sequence[Any] = ()
+    ) -> Any:
+        return await self.inner.finish(lease, seq + len(journal), finished)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+@attrs.define
+class UnfencedJournalEngine:
+    """A SQLite engine whose finish journals its records under the run's current fence,
+    whoever holds the run, then commits the outcome under the lease it was given: a
+    stale holder's refused finish leaves its records behind."""
+
+    inner: SqliteEngine
+    store: SqliteCheckpointStore
+
+    async def finish(
+        self, lease: Lease, seq: int, finished: Any, *, journal: Sequence[Any] = ()
+    ) -> Any:
+        record = await self.inner.get(lease.run_id)
+        if journal and record is not None:
+            current = msgspec.structs.replace(lease, fence=record.fence)
+            await self.store.append(current, seq, journal)
+        return await self.inner.finish(lease, seq + len(journal), finished)
+
+    async def aclose(self) -> None:
+        await self.store.aclose()
+        await self.inner.aclose()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
 def engine_kit(
     wrap: Callable[[SqliteEngine, Callable[[], float]], Any],
     tmp_path: Any,
@@ -316,6 +359,26 @@ async def test_an_engine_that_ignores_cancel_fails(tmp_path: Any) -> None:
     """A cancel that neither flags nor finishes the run is caught."""
     kit = engine_kit(lambda engine, clock: DeafCancelEngine(engine), tmp_path)
     await fails(kit.test_cancel, "a held run")
+
+
+async def test_an_engine_whose_finish_drops_its_journal_fails(tmp_path: Any) -> None:
+    """A finish that commits the outcome without the records it was given is caught."""
+    kit = engine_kit(lambda engine, clock: JournalDroppingEngine(engine), tmp_path)
+    await fails(kit.test_finish_commits_its_journal_and_outcome_together, "the finish's records")
+
+
+async def test_an_engine_whose_refused_finish_leaves_records_fails(tmp_path: Any) -> None:
+    """A finish refused for a lost lease that commits its records all the same is caught."""
+    path = tmp_path / "runs.db"
+
+    def wrap(engine: SqliteEngine, clock: Callable[[], float]) -> Any:
+        return UnfencedJournalEngine(engine, SqliteCheckpointStore(path, clock=clock))
+
+    kit = engine_kit(wrap, tmp_path)
+    await fails(
+        kit.test_finish_commits_its_journal_and_outcome_together,
+        "the journal after a refused finish",
+    )
 
 
 class TestSqliteEngineUnwrapped(EngineConformance):
