@@ -5,7 +5,8 @@
     open_run(...)            run nursery: leaving it means every child has ended
     ├── loop task            RunTask.drive: the run scope, the step loop, clean-up
     ├── stall watchdog       (stall_policy=) returns once the run's liveness is terminal
-    ├── extension tasks      (a durable run's lease renewer) return once the run ends
+    ├── extension tasks      (a durable run's writer, which renews its lease) return
+    │                        once the run ends
     └── abort_on watcher     (abort_on=) returns once the run has finished
 
 A model opened per run (``create_agent(model=...)``) encloses the nursery, so its client
@@ -192,7 +193,7 @@ def _new_run(config: RunConfig, live: Conversation) -> ActiveRun:
 
 def runs_alone(run: ActiveRun) -> bool:
     """True when nothing must run beside the run's loop: no stall watchdog, no
-    ``abort_on`` watcher, no extension task (a durable run's lease renewer)."""
+    ``abort_on`` watcher, no extension task (a durable run's writer)."""
     state = run._state
     config = state.config
     return config.stall_policy is None and config.abort_on is None and not state.ext.start_tasks
@@ -213,7 +214,7 @@ async def run_to_end(
     hooks, clean-up and errors), with no block for the caller to run beside the loop.
 
     When nothing must run beside the loop (no ``stall_policy``, no ``abort_on``, no
-    extension task such as a durable run's lease renewer), the loop runs in the caller's
+    extension task such as a durable run's writer), the loop runs in the caller's
     task, inside the run's cancel scope, and no nursery is opened: a run's fixed cost is
     then mostly its own work. Otherwise the run gets its nursery, as in ``open_run``.
     Either way no task the run started is alive when this returns, and a cancelled
@@ -274,5 +275,5 @@ def _start(run: ActiveRun, nursery: trio.Nursery) -> None:
             _abort_when, run, config.abort_on, name=f"operative abort_on {run.run_id}"
         )
     for extension in run._state.ext.start_tasks:
-        # Each returns by itself once the run has finished (a lease renewer).
+        # Each returns by itself once the run has finished (a durable run's writer).
         extension.start_tasks(run, nursery)
