@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -14,8 +15,6 @@ from ..conditions import StopCondition
 from ..conversation import Conversation, ConversationHistory
 from ..conversation._tool_results import check_history
 from ..hooks import HOOK_NAMES, AnyHook, HookRegistry
-from ..liveness import StallPolicy
-from ..retry import RetryOptions
 from ..tools import Toolbox
 from ..tools._source import ToolSource, split_tool_sources
 from ..tools._toolbox import approving_toolbox
@@ -29,6 +28,8 @@ from ._types import RequestContext
 if TYPE_CHECKING:
     from ..backpressure import BackpressureStrategy
     from ..context import ContextManagement
+    from ..liveness import StallPolicy
+    from ..retry import RetryOptions
 
 __all__ = ["RunConfig", "RunOptions", "config_for_run", "configure_run", "make_toolbox"]
 
@@ -291,10 +292,11 @@ def config_for_run(template: RunConfig) -> RunConfig:
 
 
 _NUMBER = (int, float)
-_TYPED_OPTIONS: dict[str, tuple[type, str]] = {
+_TYPED_OPTIONS: dict[str, tuple[type | tuple[str, str], str]] = {
     "request_context": (RequestContext, "a RequestContext"),
-    "retry": (RetryOptions, "RetryOptions"),
-    "stall_policy": (StallPolicy, "a StallPolicy"),
+    # (module, class): loaded when the option is given, not by ``import operative``.
+    "retry": (("operative.retry", "RetryOptions"), "RetryOptions"),
+    "stall_policy": (("operative.liveness._watchdog", "StallPolicy"), "a StallPolicy"),
 }
 _CALLABLE_OPTIONS = ("on_elicitation", "on_approval")
 _PROTOCOL_OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -313,6 +315,9 @@ def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
     for name, (kind, what) in _TYPED_OPTIONS.items():
         value = get(name)
         if value is not None:
+            if isinstance(kind, tuple):
+                module, attribute = kind
+                kind = getattr(importlib.import_module(module), attribute)
             if not isinstance(value, kind):
                 raise InvalidArgument(f"{name}= takes {what}, got {type(value).__name__}")
             fields[name] = value
