@@ -9,7 +9,6 @@ import typing
 from . import conditions as stop_when
 from ._agent import Agent as Agent
 from ._agent import AgentInput as AgentInput
-from ._agent import AgentRunContext as AgentRunContext
 from ._agent import RunHandle as RunHandle
 from ._agent import RunnableAgent as RunnableAgent
 from ._agent import create_agent as create_agent
@@ -93,6 +92,7 @@ from .tools import ToolContext as ToolContext
 from .tools import tool as tool
 
 if typing.TYPE_CHECKING:
+    from ._agent_context import AgentRunContext as AgentRunContext
     from ._lazy._agent import create_lazy_agent as create_lazy_agent
     from ._lazy._agent import create_lazy_generate as create_lazy_generate
     from .budgets import Budget as Budget
@@ -282,10 +282,12 @@ _LAZY: dict[str, tuple[str, str]] = {
 
 
 # What a plain run (a generate function and a toolbox) never needs loads on first use
-# too: approvals and permission policies, the stall watchdog, retries, key-value stores.
+# too: a caller's per-run context, approvals and permission policies, the stall
+# watchdog, retries, key-value stores.
 # These names (and the submodules they came with) stay listed by dir(), as when they
 # were bound at import.
 _DEFERRED: dict[str, tuple[str, str | None]] = {
+    "AgentRunContext": ("._agent_context", "AgentRunContext"),
     "ApprovalPolicy": (".tools._approvals", "ApprovalPolicy"),
     "PermissionPolicy": (".tools._permissions", "PermissionPolicy"),
     "StallPolicy": (".liveness._watchdog", "StallPolicy"),

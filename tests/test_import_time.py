@@ -48,8 +48,9 @@ NOT_LOADED_BY_IMPORT = (
     "operative.cli",
     "operative.testing",
     "importlib.metadata",
-    # what only some runs use: approvals and permission policies, the stall watchdog,
-    # retries, key-value stores
+    # what only some runs use: a caller's per-run context, approvals and permission
+    # policies, the stall watchdog, retries, key-value stores
+    "operative._agent_context",
     "operative.tools._approvals",
     "operative.tools._permissions",
     "operative.liveness._watchdog",
@@ -60,6 +61,7 @@ NOT_LOADED_BY_IMPORT = (
 # Loaded on first use since ``import operative`` stopped loading them; they were bound
 # at import before, so ``dir()`` still lists them.
 DEFERRED_FOR_A_PLAIN_RUN = (
+    "operative._agent_context",
     "operative.tools._approvals",
     "operative.tools._permissions",
     "operative.liveness._watchdog",
@@ -136,6 +138,8 @@ def test_a_deferred_name_loads_on_first_use(statement: str, loads: str) -> None:
 @pytest.mark.parametrize(
     ("statement", "loads"),
     [
+        ("from operative import AgentRunContext", "operative._agent_context"),
+        ("from operative._agent import AgentRunContext", "operative._agent_context"),
         ("from operative import ApprovalPolicy", "operative.tools._approvals"),
         ("from operative.tools import ApprovalMode", "operative.tools._approvals"),
         ("from operative.tools import argument_digest", "operative.tools._approvals"),
@@ -160,11 +164,14 @@ def test_a_name_a_plain_run_does_not_need_loads_on_first_use(statement: str, loa
         assert {loads!r} not in sys.modules
         {statement}
         print({loads!r} in sys.modules)
-        import operative.kvstore, operative.liveness, operative.retry, operative.tools
+        import operative._agent, operative.kvstore, operative.liveness, operative.retry
+        import operative.tools
+        from operative._agent_context import AgentRunContext
         from operative.kvstore._memory import MemoryStore
         from operative.liveness._watchdog import StallPolicy, StallWatchdog
         from operative.tools._approvals import ApprovalPolicy, argument_digest
         from operative.tools._permissions import PermissionPolicy
+        assert operative.AgentRunContext is operative._agent.AgentRunContext is AgentRunContext
         assert operative.ApprovalPolicy is operative.tools.ApprovalPolicy is ApprovalPolicy
         assert operative.tools.argument_digest is argument_digest
         assert operative.PermissionPolicy is operative.tools.PermissionPolicy is PermissionPolicy
@@ -190,8 +197,8 @@ def test_dir_lists_the_deferred_names_before_they_load() -> None:
         before = [dir(m) for m in modules]
         assert "operative.retry" not in sys.modules
         for module, names in zip(modules, (
-            ("ApprovalPolicy", "PermissionPolicy", "StallPolicy", "RetryOptions",
-             "MemoryStore", "ConditionalTextValueStore", "retry", "kvstore"),
+            ("AgentRunContext", "ApprovalPolicy", "PermissionPolicy", "StallPolicy",
+             "RetryOptions", "MemoryStore", "ConditionalTextValueStore", "retry", "kvstore"),
             ("ApprovalDecider", "ApprovalMode", "ApprovalPolicy", "PermissionPolicy",
              "argument_digest"),
             ("StallPolicy", "StallWatchdog"),
@@ -200,8 +207,9 @@ def test_dir_lists_the_deferred_names_before_they_load() -> None:
                 getattr(module, name)
         after = [[n for n in dir(m) if n[:1] != "_" or n in b] for m, b in zip(modules, before)]
         print(before == after)
-        print(all(n in before[0] for n in ("ApprovalPolicy", "PermissionPolicy", "StallPolicy",
-            "RetryOptions", "MemoryStore", "ConditionalTextValueStore", "retry", "kvstore")))
+        print(all(n in before[0] for n in ("AgentRunContext", "ApprovalPolicy",
+            "PermissionPolicy", "StallPolicy", "RetryOptions", "MemoryStore",
+            "ConditionalTextValueStore", "retry", "kvstore")))
         print(all(n in before[1] for n in ("ApprovalDecider", "ApprovalMode", "ApprovalPolicy",
             "PermissionPolicy", "argument_digest")))
         print(all(n in before[2] for n in ("StallPolicy", "StallWatchdog")))
