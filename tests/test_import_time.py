@@ -343,6 +343,33 @@ def test_retry_options_load_and_retry_a_failed_model_call() -> None:
     assert out.split("\n")[:2] == ["False", "ok 2"]
 
 
+def test_options_of_deferred_types_are_still_checked_when_given() -> None:
+    """``retry=`` and ``stall_policy=`` of the wrong type are refused when the agent is
+    defined, though their types load only when such an option is given."""
+    out = _run(
+        """
+        import sys
+        from operative import GenerateResponse, InvalidArgument, create_agent
+
+        async def generate(request):
+            return GenerateResponse(content="ok")
+
+        for option, value in (("retry", "twice"), ("stall_policy", 5.0)):
+            try:
+                create_agent(generate=generate, instructions="Hi.", **{option: value})
+            except InvalidArgument as exc:
+                print(exc)
+        print(sorted(m for m in ("operative.retry", "operative.liveness._watchdog")
+                     if m in sys.modules))
+        """
+    )
+    assert out.split("\n")[:3] == [
+        "retry= takes RetryOptions, got str",
+        "stall_policy= takes a StallPolicy, got float",
+        "['operative.liveness._watchdog', 'operative.retry']",
+    ]
+
+
 def test_sqlite_store_works_after_a_lazy_import(tmp_path: Path) -> None:
     """The lazily loaded SqliteStore is the real class: it stores and reads a value."""
     out = _run(

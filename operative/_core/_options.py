@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -292,11 +291,26 @@ def config_for_run(template: RunConfig) -> RunConfig:
 
 
 _NUMBER = (int, float)
-_TYPED_OPTIONS: dict[str, tuple[type | tuple[str, str], str]] = {
+
+
+def _retry_options() -> type[RetryOptions]:
+    from ..retry import RetryOptions
+
+    return RetryOptions
+
+
+def _stall_policy() -> type[StallPolicy]:
+    from ..liveness._watchdog import StallPolicy
+
+    return StallPolicy
+
+
+_TYPED_OPTIONS: dict[str, tuple[type | Callable[[], type], str]] = {
     "request_context": (RequestContext, "a RequestContext"),
-    # (module, class): loaded when the option is given, not by ``import operative``.
-    "retry": (("operative.retry", "RetryOptions"), "RetryOptions"),
-    "stall_policy": (("operative.liveness._watchdog", "StallPolicy"), "a StallPolicy"),
+    # Given as a function: the option's type loads when the option is given, not with
+    # ``import operative``.
+    "retry": (_retry_options, "RetryOptions"),
+    "stall_policy": (_stall_policy, "a StallPolicy"),
 }
 _CALLABLE_OPTIONS = ("on_elicitation", "on_approval")
 _PROTOCOL_OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -315,9 +329,8 @@ def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
     for name, (kind, what) in _TYPED_OPTIONS.items():
         value = get(name)
         if value is not None:
-            if isinstance(kind, tuple):
-                module, attribute = kind
-                kind = getattr(importlib.import_module(module), attribute)
+            if not isinstance(kind, type):
+                kind = kind()
             if not isinstance(value, kind):
                 raise InvalidArgument(f"{name}= takes {what}, got {type(value).__name__}")
             fields[name] = value
