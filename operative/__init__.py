@@ -82,10 +82,7 @@ from .conversation import resolve_tool_result as resolve_tool_result
 from .hooks import HookContext as HookContext
 from .hooks import HookRegistry as HookRegistry
 from .liveness import LivenessSnapshot as LivenessSnapshot
-from .tools import ElicitationRequest as ElicitationRequest
-from .tools import ElicitationResponse as ElicitationResponse
 from .tools import ExecutionContext as ExecutionContext
-from .tools import OnElicitation as OnElicitation
 from .tools import Tool as Tool
 from .tools import Toolbox as Toolbox
 from .tools import ToolContext as ToolContext
@@ -125,6 +122,9 @@ if typing.TYPE_CHECKING:
     from .sessions import save_agent_session as save_agent_session
     from .steering import Steering as Steering
     from .tools import ApprovalPolicy as ApprovalPolicy
+    from .tools import ElicitationRequest as ElicitationRequest
+    from .tools import ElicitationResponse as ElicitationResponse
+    from .tools import OnElicitation as OnElicitation
     from .tools import PermissionPolicy as PermissionPolicy
 
 __all__ = [
@@ -282,14 +282,17 @@ _LAZY: dict[str, tuple[str, str]] = {
 
 
 # What a plain run (a generate function and a toolbox) never needs loads on first use
-# too: a caller's per-run context, approvals and permission policies, the stall
-# watchdog, retries, key-value stores.
+# too: a caller's per-run context, approvals and permission policies, elicitation, the
+# stall watchdog, retries, key-value stores.
 # These names (and the submodules they came with) stay listed by dir(), as when they
 # were bound at import.
 _DEFERRED: dict[str, tuple[str, str | None]] = {
     "AgentRunContext": ("._agent_context", "AgentRunContext"),
     "ApprovalPolicy": (".tools._approvals", "ApprovalPolicy"),
     "PermissionPolicy": (".tools._permissions", "PermissionPolicy"),
+    "ElicitationRequest": (".tools._elicitation", "ElicitationRequest"),
+    "ElicitationResponse": (".tools._elicitation", "ElicitationResponse"),
+    "OnElicitation": (".tools._elicitation", "OnElicitation"),
     "StallPolicy": (".liveness._watchdog", "StallPolicy"),
     "RetryOptions": (".retry", "RetryOptions"),
     "ConditionalTextValueStore": (".kvstore", "ConditionalTextValueStore"),

@@ -49,9 +49,10 @@ NOT_LOADED_BY_IMPORT = (
     "operative.testing",
     "importlib.metadata",
     # what only some runs use: a caller's per-run context, approvals and permission
-    # policies, the stall watchdog, retries, key-value stores
+    # policies, elicitation, the stall watchdog, retries, key-value stores
     "operative._agent_context",
     "operative.tools._approvals",
+    "operative.tools._elicitation",
     "operative.tools._permissions",
     "operative.liveness._watchdog",
     "operative.retry",
@@ -63,6 +64,7 @@ NOT_LOADED_BY_IMPORT = (
 DEFERRED_FOR_A_PLAIN_RUN = (
     "operative._agent_context",
     "operative.tools._approvals",
+    "operative.tools._elicitation",
     "operative.tools._permissions",
     "operative.liveness._watchdog",
     "operative.retry",
@@ -144,6 +146,8 @@ def test_a_deferred_name_loads_on_first_use(statement: str, loads: str) -> None:
         ("from operative.tools import ApprovalMode", "operative.tools._approvals"),
         ("from operative.tools import argument_digest", "operative.tools._approvals"),
         ("operative.PermissionPolicy", "operative.tools._permissions"),
+        ("from operative import ElicitationRequest", "operative.tools._elicitation"),
+        ("from operative.tools import OnElicitation", "operative.tools._elicitation"),
         ("from operative.tools import PermissionPolicy", "operative.tools._permissions"),
         ("from operative import StallPolicy", "operative.liveness._watchdog"),
         ("from operative.liveness import StallWatchdog", "operative.liveness._watchdog"),
@@ -170,10 +174,13 @@ def test_a_name_a_plain_run_does_not_need_loads_on_first_use(statement: str, loa
         from operative.kvstore._memory import MemoryStore
         from operative.liveness._watchdog import StallPolicy, StallWatchdog
         from operative.tools._approvals import ApprovalPolicy, argument_digest
+        from operative.tools._elicitation import ElicitationResponse
         from operative.tools._permissions import PermissionPolicy
         assert operative.AgentRunContext is operative._agent.AgentRunContext is AgentRunContext
         assert operative.ApprovalPolicy is operative.tools.ApprovalPolicy is ApprovalPolicy
         assert operative.tools.argument_digest is argument_digest
+        assert operative.ElicitationResponse is operative.tools.ElicitationResponse
+        assert operative.tools.ElicitationResponse is ElicitationResponse
         assert operative.PermissionPolicy is operative.tools.PermissionPolicy is PermissionPolicy
         assert operative.StallPolicy is operative.liveness.StallPolicy is StallPolicy
         assert operative.liveness.StallWatchdog is StallWatchdog
@@ -198,9 +205,10 @@ def test_dir_lists_the_deferred_names_before_they_load() -> None:
         assert "operative.retry" not in sys.modules
         for module, names in zip(modules, (
             ("AgentRunContext", "ApprovalPolicy", "PermissionPolicy", "StallPolicy",
-             "RetryOptions", "MemoryStore", "ConditionalTextValueStore", "retry", "kvstore"),
+             "RetryOptions", "MemoryStore", "ConditionalTextValueStore", "retry", "kvstore",
+             "ElicitationRequest", "ElicitationResponse", "OnElicitation"),
             ("ApprovalDecider", "ApprovalMode", "ApprovalPolicy", "PermissionPolicy",
-             "argument_digest"),
+             "argument_digest", "ElicitationRequest", "ElicitationResponse", "OnElicitation"),
             ("StallPolicy", "StallWatchdog"),
         )):
             for name in names:
@@ -209,9 +217,11 @@ def test_dir_lists_the_deferred_names_before_they_load() -> None:
         print(before == after)
         print(all(n in before[0] for n in ("AgentRunContext", "ApprovalPolicy",
             "PermissionPolicy", "StallPolicy", "RetryOptions", "MemoryStore",
-            "ConditionalTextValueStore", "retry", "kvstore")))
+            "ConditionalTextValueStore", "retry", "kvstore", "ElicitationRequest",
+            "ElicitationResponse", "OnElicitation")))
         print(all(n in before[1] for n in ("ApprovalDecider", "ApprovalMode", "ApprovalPolicy",
-            "PermissionPolicy", "argument_digest")))
+            "PermissionPolicy", "argument_digest", "ElicitationRequest", "ElicitationResponse",
+            "OnElicitation")))
         print(all(n in before[2] for n in ("StallPolicy", "StallWatchdog")))
         """
     )
@@ -286,6 +296,45 @@ def test_approvals_load_when_a_call_first_parks_and_then_work() -> None:
         "success paid 5 [5]",
         "replayed",
     ]
+
+
+def test_elicitation_loads_when_a_tool_first_asks_and_then_works() -> None:
+    """A tool's ``ctx.elicit`` loads elicitation on its first call and gets the host's
+    answer, validated into the type it asked for."""
+    out = _run(
+        """
+        import sys
+        import msgspec, trio
+        from operative import ExecutionContext, ToolCall, ToolContext, Toolbox, tool
+
+        class Confirm(msgspec.Struct):
+            approved: bool
+
+        @tool
+        async def delete(path: str, ctx: ToolContext) -> str:
+            \"\"\"Delete a file once a person confirms.\"\"\"
+            answer = await ctx.elicit(f"Delete {path}?", Confirm)
+            return f"approved={answer.approved}"
+
+        async def on_elicitation(request):
+            from operative import ElicitationResponse
+            return ElicitationResponse(
+                request_id=request.request_id,
+                tool_call_id=request.tool_call_id,
+                data={"approved": True},
+            )
+
+        async def main():
+            print("operative.tools._elicitation" in sys.modules)
+            context = ExecutionContext(run_id="r", on_elicitation=on_elicitation)
+            call = ToolCall(id="c1", name="delete", arguments={"path": "/tmp/x"})
+            result = await Toolbox([delete]).execute(call, context)
+            print(result.outcome, result.value, "operative.tools._elicitation" in sys.modules)
+
+        trio.run(main)
+        """
+    )
+    assert out.split("\n")[:2] == ["False", "success approved=True True"]
 
 
 def test_a_stall_policy_loads_the_watchdog_which_then_aborts_a_hung_run() -> None:

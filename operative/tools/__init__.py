@@ -5,9 +5,6 @@ import typing
 
 from ._context import ExecutionContext as ExecutionContext
 from ._context import ToolContext as ToolContext
-from ._elicitation import ElicitationRequest as ElicitationRequest
-from ._elicitation import ElicitationResponse as ElicitationResponse
-from ._elicitation import OnElicitation as OnElicitation
 from ._source import ToolSource as ToolSource
 from ._tool import Tool as Tool
 from ._tool import tool as tool
@@ -18,6 +15,9 @@ if typing.TYPE_CHECKING:
     from ._approvals import ApprovalMode as ApprovalMode
     from ._approvals import ApprovalPolicy as ApprovalPolicy
     from ._approvals import argument_digest as argument_digest
+    from ._elicitation import ElicitationRequest as ElicitationRequest
+    from ._elicitation import ElicitationResponse as ElicitationResponse
+    from ._elicitation import OnElicitation as OnElicitation
     from ._permissions import PermissionPolicy as PermissionPolicy
 
 __all__ = [
@@ -39,13 +39,16 @@ __all__ = [
 
 
 # Approvals and permission policies load on first use: a toolbox needs them only when
-# it is given a policy or parks a call.
+# it is given a policy or parks a call. Elicitation loads when a tool first asks.
 _LAZY = {
     "ApprovalDecider": "._approvals",
     "ApprovalMode": "._approvals",
     "ApprovalPolicy": "._approvals",
     "argument_digest": "._approvals",
     "PermissionPolicy": "._permissions",
+    "ElicitationRequest": "._elicitation",
+    "ElicitationResponse": "._elicitation",
+    "OnElicitation": "._elicitation",
 }
 
 
