@@ -9,7 +9,6 @@ import typing
 from . import conditions as stop_when
 from ._agent import Agent as Agent
 from ._agent import AgentInput as AgentInput
-from ._agent import AgentRunContext as AgentRunContext
 from ._agent import RunHandle as RunHandle
 from ._agent import RunnableAgent as RunnableAgent
 from ._agent import create_agent as create_agent
@@ -82,29 +81,24 @@ from .conversation import repair_dangling_tool_calls as repair_dangling_tool_cal
 from .conversation import resolve_tool_result as resolve_tool_result
 from .hooks import HookContext as HookContext
 from .hooks import HookRegistry as HookRegistry
-from .kvstore import ConditionalTextValueStore as ConditionalTextValueStore
-from .kvstore import MemoryStore as MemoryStore
 from .liveness import LivenessSnapshot as LivenessSnapshot
-from .liveness import StallPolicy as StallPolicy
-from .retry import RetryOptions as RetryOptions
-from .tools import ApprovalPolicy as ApprovalPolicy
-from .tools import ElicitationRequest as ElicitationRequest
-from .tools import ElicitationResponse as ElicitationResponse
 from .tools import ExecutionContext as ExecutionContext
-from .tools import OnElicitation as OnElicitation
-from .tools import PermissionPolicy as PermissionPolicy
 from .tools import Tool as Tool
 from .tools import Toolbox as Toolbox
 from .tools import ToolContext as ToolContext
 from .tools import tool as tool
 
 if typing.TYPE_CHECKING:
+    from ._agent_context import AgentRunContext as AgentRunContext
     from ._lazy._agent import create_lazy_agent as create_lazy_agent
     from ._lazy._agent import create_lazy_generate as create_lazy_generate
     from .budgets import Budget as Budget
     from .context import ContextManagement as ContextManagement
+    from .kvstore import ConditionalTextValueStore as ConditionalTextValueStore
+    from .kvstore import MemoryStore as MemoryStore
     from .kvstore import PostgresStore as PostgresStore
     from .kvstore import SqliteStore as SqliteStore
+    from .liveness import StallPolicy as StallPolicy
     from .multiagent import HandoffError as HandoffError
     from .multiagent import SubagentError as SubagentError
     from .multiagent import WorkerFailedError as WorkerFailedError
@@ -114,6 +108,7 @@ if typing.TYPE_CHECKING:
     from .multiagent import dispatch_tool as dispatch_tool
     from .multiagent import handoff as handoff
     from .multiagent import subagent_tool as subagent_tool
+    from .retry import RetryOptions as RetryOptions
     from .sessions import AgentSession as AgentSession
     from .sessions import RunOutcome as RunOutcome
     from .sessions import RunRef as RunRef
@@ -126,6 +121,11 @@ if typing.TYPE_CHECKING:
     from .sessions import resume_session as resume_session
     from .sessions import save_agent_session as save_agent_session
     from .steering import Steering as Steering
+    from .tools import ApprovalPolicy as ApprovalPolicy
+    from .tools import ElicitationRequest as ElicitationRequest
+    from .tools import ElicitationResponse as ElicitationResponse
+    from .tools import OnElicitation as OnElicitation
+    from .tools import PermissionPolicy as PermissionPolicy
 
 __all__ = [
     "ActiveRun",
@@ -281,11 +281,37 @@ _LAZY: dict[str, tuple[str, str]] = {
 }
 
 
+# What a plain run (a generate function and a toolbox) never needs loads on first use
+# too: a caller's per-run context, approvals and permission policies, elicitation, the
+# stall watchdog, retries, key-value stores.
+# These names (and the submodules they came with) stay listed by dir(), as when they
+# were bound at import.
+_DEFERRED: dict[str, tuple[str, str | None]] = {
+    "AgentRunContext": ("._agent_context", "AgentRunContext"),
+    "ApprovalPolicy": (".tools._approvals", "ApprovalPolicy"),
+    "PermissionPolicy": (".tools._permissions", "PermissionPolicy"),
+    "ElicitationRequest": (".tools._elicitation", "ElicitationRequest"),
+    "ElicitationResponse": (".tools._elicitation", "ElicitationResponse"),
+    "OnElicitation": (".tools._elicitation", "OnElicitation"),
+    "StallPolicy": (".liveness._watchdog", "StallPolicy"),
+    "RetryOptions": (".retry", "RetryOptions"),
+    "ConditionalTextValueStore": (".kvstore", "ConditionalTextValueStore"),
+    "MemoryStore": (".kvstore", "MemoryStore"),
+    "retry": (".retry", None),
+    "kvstore": (".kvstore", None),
+}
+
+
 def __getattr__(name: str) -> object:
-    try:
-        module, attribute = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'operative' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module, __name__), attribute)
+    entry = _LAZY.get(name) or _DEFERRED.get(name)
+    if entry is None:
+        raise AttributeError(f"module 'operative' has no attribute {name!r}")
+    module, attribute = entry
+    loaded = importlib.import_module(module, __name__)
+    value = loaded if attribute is None else getattr(loaded, attribute)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_DEFERRED))

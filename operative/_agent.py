@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol, Unpack, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Unpack, runtime_checkable
 
 import attrs
 import msgspec
@@ -38,28 +38,13 @@ from .liveness import LivenessSnapshot, SnapshotObserver, SnapshotStream, Snapsh
 from .tools import Toolbox
 from .tools._source import split_tool_sources
 
+if TYPE_CHECKING:
+    from ._agent_context import AgentRunContext
+
 __all__ = ["Agent", "AgentInput", "AgentRunContext", "RunHandle", "RunnableAgent", "create_agent"]
 
 AgentInput = str | Sequence[ContentPart] | ConversationHistory
 """A fresh user message (text or multi-modal parts), or a history to continue."""
-
-
-@attrs.frozen(kw_only=True)
-class AgentRunContext:
-    """Per-run context a caller (a host, a parent agent) passes to ``agent.run``."""
-
-    agent_name: str | None = None
-    """Overrides the name stamped on the run's events."""
-    trace_context: Any = None
-    """The parent trace context, for nested tracing."""
-    principal: Any = None
-    """Who the run acts for; forwarded unchanged to the run (and its hooks)."""
-    run_id: str | None = None
-    """This run's identity (required for an agent with ``steering=``)."""
-    abort_on: Any = None
-    """The caller's abort signal for this run (the specification's ``signal``): a
-    ``trio.Event``, an awaitable or an async function of no arguments; once it is set
-    or returns, the run ends with ``finish_reason == "aborted"``. See ``abort_on=``."""
 
 
 @runtime_checkable
@@ -364,3 +349,13 @@ def create_agent(
 
 _PER_RUN = frozenset({"durable", "steering"})
 """Options whose runs are configured run by run (``agent.run`` goes the long way)."""
+
+
+def __getattr__(name: str) -> object:
+    # A per-run context is only built by callers that pass one (hosts, parent agents,
+    # lazy agents): its class loads on first use, not with ``import operative``.
+    if name == "AgentRunContext":
+        from ._agent_context import AgentRunContext
+
+        return AgentRunContext
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

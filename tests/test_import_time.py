@@ -48,6 +48,27 @@ NOT_LOADED_BY_IMPORT = (
     "operative.cli",
     "operative.testing",
     "importlib.metadata",
+    # what only some runs use: a caller's per-run context, approvals and permission
+    # policies, elicitation, the stall watchdog, retries, key-value stores
+    "operative._agent_context",
+    "operative.tools._approvals",
+    "operative.tools._elicitation",
+    "operative.tools._permissions",
+    "operative.liveness._watchdog",
+    "operative.retry",
+    "operative.kvstore",
+)
+
+# Loaded on first use since ``import operative`` stopped loading them; they were bound
+# at import before, so ``dir()`` still lists them.
+DEFERRED_FOR_A_PLAIN_RUN = (
+    "operative._agent_context",
+    "operative.tools._approvals",
+    "operative.tools._elicitation",
+    "operative.tools._permissions",
+    "operative.liveness._watchdog",
+    "operative.retry",
+    "operative.kvstore",
 )
 
 
@@ -114,6 +135,288 @@ def test_a_deferred_name_loads_on_first_use(statement: str, loads: str) -> None:
         """
     )
     assert out.strip() == "True"
+
+
+@pytest.mark.parametrize(
+    ("statement", "loads"),
+    [
+        ("from operative import AgentRunContext", "operative._agent_context"),
+        ("from operative._agent import AgentRunContext", "operative._agent_context"),
+        ("from operative import ApprovalPolicy", "operative.tools._approvals"),
+        ("from operative.tools import ApprovalMode", "operative.tools._approvals"),
+        ("from operative.tools import argument_digest", "operative.tools._approvals"),
+        ("operative.PermissionPolicy", "operative.tools._permissions"),
+        ("from operative import ElicitationRequest", "operative.tools._elicitation"),
+        ("from operative.tools import OnElicitation", "operative.tools._elicitation"),
+        ("from operative.tools import PermissionPolicy", "operative.tools._permissions"),
+        ("from operative import StallPolicy", "operative.liveness._watchdog"),
+        ("from operative.liveness import StallWatchdog", "operative.liveness._watchdog"),
+        ("operative.RetryOptions", "operative.retry"),
+        ("operative.retry.RetryOptions", "operative.retry"),
+        ("from operative import MemoryStore", "operative.kvstore"),
+        ("operative.ConditionalTextValueStore", "operative.kvstore"),
+        ("operative.kvstore.MemoryStore", "operative.kvstore"),
+    ],
+)
+def test_a_name_a_plain_run_does_not_need_loads_on_first_use(statement: str, loads: str) -> None:
+    """Naming what a plain run does not need loads its module then, and gives the very
+    object the module defines (the same through ``operative`` and its subpackage)."""
+    out = _run(
+        f"""
+        import sys
+        import operative
+        assert {loads!r} not in sys.modules
+        {statement}
+        print({loads!r} in sys.modules)
+        import operative._agent, operative.kvstore, operative.liveness, operative.retry
+        import operative.tools
+        from operative._agent_context import AgentRunContext
+        from operative.kvstore._memory import MemoryStore
+        from operative.liveness._watchdog import StallPolicy, StallWatchdog
+        from operative.tools._approvals import ApprovalPolicy, argument_digest
+        from operative.tools._elicitation import ElicitationResponse
+        from operative.tools._permissions import PermissionPolicy
+        assert operative.AgentRunContext is operative._agent.AgentRunContext is AgentRunContext
+        assert operative.ApprovalPolicy is operative.tools.ApprovalPolicy is ApprovalPolicy
+        assert operative.tools.argument_digest is argument_digest
+        assert operative.ElicitationResponse is operative.tools.ElicitationResponse
+        assert operative.tools.ElicitationResponse is ElicitationResponse
+        assert operative.PermissionPolicy is operative.tools.PermissionPolicy is PermissionPolicy
+        assert operative.StallPolicy is operative.liveness.StallPolicy is StallPolicy
+        assert operative.liveness.StallWatchdog is StallWatchdog
+        assert operative.RetryOptions is operative.retry.RetryOptions
+        assert operative.MemoryStore is operative.kvstore.MemoryStore is MemoryStore
+        assert operative.ConditionalTextValueStore is operative.kvstore.ConditionalTextValueStore
+        """
+    )
+    assert out.strip() == "True"
+
+
+def test_dir_lists_the_deferred_names_before_they_load() -> None:
+    """``dir()`` of ``operative``, ``operative.tools`` and ``operative.liveness`` is the
+    same before and after the deferred names load, and lists them."""
+    out = _run(
+        """
+        import sys
+        import operative, operative.liveness, operative.tools
+
+        modules = (operative, operative.tools, operative.liveness)
+        before = [dir(m) for m in modules]
+        assert "operative.retry" not in sys.modules
+        for module, names in zip(modules, (
+            ("AgentRunContext", "ApprovalPolicy", "PermissionPolicy", "StallPolicy",
+             "RetryOptions", "MemoryStore", "ConditionalTextValueStore", "retry", "kvstore",
+             "ElicitationRequest", "ElicitationResponse", "OnElicitation"),
+            ("ApprovalDecider", "ApprovalMode", "ApprovalPolicy", "PermissionPolicy",
+             "argument_digest", "ElicitationRequest", "ElicitationResponse", "OnElicitation"),
+            ("StallPolicy", "StallWatchdog"),
+        )):
+            for name in names:
+                getattr(module, name)
+        after = [[n for n in dir(m) if n[:1] != "_" or n in b] for m, b in zip(modules, before)]
+        print(before == after)
+        print(all(n in before[0] for n in ("AgentRunContext", "ApprovalPolicy",
+            "PermissionPolicy", "StallPolicy", "RetryOptions", "MemoryStore",
+            "ConditionalTextValueStore", "retry", "kvstore", "ElicitationRequest",
+            "ElicitationResponse", "OnElicitation")))
+        print(all(n in before[1] for n in ("ApprovalDecider", "ApprovalMode", "ApprovalPolicy",
+            "PermissionPolicy", "argument_digest", "ElicitationRequest", "ElicitationResponse",
+            "OnElicitation")))
+        print(all(n in before[2] for n in ("StallPolicy", "StallWatchdog")))
+        """
+    )
+    assert out.split() == ["True", "True", "True", "True"]
+
+
+def test_a_plain_run_with_a_toolbox_loads_none_of_the_deferred_modules() -> None:
+    """``create_agent`` with a generate function and a Toolbox, run to its end with a
+    tool call, loads no module a plain ``import operative`` deferred."""
+    out = _run(
+        f"""
+        import sys
+        import trio
+        from operative import GenerateResponse, ToolCall, Toolbox, create_agent, tool
+
+        @tool
+        def add(a: int, b: int) -> int:
+            \"\"\"Add two numbers.\"\"\"
+            return a + b
+
+        async def generate(request):
+            if request.step == 1:
+                call = ToolCall(id="c1", name="add", arguments={{"a": 1, "b": 2}})
+                return GenerateResponse(tool_calls=[call])
+            return GenerateResponse(content="done")
+
+        agent = create_agent(generate=generate, toolbox=Toolbox([add]), instructions="Add.")
+        result = trio.run(agent.run, "1 + 2?")
+        print(result.content, [r.value for s in result.steps for r in s.results])
+        print(sorted(m for m in {DEFERRED_FOR_A_PLAIN_RUN!r} if m in sys.modules))
+        """
+    )
+    assert out.split("\n")[:2] == ["done [3]", "[]"]
+
+
+def test_approvals_load_when_a_call_first_parks_and_then_work() -> None:
+    """A toolbox whose tool needs approval makes its approvals (and loads the machinery)
+    only when a call first parks; the signed approval then resumes the call, once."""
+    out = _run(
+        """
+        import sys
+        import trio
+        from operative import ApprovalError, ToolCall, Toolbox, tool
+
+        ran = []
+
+        @tool(needs_approval=True)
+        def pay(amount: int) -> str:
+            \"\"\"Pay an amount.\"\"\"
+            ran.append(amount)
+            return f"paid {amount}"
+
+        box = Toolbox([pay])
+        print("operative.tools._approvals" in sys.modules)
+
+        async def main():
+            parked = await box.execute(ToolCall(id="c1", name="pay", arguments={"amount": 5}))
+            print(parked.outcome, ran, "operative.tools._approvals" in sys.modules)
+            done = await box.resume_approval(parked.pending_approval)
+            print(done.outcome, done.value, ran)
+            try:
+                await box.resume_approval(parked.pending_approval)
+            except ApprovalError as exc:
+                print(exc.reason)
+
+        trio.run(main)
+        """
+    )
+    assert out.split("\n")[:4] == [
+        "False",
+        "action-required [] True",
+        "success paid 5 [5]",
+        "replayed",
+    ]
+
+
+def test_elicitation_loads_when_a_tool_first_asks_and_then_works() -> None:
+    """A tool's ``ctx.elicit`` loads elicitation on its first call and gets the host's
+    answer, validated into the type it asked for."""
+    out = _run(
+        """
+        import sys
+        import msgspec, trio
+        from operative import ExecutionContext, ToolCall, ToolContext, Toolbox, tool
+
+        class Confirm(msgspec.Struct):
+            approved: bool
+
+        @tool
+        async def delete(path: str, ctx: ToolContext) -> str:
+            \"\"\"Delete a file once a person confirms.\"\"\"
+            answer = await ctx.elicit(f"Delete {path}?", Confirm)
+            return f"approved={answer.approved}"
+
+        async def on_elicitation(request):
+            from operative import ElicitationResponse
+            return ElicitationResponse(
+                request_id=request.request_id,
+                tool_call_id=request.tool_call_id,
+                data={"approved": True},
+            )
+
+        async def main():
+            print("operative.tools._elicitation" in sys.modules)
+            context = ExecutionContext(run_id="r", on_elicitation=on_elicitation)
+            call = ToolCall(id="c1", name="delete", arguments={"path": "/tmp/x"})
+            result = await Toolbox([delete]).execute(call, context)
+            print(result.outcome, result.value, "operative.tools._elicitation" in sys.modules)
+
+        trio.run(main)
+        """
+    )
+    assert out.split("\n")[:2] == ["False", "success approved=True True"]
+
+
+def test_a_stall_policy_loads_the_watchdog_which_then_aborts_a_hung_run() -> None:
+    """A run given ``stall_policy=`` loads the watchdog, which aborts the hung run."""
+    out = _run(
+        """
+        import sys
+        import trio, trio.testing
+        import operative
+        from operative import create_agent
+
+        async def generate(request):
+            await trio.sleep_forever()
+
+        async def main():
+            policy = operative.StallPolicy(stall_after=5, abort_when_stalled=True)
+            print("operative.liveness._watchdog" in sys.modules)
+            agent = create_agent(generate=generate, instructions="Hang.", stall_policy=policy)
+            result = await agent.run("hi")
+            print(result.finish_reason, trio.current_time())
+
+        trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+        """
+    )
+    assert out.split("\n")[:2] == ["True", "aborted 5.0"]
+
+
+def test_retry_options_load_and_retry_a_failed_model_call() -> None:
+    """``retry=`` loads the retry policy, which retries a transient provider failure."""
+    out = _run(
+        """
+        import sys
+        import trio, trio.testing
+        import operative
+        from operative import GenerateResponse, ProviderError, create_agent
+
+        calls = []
+
+        async def generate(request):
+            calls.append(1)
+            if len(calls) == 1:
+                raise ProviderError("overloaded", retryable=True)
+            return GenerateResponse(content="ok")
+
+        async def main():
+            print("operative.retry" in sys.modules)
+            retry = operative.RetryOptions(max_attempts=2)
+            agent = create_agent(generate=generate, instructions="Answer.", retry=retry)
+            result = await agent.run("hi")
+            print(result.content, len(calls))
+
+        trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+        """
+    )
+    assert out.split("\n")[:2] == ["False", "ok 2"]
+
+
+def test_options_of_deferred_types_are_still_checked_when_given() -> None:
+    """``retry=`` and ``stall_policy=`` of the wrong type are refused when the agent is
+    defined, though their types load only when such an option is given."""
+    out = _run(
+        """
+        import sys
+        from operative import GenerateResponse, InvalidArgument, create_agent
+
+        async def generate(request):
+            return GenerateResponse(content="ok")
+
+        for option, value in (("retry", "twice"), ("stall_policy", 5.0)):
+            try:
+                create_agent(generate=generate, instructions="Hi.", **{option: value})
+            except InvalidArgument as exc:
+                print(exc)
+        print(sorted(m for m in ("operative.retry", "operative.liveness._watchdog")
+                     if m in sys.modules))
+        """
+    )
+    assert out.split("\n")[:3] == [
+        "retry= takes RetryOptions, got str",
+        "stall_policy= takes a StallPolicy, got float",
+        "['operative.liveness._watchdog', 'operative.retry']",
+    ]
 
 
 def test_sqlite_store_works_after_a_lazy_import(tmp_path: Path) -> None:

@@ -14,8 +14,6 @@ from ..conditions import StopCondition
 from ..conversation import Conversation, ConversationHistory
 from ..conversation._tool_results import check_history
 from ..hooks import HOOK_NAMES, AnyHook, HookRegistry
-from ..liveness import StallPolicy
-from ..retry import RetryOptions
 from ..tools import Toolbox
 from ..tools._source import ToolSource, split_tool_sources
 from ..tools._toolbox import approving_toolbox
@@ -29,6 +27,8 @@ from ._types import RequestContext
 if TYPE_CHECKING:
     from ..backpressure import BackpressureStrategy
     from ..context import ContextManagement
+    from ..liveness import StallPolicy
+    from ..retry import RetryOptions
 
 __all__ = ["RunConfig", "RunOptions", "config_for_run", "configure_run", "make_toolbox"]
 
@@ -291,10 +291,26 @@ def config_for_run(template: RunConfig) -> RunConfig:
 
 
 _NUMBER = (int, float)
-_TYPED_OPTIONS: dict[str, tuple[type, str]] = {
+
+
+def _retry_options() -> type[RetryOptions]:
+    from ..retry import RetryOptions
+
+    return RetryOptions
+
+
+def _stall_policy() -> type[StallPolicy]:
+    from ..liveness._watchdog import StallPolicy
+
+    return StallPolicy
+
+
+_TYPED_OPTIONS: dict[str, tuple[type | Callable[[], type], str]] = {
     "request_context": (RequestContext, "a RequestContext"),
-    "retry": (RetryOptions, "RetryOptions"),
-    "stall_policy": (StallPolicy, "a StallPolicy"),
+    # Given as a function: the option's type loads when the option is given, not with
+    # ``import operative``.
+    "retry": (_retry_options, "RetryOptions"),
+    "stall_policy": (_stall_policy, "a StallPolicy"),
 }
 _CALLABLE_OPTIONS = ("on_elicitation", "on_approval")
 _PROTOCOL_OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -313,6 +329,8 @@ def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
     for name, (kind, what) in _TYPED_OPTIONS.items():
         value = get(name)
         if value is not None:
+            if not isinstance(kind, type):
+                kind = kind()
             if not isinstance(value, kind):
                 raise InvalidArgument(f"{name}= takes {what}, got {type(value).__name__}")
             fields[name] = value

@@ -50,15 +50,15 @@ from ._snapshots import SnapshotSubscription as SnapshotSubscription
 from ._snapshots import WaitReason as WaitReason
 from ._snapshots import terminal_status as terminal_status
 from ._tracker import LivenessTracker as LivenessTracker
-from ._watchdog import StallPolicy as StallPolicy
-from ._watchdog import StallWatchdog as StallWatchdog
-from ._watchdog import create_stall_watchdog as create_stall_watchdog
+from ._tracker import create_stall_watchdog as create_stall_watchdog
 
 if typing.TYPE_CHECKING:
     from ._diagnostic import DiagnosticRun as DiagnosticRun
     from ._diagnostic import open_diagnostic_run as open_diagnostic_run
     from ._heartbeat import Heartbeat as Heartbeat
     from ._heartbeat import serve_heartbeat as serve_heartbeat
+    from ._watchdog import StallPolicy as StallPolicy
+    from ._watchdog import StallWatchdog as StallWatchdog
 
 __all__ = [
     "PULSE_KINDS",
@@ -92,13 +92,22 @@ _LAZY = {
     "Heartbeat": "._heartbeat",
     "serve_heartbeat": "._heartbeat",
 }
+# So does the stall watchdog, which only a run with a stall policy starts; these names
+# stay listed by dir(), as when they were bound at import.
+_DEFERRED = {
+    "StallPolicy": "._watchdog",
+    "StallWatchdog": "._watchdog",
+}
 
 
 def __getattr__(name: str) -> object:
-    try:
-        module = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    module = _LAZY.get(name) or _DEFERRED.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_DEFERRED))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import trio
 
@@ -26,7 +26,10 @@ from ._snapshots import (
     WaitReason,
 )
 
-__all__ = ["LivenessTracker"]
+if TYPE_CHECKING:
+    from ._watchdog import StallPolicy, StallWatchdog
+
+__all__ = ["LivenessTracker", "create_stall_watchdog"]
 
 logger = logging.getLogger("operative.liveness")
 
@@ -522,3 +525,32 @@ class LivenessTracker:
             snapshot = self.snapshot()
             for subscription in tuple(self._subscriptions):
                 subscription._deliver(snapshot)
+
+
+def create_stall_watchdog(
+    tracker: LivenessTracker,
+    policy: StallPolicy,
+    *,
+    on_abort: Callable[[str], object] | None = None,
+) -> StallWatchdog:
+    """A watchdog over ``tracker`` following ``policy``; start its ``run()`` in a nursery.
+
+    ``on_abort(reason)`` is called once, when the work first stalls, if
+    ``policy.abort_when_stalled`` is set (a run passes its ``abort``). Defined here,
+    with the watchdog loaded on the first call, so that a run without a stall policy
+    never loads it.
+    """
+    from ._watchdog import StallPolicy, StallWatchdog
+
+    if not isinstance(tracker, LivenessTracker):
+        raise InvalidArgument(f"tracker= takes a LivenessTracker, got {type(tracker).__name__}")
+    if not isinstance(policy, StallPolicy):
+        raise InvalidArgument(f"policy= takes a StallPolicy, got {type(policy).__name__}")
+    if on_abort is not None and not callable(on_abort):
+        raise InvalidArgument(f"on_abort= takes a callable, got {on_abort!r}")
+    if policy.abort_when_stalled and on_abort is None:
+        raise InvalidArgument(
+            "the policy aborts stalled work (abort_when_stalled=True) but no on_abort= "
+            "callback was given to do it"
+        )
+    return StallWatchdog(tracker, policy, on_abort)

@@ -20,6 +20,7 @@ import attrs
 import trio
 
 from .._core._errors import InvalidArgument
+from ._tracker import create_stall_watchdog as create_stall_watchdog
 
 if TYPE_CHECKING:
     from ._tracker import LivenessTracker
@@ -175,30 +176,3 @@ class StallWatchdog:
             callback(reason)
         except Exception:
             logger.exception("on_abort callback %r raised", callback)
-
-
-def create_stall_watchdog(
-    tracker: LivenessTracker,
-    policy: StallPolicy,
-    *,
-    on_abort: Callable[[str], object] | None = None,
-) -> StallWatchdog:
-    """A watchdog over ``tracker`` following ``policy``; start its ``run()`` in a nursery.
-
-    ``on_abort(reason)`` is called once, when the work first stalls, if
-    ``policy.abort_when_stalled`` is set (a run passes its ``abort``).
-    """
-    from ._tracker import LivenessTracker
-
-    if not isinstance(tracker, LivenessTracker):
-        raise InvalidArgument(f"tracker= takes a LivenessTracker, got {type(tracker).__name__}")
-    if not isinstance(policy, StallPolicy):
-        raise InvalidArgument(f"policy= takes a StallPolicy, got {type(policy).__name__}")
-    if on_abort is not None and not callable(on_abort):
-        raise InvalidArgument(f"on_abort= takes a callable, got {on_abort!r}")
-    if policy.abort_when_stalled and on_abort is None:
-        raise InvalidArgument(
-            "the policy aborts stalled work (abort_when_stalled=True) but no on_abort= "
-            "callback was given to do it"
-        )
-    return StallWatchdog(tracker, policy, on_abort)

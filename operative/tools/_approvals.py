@@ -14,7 +14,6 @@ import hashlib
 import hmac
 import inspect
 import os
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal, TypeAlias
 
@@ -312,8 +311,3 @@ def _coerce(approval: object) -> PendingApproval:
 
 _RELEASE_TIMEOUT = 5.0
 """Seconds a cancelled consume may spend taking its marker back."""
-
-
-def wall_clock() -> float:
-    """Seconds since the epoch (approvals cross processes, so not trio's clock)."""
-    return time.time()

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 import trio
 
 from .._core._events import Event, ToolProgress
 from .._core._types import RequestContext
-from ._elicitation import OnElicitation, run_elicitation
+
+if TYPE_CHECKING:
+    from ._elicitation import OnElicitation
 
 __all__ = ["ExecutionContext", "ToolContext"]
 
@@ -87,6 +89,8 @@ class ToolContext(msgspec.Struct, frozen=True, kw_only=True):
             ElicitationError: the run has no ``on_elicitation`` handler, or it answered
                 for another request or with data that does not match ``type``.
         """
+        from ._elicitation import run_elicitation  # loaded when a tool first asks
+
         execution = self.execution
         return await run_elicitation(
             handler=execution.on_elicitation,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import attrs
 import msgspec
@@ -13,16 +14,24 @@ import trio
 
 from .._core._errors import ApprovalError, InvalidArgument, ToolDefinitionError
 from .._core._types import PendingApproval, RequestContext, ToolCall, ToolResult, ToolSpec
-from ..kvstore import ConditionalTextValueStore, MemoryStore
-from ._approvals import ApprovalDecider, ApprovalPolicy, Approvals, wall_clock
 from ._context import EMPTY_CONTEXT, ExecutionContext, ToolContext
-from ._permissions import PermissionPolicy
 from ._settle import describe, failed, settled
 from ._tool import ArgumentError, Tool
+
+if TYPE_CHECKING:
+    # Loaded on first use: a toolbox that never parks a call needs none of them.
+    from ..kvstore import ConditionalTextValueStore
+    from ._approvals import ApprovalDecider, ApprovalPolicy, Approvals
+    from ._permissions import PermissionPolicy
 
 __all__ = ["Toolbox", "approving_toolbox"]
 
 _logger = logging.getLogger("operative.tools")
+
+
+def wall_clock() -> float:
+    """Seconds since the epoch (approvals cross processes, so not trio's clock)."""
+    return time.time()
 
 
 def _collect(tools: Iterable[Tool] | Mapping[str, Tool]) -> dict[str, Tool]:
@@ -83,7 +92,11 @@ class Toolbox:
     _parked: frozenset[str]
     _per_call: frozenset[str]
     _decide: ApprovalDecider | None
-    _approvals: Approvals
+    _approval_secret: str | bytes | None
+    _approval_state: ConditionalTextValueStore | None
+    _approval_ttl: float
+    _clock: Callable[[], float]
+    _made_approvals: Approvals | None
     _limiter: trio.CapacityLimiter | None
 
     def __init__(
@@ -109,7 +122,7 @@ class Toolbox:
             raise InvalidArgument(f"approval_ttl must be seconds > 0, not {approval_ttl!r}")
         parked: frozenset[str] = frozenset()
         decide: ApprovalDecider | None = None
-        if isinstance(approval_policy, ApprovalPolicy):
+        if approval_policy is not None and _is_policy(approval_policy):
             parked = frozenset(n for n, t in collected.items() if approval_policy.requires(t))
             unversioned = sorted(n for n in parked if collected[n].version is None)
             if unversioned:
@@ -135,6 +148,10 @@ class Toolbox:
                 if refusal is not None:
                     refusals[name] = refusal
         names = ", ".join(sorted(collected)) or "(none)"
+        approval_ttl = float(approval_ttl)
+        approvals: Approvals | None = None
+        if approval_secret is not None:  # checked now, not at the first approval
+            approvals = _new_approvals(approval_secret, approval_state, approval_ttl, clock)
         self.__attrs_init__(
             tools=collected,
             approval_policy=approval_policy,
@@ -146,12 +163,11 @@ class Toolbox:
             parked=parked,
             per_call=per_call - parked,
             decide=decide,
-            approvals=Approvals(
-                approval_secret,
-                state=approval_state if approval_state is not None else MemoryStore(),
-                ttl=float(approval_ttl),
-                clock=clock,
-            ),
+            approval_secret=approval_secret,
+            approval_state=approval_state,
+            approval_ttl=approval_ttl,
+            clock=clock,
+            made_approvals=approvals,
             limiter=trio.CapacityLimiter(max_concurrency) if max_concurrency else None,
         )
 
@@ -172,9 +188,22 @@ class Toolbox:
             permissions=self.permissions,
             max_concurrency=self.max_concurrency,
         )
-        object.__setattr__(extended, "_approvals", self._approvals)
+        object.__setattr__(extended, "_made_approvals", self._approvals)
+        object.__setattr__(extended, "_clock", self._clock)
         object.__setattr__(extended, "_limiter", self._limiter)
         return extended
+
+    @property
+    def _approvals(self) -> Approvals:
+        """The signed approvals (secret, state store) of this toolbox, made on first use:
+        a toolbox whose calls never park never loads the approvals machinery."""
+        approvals = self._made_approvals
+        if approvals is None:
+            approvals = _new_approvals(
+                self._approval_secret, self._approval_state, self._approval_ttl, self._clock
+            )
+            object.__setattr__(self, "_made_approvals", approvals)
+        return approvals
 
     def __repr__(self) -> str:
         return f"<Toolbox {', '.join(self.tools) or '(empty)'}>"
@@ -230,7 +259,7 @@ class Toolbox:
             context = EMPTY_CONTEXT
         request = context.request_context
         deadline = request.deadline if request is not None else None
-        if deadline is not None and self._approvals.clock() >= deadline:
+        if deadline is not None and self._clock() >= deadline:
             await trio.lowlevel.checkpoint()
             return ToolResult(
                 call_id=call.id,
@@ -554,6 +583,26 @@ def _timed_out(tool: Tool, call: ToolCall, places: _CallPlaces | None = None) ->
     )
 
 
+def _is_policy(value: object) -> TypeGuard[ApprovalPolicy]:
+    from ._approvals import ApprovalPolicy
+
+    return isinstance(value, ApprovalPolicy)
+
+
+def _new_approvals(
+    secret: str | bytes | None,
+    state: ConditionalTextValueStore | None,
+    ttl: float,
+    clock: Callable[[], float],
+) -> Approvals:
+    from ..kvstore import MemoryStore
+    from ._approvals import Approvals
+
+    return Approvals(
+        secret, state=state if state is not None else MemoryStore(), ttl=ttl, clock=clock
+    )
+
+
 def _tool_context(tool: Tool, call: ToolCall, context: ExecutionContext) -> ToolContext:
     return ToolContext(
         call_id=call.id,
@@ -582,6 +631,8 @@ def approving_toolbox(toolbox: Toolbox) -> Toolbox:
             "a version (e.g. @tool(version='1', mutates=True)), or declare "
             "@tool(needs_approval=True), which derives one"
         )
+    from ._approvals import ApprovalPolicy
+
     return Toolbox(
         toolbox.tools,
         approval_policy=ApprovalPolicy(mode="on-mutation"),

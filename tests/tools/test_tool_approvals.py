@@ -616,3 +616,36 @@ async def test_resume_defaults_to_the_contexts_request() -> None:
         approval, context=ExecutionContext(request_context=fresh_request())
     )
     assert result.outcome == "success"
+
+
+async def test_a_call_past_its_request_deadline_is_denied_by_the_toolbox_clock() -> None:
+    """A call whose request deadline has passed on the toolbox's clock does not run, on a
+    toolbox without any approval set-up and on one extended with more tools."""
+    log: list[str] = []
+    clock = Clock()
+    box = Toolbox(make_tools(log), clock=clock)
+    extended = box.extended([Tool(lambda: "pong", name="ping", version="1")])
+    call = ToolCall(id="call-1", name="delete_file", arguments={"path": "/tmp/a"})
+    context = ExecutionContext(run_id="run-1", request_context=REQUEST)
+    for toolbox in (box, extended):
+        clock.now = NOW + 29
+        assert (await toolbox.execute(call, context)).outcome == "success"
+        clock.now = NOW + 30
+        late = await toolbox.execute(call, context)
+        assert late.outcome == "denied"
+        assert "passed its deadline" in (late.error or "")
+    assert log == ["/tmp/a", "/tmp/a"]
+
+
+async def test_an_extended_toolbox_shares_the_approvals_made_on_first_use() -> None:
+    """Approvals are made when first needed, and shared with an extended toolbox: an
+    approval parked by one resumes on the other, once, whichever was extended first."""
+    log: list[str] = []
+    box = make_box(log, approval_secret=None)
+    extended = box.extended([Tool(lambda: "pong", name="ping", version="1")])
+    approval = await park(extended)
+    assert (await box.resume_approval(approval, request_context=REQUEST)).outcome == "success"
+    with pytest.raises(ApprovalError) as info:
+        await extended.resume_approval(approval, request_context=REQUEST)
+    assert info.value.reason == "replayed"
+    assert log == ["/tmp/a"]
