@@ -356,8 +356,8 @@ def _activity(
             try:
                 if control.run is None:
                     # Claiming and reading the journal: heartbeat from here until the
-                    # run's durable writer (a Trio task that renews the lease: a stuck loop stops it)
-                    # takes over.
+                    # run's durable writer (a Trio task that renews the lease: a stuck
+                    # loop stops it) takes over.
                     reply = await asyncio.wait_for(asyncio.shield(future), interval)
                 else:
                     reply = await asyncio.shield(future)
