@@ -2,8 +2,10 @@
 
 Every record is read from the durable tables and never written back; all of them are
 frozen, keyword-only msgspec Structs, so they encode to JSON for a dashboard as they are.
-Times are epoch seconds as the durable engine committed them (its clock, default
-:func:`time.time`); durations are seconds on the run's own clock (trio's).
+Times are epoch seconds on the durable engine's clock (default :func:`time.time`) and say
+when the thing happened: a journal record that waited for a later commit carries its own
+time, which is read instead of the commit's. Durations are seconds on the run's own clock
+(trio's).
 """
 
 from __future__ import annotations
@@ -93,8 +95,9 @@ class ToolCallRecord(msgspec.Struct, frozen=True, kw_only=True):
 
     ``started_at`` and ``settled_at`` are when the call started and settled: a journal
     entry's commit time, or the time its record carries when it waited for a later
-    commit (a step whose calls are idempotent commits once, at its end). ``duration``
-    is measured around the call itself on the run's clock.
+    commit (a step whose calls are idempotent commits once, at its end). Listings filter,
+    order and page by ``started_at``. ``duration`` is measured around the call itself on
+    the run's clock.
     """
 
     run_id: str
@@ -111,8 +114,8 @@ class ToolCallRecord(msgspec.Struct, frozen=True, kw_only=True):
     """What the model was told when the call did not succeed."""
     started_at: float
     settled_at: float | None
-    """When its result was committed: by the call, or by the clean-up of a run that
-    ended before the call settled. ``None`` while in flight."""
+    """When the call settled: it returned, or recovery settled a call a crash cut; when
+    the run finished, for a call the run's end cut. ``None`` while in flight."""
     duration: float | None
     """Seconds the call took; ``None`` unless it settled by itself."""
     attempts: int = 1
@@ -148,7 +151,9 @@ class StepRecord(msgspec.Struct, frozen=True, kw_only=True):
     """When the assistant message arrived: its commit time, or the time its record
     carries when it waited for the step's later commit."""
     completed_at: float | None
-    """When the final results were committed."""
+    """When the final results were committed: the step's end, except that the end of a
+    step that made no call and that nobody observed waits for the next commit (the run's
+    finish, for the final answer) and records no time of its own."""
 
 
 class RunDetail(msgspec.Struct, frozen=True, kw_only=True):

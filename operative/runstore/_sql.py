@@ -18,13 +18,14 @@ from typing import Any
 
 import attrs
 
-from .._sql import Dialect, Field, Query
+from .._sql import JSON_FUNCTION, Dialect, Field, Query
 from ..durable._rows import RUN_COLUMNS
 
 __all__ = [
     "USAGE_FIELDS",
     "Runs",
     "ToolCalls",
+    "time_expression",
     "tool_name_expression",
 ]
 
@@ -187,6 +188,32 @@ def tool_name_expression(dialect: Dialect, column: str) -> str:
     return dialect.text(column, "tool_name")
 
 
+# A JSON number PostgreSQL casts to DOUBLE PRECISION without an out-of-range error (at
+# most 1e119 in size, none below 1e-119): any time msgspec writes, where a bigger
+# exponent could only be a damaged record.
+_PG_NUMBER = r"'^-?[0-9]{1,20}(\.[0-9]{1,20})?([eE][-+]?[0-9]{1,2})?$'"
+
+
+def time_expression(dialect: Dialect, record: str, at: str) -> str:
+    """The indexed expression: when a journal entry's event happened.
+
+    A record that waited for a later commit carries its own time (``at``, epoch seconds);
+    the row's ``at`` column is its commit time, which is the event's time for a record
+    committed as it happened. A record whose own ``at`` cannot be read as a number (a
+    damaged row) falls back on its commit time, so it is still listed and reaches the
+    decoder, which names it.
+    """
+    if dialect.name == "postgres":
+        own = f"({JSON_FUNCTION}({record}) -> 'at')::text"
+        number = f"(CASE WHEN {own} ~ {_PG_NUMBER} THEN ({own})::double precision END)"
+    else:
+        number = (
+            f"(CASE WHEN json_valid({record}) THEN CASE WHEN json_type({record}, '$.at') "
+            f"IN ('integer', 'real') THEN json_extract({record}, '$.at') END END)"
+        )
+    return f"COALESCE({number}, {at})"
+
+
 def tool_calls_page(
     dialect: Dialect, calls: ToolCalls, after: tuple[float, str, int] | None, limit: int
 ) -> Query:
@@ -195,8 +222,11 @@ def tool_calls_page(
     One row per call: its first ``tool.started`` entry ``s``, the ``tool.settled``
     entry ``t`` that answers it, the run's ``finished`` entry ``f`` (if the journal
     ends with one) and the call as its step's ``generated`` entry ``g`` holds it.
+    Filtered, ordered and paged by when the call started (:func:`time_expression`),
+    which is what the listing reports as ``started_at``.
     """
     mark = dialect.mark
+    started = time_expression(dialect, "s.record", "s.at")
     call = dialect.text("s.record", "call_id")
     settled_call = dialect.text("x.record", "result", "call_id")
     answer_outcome = dialect.element("f.record", ("messages",), "tool_call_id", "outcome", call)
@@ -212,14 +242,14 @@ def tool_calls_page(
         core_where.append(f"s.run_id = {mark}")
         params.append(calls.run_id)
     if calls.since is not None:
-        core_where.append(f"s.at >= {mark}")
+        core_where.append(f"{started} >= {mark}")
         params.append(float(calls.since))
     if calls.until is not None:
-        core_where.append(f"s.at < {mark}")
+        core_where.append(f"{started} < {mark}")
         params.append(float(calls.until))
     if after is not None:
         core_where.append(
-            f"(s.at < {mark} OR (s.at = {mark} AND (s.run_id < {mark} "
+            f"({started} < {mark} OR ({started} = {mark} AND (s.run_id < {mark} "
             f"OR (s.run_id = {mark} AND s.seq < {mark}))))"
         )
         params.extend([after[0], after[0], after[1], after[1], after[2]])
@@ -229,7 +259,8 @@ def tool_calls_page(
         f"AND {dialect.text('p.record', 'call_id')} = {call})"
     )
     core = (
-        "SELECT s.run_id AS run_id, s.seq AS seq, s.at AS started_at, s.record AS started, "
+        f"SELECT s.run_id AS run_id, s.seq AS seq, {started} AS started_at, "
+        "s.record AS started, "
         "t.seq AS settled_seq, t.at AS settled_at, t.record AS settled, "
         "(SELECT COUNT(*) FROM operative_journal a WHERE a.run_id = s.run_id "
         "AND a.seq >= s.seq AND a.kind = 'tool.started' "

@@ -9,6 +9,11 @@ connections until it ends or the kit kills it with SIGKILL.
 ``mode`` in a config: ``start`` starts one durable run per ``runs`` entry and reports
 ``{"acked": run_id}`` once it is durably started; ``recover`` waits until the leases of
 ``run_ids`` expired and recovers them. Reports are JSON lines appended to ``out``.
+
+The process machinery (:func:`serve_forks`, :func:`work`, :func:`emit`) and the two
+modes' loops (:func:`start_runs`, :func:`recover_runs`) take what differs as arguments,
+so operative's own crash tests run their workers on the same code with their own agent,
+modes and reports.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -95,43 +100,65 @@ def open_backend(backend: dict[str, str]) -> tuple[Any, Any]:
 
 
 _out: list[int] = []
+"""The worker's report file (its descriptor), once it is a worker."""
+
+Mode = Callable[[dict[str, Any]], Awaitable[None]]
+"""What a worker does with its config, in ``trio.run``."""
+Report = Callable[[str, Any], dict[str, Any]]
+"""The line a worker reports for a run that ended: ``(run_id, RunResult)`` → JSON."""
 
 
-def _emit(record: dict[str, Any]) -> None:
-    os.write(_out[0], json.dumps(record).encode() + b"\n")
+def emit(record: dict[str, Any]) -> None:
+    """Report ``record`` as one JSON line of the worker's ``out`` file."""
+    os.write(_out[0], json.dumps(record).encode() + b"\n")  # one write: one whole line
 
 
-async def _start(config: dict[str, Any]) -> None:
+def _finish_reason(run_id: str, result: Any) -> dict[str, Any]:
+    return {"run": run_id, "finish_reason": str(result.finish_reason)}
+
+
+async def start_runs(
+    engine: Any,
+    store: Any,
+    agent: Any,
+    runs: Sequence[tuple[str, str]],
+    *,
+    worker: str,
+    lease_seconds: float,
+    report: Report = _finish_reason,
+    stagger: float = 0.0,
+) -> None:
+    """Start a durable run per ``(run_id, prompt)``, concurrently (the ``i``-th after
+    ``i * stagger`` seconds); report ``ready``, each ``acked`` run, and each result."""
     from operative.durable import Durable
 
-    engine, store = open_backend(config["backend"])
-    agent = load_factory(config["factory"])()
-
-    async def one(run_id: str, prompt: str) -> None:
+    async def one(index: int, run_id: str, prompt: str) -> None:
+        await trio.sleep(index * stagger)
         durable = Durable(
             engine=engine,
             checkpoint_store=store,
             run_id=run_id,
-            worker_id=config["worker"],
-            lease_seconds=config["lease_seconds"],
+            worker_id=worker,
+            lease_seconds=lease_seconds,
         )
         async with agent.open_run(prompt, durable=durable) as run:
             await run.wait_durably_started()
-            _emit({"acked": run_id})
+            emit({"acked": run_id})
             result = await run.result()
-        _emit({"run": run_id, "finish_reason": str(result.finish_reason)})
+        emit(report(run_id, result))
 
-    _emit({"ready": True})
+    emit({"ready": True})
     async with trio.open_nursery() as nursery:
-        for run_id, prompt in config["runs"]:
-            nursery.start_soon(one, run_id, prompt)
+        for index, (run_id, prompt) in enumerate(runs):
+            nursery.start_soon(one, index, run_id, prompt)
     await engine.aclose()
     await store.aclose()
 
 
-async def claimable(engine: Any, run_ids: Sequence[str]) -> list[str]:
-    """Wait until no running run of ``run_ids`` is leased; return the running ones."""
-    with trio.fail_after(60):
+async def claimable(engine: Any, run_ids: Sequence[str], *, seconds: float = 60) -> list[str]:
+    """Wait until no running run of ``run_ids`` is leased (at most ``seconds``); return
+    the running ones."""
+    with trio.fail_after(seconds):
         while True:
             running = [
                 record
@@ -143,54 +170,116 @@ async def claimable(engine: Any, run_ids: Sequence[str]) -> list[str]:
             await trio.sleep(0.01)
 
 
-async def _recover(config: dict[str, Any]) -> None:
+async def recover_runs(
+    engine: Any,
+    store: Any,
+    agents: Mapping[str, Any],
+    run_ids: Sequence[str],
+    *,
+    worker: str,
+    lease_seconds: float,
+    report: Report = _finish_reason,
+    seconds: float = 120,
+    claim_seconds: float = 60,
+) -> None:
+    """Recover ``run_ids`` as their leases expire (until none is running, at most
+    ``seconds``; each wait for expiring leases at most ``claim_seconds``); report which
+    runs each round claims and each result."""
     from operative.durable import recover
 
-    engine, store = open_backend(config["backend"])
-    agent = load_factory(config["factory"])()
-    run_ids: list[str] = config["run_ids"]
-    with trio.fail_after(120):
-        while pending := await claimable(engine, run_ids):
-            _emit({"claiming": pending})
+    with trio.fail_after(seconds):
+        while pending := await claimable(engine, run_ids, seconds=claim_seconds):
+            emit({"claiming": pending})
             results = await recover(
                 engine=engine,
                 checkpoint_store=store,
-                agents={agent.name: agent},
-                worker_id=config["worker"],
+                agents=agents,
+                worker_id=worker,
                 run_ids=pending,
-                lease_seconds=config["lease_seconds"],
+                lease_seconds=lease_seconds,
             )
             for run_id, result in results.items():
-                _emit({"run": run_id, "finish_reason": str(result.finish_reason)})
+                emit(report(run_id, result))
     await engine.aclose()
     await store.aclose()
 
 
-_MODES: dict[str, Callable[[dict[str, Any]], Any]] = {"start": _start, "recover": _recover}
+async def _start(config: dict[str, Any]) -> None:
+    engine, store = open_backend(config["backend"])
+    agent = load_factory(config["factory"])()
+    await start_runs(
+        engine,
+        store,
+        agent,
+        config["runs"],
+        worker=config["worker"],
+        lease_seconds=config["lease_seconds"],
+    )
 
 
-def _work(config: dict[str, Any]) -> None:
-    """Become the worker ``config`` describes (in a fresh fork)."""
+async def _recover(config: dict[str, Any]) -> None:
+    engine, store = open_backend(config["backend"])
+    agent = load_factory(config["factory"])()
+    await recover_runs(
+        engine,
+        store,
+        {agent.name: agent},
+        config["run_ids"],
+        worker=config["worker"],
+        lease_seconds=config["lease_seconds"],
+    )
+
+
+_MODES: dict[str, Mode] = {"start": _start, "recover": _recover}
+
+
+def _effects_of(config: dict[str, Any]) -> None:
+    """Where the kit's workers log their tools' effects, for :func:`effect`."""
+    os.environ[EFFECTS_ENV] = config["effects"]
+    os.environ[WORKER_ENV] = config["worker"]
+
+
+def work(
+    config: dict[str, Any],
+    modes: Mapping[str, Mode],
+    prepare: Callable[[dict[str, Any]], None] | None = None,
+) -> None:
+    """Become the worker ``config`` describes (in a fresh fork): stdin from
+    ``/dev/null``, stdout and stderr to the file ``stderr``, reports to ``out``; then
+    ``prepare(config)`` and ``trio.run`` of its ``mode``, and a last ``{"exit": 0}``."""
     stderr = os.open(config["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(stderr, 1)
     os.dup2(stderr, 2)
     _out.append(os.open(config["out"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))
-    os.environ[EFFECTS_ENV] = config["effects"]
-    os.environ[WORKER_ENV] = config["worker"]
+    if prepare is not None:
+        prepare(config)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, force=True)
-    trio.run(_MODES[config["mode"]], config)
-    _emit({"exit": 0})
+    trio.run(modes[config["mode"]], config)
+    emit({"exit": 0})
 
 
-def _serve_forks(factory: str) -> None:
-    """Fork a worker per config line read from stdin; reply with its pid."""
-    with contextlib.suppress(ImportError):
+def serve_forks(
+    modes: Mapping[str, Mode],
+    *,
+    preload: Callable[[], object] | None = None,
+    prepare: Callable[[dict[str, Any]], None] | None = None,
+    blocked: Collection[signal.Signals] = (),
+) -> None:
+    """Import everything once, say ``ready``, then fork a worker per config line read
+    from stdin (:func:`work`) and reply with its pid.
+
+    ``preload`` imports what the workers need beyond operative and psycopg (the user's
+    factory); ``blocked`` are signals a worker blocks from the fork on, before any thread
+    starts, so one sent early waits until the worker asks for it.
+    """
+    with contextlib.suppress(ImportError):  # without it, only SQLite workers run
         import psycopg  # noqa: F401  (imported once here rather than in every worker)
     import operative.durable  # noqa: F401
 
-    load_factory(factory)
+    if preload is not None:
+        preload()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the workers
     sys.stdout.write("ready\n")
     sys.stdout.flush()
@@ -199,9 +288,11 @@ def _serve_forks(factory: str) -> None:
         pid = os.fork()
         if pid == 0:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            if blocked:
+                signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
             code = 1
             try:
-                _work(config)
+                work(config, modes, prepare)
                 code = 0
             except BaseException:
                 traceback.print_exc()
@@ -214,6 +305,7 @@ def _serve_forks(factory: str) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--fork-server"]:
-        _serve_forks(sys.argv[2])
+        factory = sys.argv[2]
+        serve_forks(_MODES, preload=lambda: load_factory(factory), prepare=_effects_of)
     else:
-        _work(json.loads(sys.argv[1]))
+        work(json.loads(sys.argv[1]), _MODES, _effects_of)

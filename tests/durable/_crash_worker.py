@@ -10,6 +10,9 @@ operative and psycopg, so the tests start this module once as a fork server: it 
 everything, then forks one worker process per request read from stdin (one JSON config
 per line) and replies with the worker's pid. A worker is an ordinary process from then
 on: it opens its own database connections, runs ``trio.run`` and is killed with SIGKILL.
+The fork server, the worker's process set-up and the ``start`` and ``recover`` loops are
+the crash kit's (:mod:`operative.testing._crash_worker`); this module adds the agent,
+its configuration, the ``serve`` mode and the full reports.
 
 ``mode`` in the config says what the worker does:
 
@@ -34,16 +37,13 @@ the tool returns) that survives a SIGKILL.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import logging
 import os
 import signal
 import sys
 import time
-import traceback
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from functools import partial
 from typing import Any
 
@@ -65,14 +65,17 @@ from operative import (
     tool,
 )
 from operative.conversation import Message
-from operative.durable import (
-    Durable,
-    recover,
-    replay_journal,
-    serve_durable_runs,
-    transcript,
-)
+from operative.durable import replay_journal, serve_durable_runs, transcript
 from operative.durable._driver import UNKNOWN_OUTCOME
+from operative.testing._crash_worker import (
+    Mode,
+    claimable,
+    emit,
+    recover_runs,
+    serve_forks,
+    start_runs,
+    work,
+)
 
 __all__ = [
     "AGENT_NAME",
@@ -305,14 +308,6 @@ def result_view(run_id: str, result: RunResult) -> dict[str, Any]:
     }
 
 
-_out: list[int] = []
-"""The worker's report file (its descriptor), once it is a worker."""
-
-
-def _emit(record: dict[str, Any]) -> None:
-    os.write(_out[0], json.dumps(record).encode() + b"\n")  # one write: one whole line
-
-
 # -- the modes ------------------------------------------------------------------------
 
 
@@ -332,29 +327,16 @@ async def _start(config: dict[str, Any]) -> None:
         name=config.get("agent", AGENT_NAME),
         maximum_steps=config.get("maximum_steps", MAXIMUM_STEPS),
     )
-    stagger: float = config.get("stagger", 0.0)
-
-    async def one(index: int, run_id: str, plan: Plan) -> None:
-        await trio.sleep(index * stagger)
-        durable = Durable(
-            engine=engine,
-            checkpoint_store=store,
-            run_id=run_id,
-            worker_id=worker,
-            lease_seconds=config["lease_seconds"],
-        )
-        async with agent.open_run(prompt(plan), durable=durable) as run:
-            await run.wait_durably_started()
-            _emit({"acked": run_id})
-            result = await run.result()
-        _emit(result_view(run_id, result))
-
-    _emit({"ready": True})
-    async with trio.open_nursery() as nursery:
-        for index, (run_id, plan) in enumerate(config["runs"]):
-            nursery.start_soon(one, index, run_id, plan)
-    await engine.aclose()
-    await store.aclose()
+    await start_runs(
+        engine,
+        store,
+        agent,
+        [(run_id, prompt(plan)) for run_id, plan in config["runs"]],
+        worker=worker,
+        lease_seconds=config["lease_seconds"],
+        report=result_view,
+        stagger=config.get("stagger", 0.0),
+    )
 
 
 def _agents(config: dict[str, Any]) -> dict[str, Agent]:
@@ -367,40 +349,19 @@ def _agents(config: dict[str, Any]) -> dict[str, Agent]:
     return {name: agent}
 
 
-async def _claimable(engine: Any, run_ids: Sequence[str]) -> list[str]:
-    """Wait until no running run of ``run_ids`` is leased; return the running ones."""
-    with trio.fail_after(30):
-        while True:
-            running = [
-                record
-                for record in [await engine.get(run_id) for run_id in run_ids]
-                if record is not None and record.status == "running"
-            ]
-            if all(record.lease_expires_at <= time.time() for record in running):
-                return [record.run_id for record in running]
-            await trio.sleep(0.01)
-
-
 async def _recover(config: dict[str, Any]) -> None:
     engine, store = _open(config)
-    worker: str = config["worker"]
-    agents = _agents(config)
-    run_ids: list[str] = config["run_ids"]
-    with trio.fail_after(60):
-        while pending := await _claimable(engine, run_ids):
-            _emit({"claiming": pending})
-            results = await recover(
-                engine=engine,
-                checkpoint_store=store,
-                agents=agents,
-                worker_id=worker,
-                run_ids=pending,
-                lease_seconds=config.get("lease_seconds", 30.0),
-            )
-            for run_id, result in results.items():
-                _emit(result_view(run_id, result))
-    await engine.aclose()
-    await store.aclose()
+    await recover_runs(
+        engine,
+        store,
+        _agents(config),
+        config["run_ids"],
+        worker=config["worker"],
+        lease_seconds=config.get("lease_seconds", 30.0),
+        report=result_view,
+        seconds=60,
+        claim_seconds=30,
+    )
 
 
 async def _serve(config: dict[str, Any]) -> None:
@@ -408,8 +369,8 @@ async def _serve(config: dict[str, Any]) -> None:
     worker: str = config["worker"]
     agents = _agents(config)
     run_ids: list[str] = config["run_ids"]
-    pending = await _claimable(engine, run_ids)
-    _emit({"claiming": pending})
+    pending = await claimable(engine, run_ids, seconds=30)
+    emit({"claiming": pending})
     with trio.fail_after(60):
         async with trio.open_nursery() as nursery:
             await nursery.start(
@@ -433,7 +394,7 @@ async def _serve(config: dict[str, Any]) -> None:
         record = await engine.get(run_id)
         outcome = record.outcome
         replay = replay_journal(run_id, await store.read(run_id))
-        _emit(
+        emit(
             {
                 "run": run_id,
                 "finish_reason": outcome.finish_reason,
@@ -450,55 +411,14 @@ async def _serve(config: dict[str, Any]) -> None:
     await store.aclose()
 
 
-_MODES: dict[str, Callable[[dict[str, Any]], Any]] = {
-    "start": _start,
-    "recover": _recover,
-    "serve": _serve,
-}
-
-
-def _work(config: dict[str, Any]) -> None:
-    """Become the worker ``config`` describes (in a fresh fork)."""
-    stderr = os.open(config["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.dup2(stderr, 1)
-    os.dup2(stderr, 2)
-    _out.append(os.open(config["out"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, force=True)
-    trio.run(_MODES[config["mode"]], config)
-    _emit({"exit": 0})
-
-
-def _serve_forks() -> None:
-    """Fork a worker per config line read from stdin; reply with its pid."""
-    with contextlib.suppress(ImportError):  # without it, the PostgreSQL tests skip
-        import psycopg  # noqa: F401  (imported once here rather than in every worker)
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the workers
-    for line in sys.stdin.buffer:
-        config = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            signal.pthread_sigmask(signal.SIG_BLOCK, {RELEASE})  # before any thread starts
-            code = 1
-            try:
-                _work(config)
-                code = 0
-            except BaseException:
-                traceback.print_exc()
-            finally:
-                sys.stderr.flush()
-                os._exit(code)
-        sys.stdout.write(f"{pid}\n")
-        sys.stdout.flush()
+_MODES: dict[str, Mode] = {"start": _start, "recover": _recover, "serve": _serve}
 
 
 def main(argv: Sequence[str]) -> None:
     if argv[1:] == ["--fork-server"]:
-        _serve_forks()
+        serve_forks(_MODES, blocked={RELEASE})
     else:
-        _work(json.loads(argv[1]))
+        work(json.loads(argv[1]), _MODES)
 
 
 if __name__ == "__main__":

@@ -100,7 +100,7 @@ def _seeds(default: list[int]) -> list[int]:
 def fork_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
     """``_crash_worker.py --fork-server``: forks a worker process per request."""
     directory = tmp_path_factory.mktemp("fork-server")
-    server = ForkServer([sys.executable, str(WORKER), "--fork-server"], directory, ready=False)
+    server = ForkServer([sys.executable, str(WORKER), "--fork-server"], directory)
     try:
         yield server
     finally:

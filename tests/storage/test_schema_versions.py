@@ -38,7 +38,7 @@ from operative.runstore import PostgresRunStore, SqliteRunStore
 
 __all__ = ["durable_db"]
 
-CURRENT = {"kv:operative_kv": 1, "durable": 2, "run store": 1}
+CURRENT = {"kv:operative_kv": 1, "durable": 2, "run store": 2}
 
 # -- the DDL of operative before schema versions (verbatim) --------------------------------
 

@@ -839,6 +839,8 @@ async def test_the_sqlite_queries_use_indexes(tmp_path: Path) -> None:
         )
         assert "operative_runs_agent" in plan(runs_page(dialect, Runs(agent_name="a"), None, 10))
         assert "operative_store_tool_calls" in plan(tool_calls_page(dialect, ToolCalls(), None, 9))
+        since = plan(tool_calls_page(dialect, ToolCalls(since=1.0), None, 9))
+        assert "USING INDEX operative_store_tool_calls (<expr>>?)" in since
         named = plan(tool_calls_page(dialect, ToolCalls(tool_name="add"), None, 9))
         assert named.count("USING INDEX operative_store_tool_names") == 2
         for query in (
@@ -886,3 +888,108 @@ async def test_records_that_waited_for_the_steps_commit_keep_their_own_times(
         (item,) = found.tool_calls
         assert (first.committed_at, first.completed_at) == (1_005.0, 1_015.0)
         assert (item.started_at, item.settled_at) == (1_005.0, 1_015.0)
+        (listed,) = await calls(store, run_id="timed")
+        assert listed == item
+        # Filtered on when the call started, not on the step's commit (at 1_015).
+        assert await calls(store, since=1_005.0) == [item]
+        assert await calls(store, since=1_010.0) == []
+        assert await calls(store, until=1_010.0) == [item]
+        assert await calls(store, until=1_005.0) == []
+        assert await calls(store, tool_name="slow", since=1_005.0, until=1_006.0) == [item]
+
+
+async def test_tool_calls_are_listed_and_paged_by_when_they_started(
+    durable_db: DurableDb,
+) -> None:
+    """A call whose start waited for its step's commit is listed at its start time: after a
+    call that started later but was committed first, and within the windows of its start."""
+    now = [1_000.0]
+
+    def clock() -> float:
+        return now[0]
+
+    engine, journal = durable_db.engine(clock=clock), durable_db.store(clock=clock)
+    fleet = Fleet(db=durable_db, engine=engine, journal=journal)
+    gate = Gate(idempotent=True)
+    waiting = create_agent(
+        generate=ScriptedModel([answer("waiting", call("a1", "wait", ticket="a")), "served"]),
+        tools=[gate.tool],
+        name="calc",
+    )
+    adding = create_agent(
+        generate=ScriptedModel([answer("adding", call("b1", "add", a=1, b=2)), "3"]),
+        tools=[add],
+        name="calc",
+    )
+    async with engine, journal, open_store(durable_db) as store:
+
+        async def first() -> None:
+            await fleet.run(waiting, "early")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(first)
+            await gate.entered.wait()  # a1 started at 1_000; its start waits for the step
+            now[0] = 1_010.0
+            await fleet.run(adding, "late")  # b1 starts (and is committed) at 1_010
+            now[0] = 1_020.0
+            gate.release.set()  # a1's start is committed with its result, at 1_020
+        assert fleet.results["early"].finish_reason == "stop-condition"
+        early = (await detail(store, "early")).tool_calls[0]
+        late = (await detail(store, "late")).tool_calls[0]
+        assert (early.call_id, early.started_at, early.settled_at) == ("a1", 1_000.0, 1_020.0)
+        assert (late.call_id, late.started_at) == ("b1", 1_010.0)
+        assert await calls(store) == [late, early]
+        assert await calls(store, since=1_005.0) == [late]
+        assert await calls(store, until=1_005.0) == [early]
+        assert await calls(store, tool_name="wait", until=1_005.0) == [early]
+        walked: list[ToolCallRecord] = []
+        after: str | None = None
+        while True:
+            page = await store.tool_calls(limit=1, after=after)
+            walked.extend(page.items)
+            after = page.next_cursor
+            if after is None:
+                break
+        assert walked == [late, early]
+
+
+async def test_a_store_indexed_by_commit_time_is_reindexed_by_start_time(
+    durable_db: DurableDb,
+) -> None:
+    """A database at version 1 of the run store (its tool-call indexes by commit time) is
+    brought to version 2 when a store opens it: the time filters then search the index."""
+    from operative._sql import POSTGRES, SQLITE
+    from operative.runstore._schema import indexes
+    from operative.runstore._sql import ToolCalls, tool_calls_page
+
+    dialect = SQLITE if durable_db.name == "sqlite" else POSTGRES
+    async with open_store(durable_db) as store:
+        await store.runs()
+    with raw(durable_db) as conn:
+        for name in ("operative_store_tool_calls", "operative_store_tool_names"):
+            conn.execute(f"DROP INDEX {name}")
+        for statement in indexes(dialect):
+            conn.execute(statement)
+        conn.execute("UPDATE operative_schema SET version = 1 WHERE name = 'run store'")
+    async with open_store(durable_db) as store:
+        await store.runs()
+    sql, params = tool_calls_page(dialect, ToolCalls(tool_name="add", since=1.0), None, 9)
+    if durable_db.name == "sqlite":
+        with raw(durable_db) as conn:
+            (version,) = conn.execute(
+                "SELECT version FROM operative_schema WHERE name = 'run store'"
+            ).fetchone()
+            plan = "\n".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params))
+        assert "USING INDEX operative_store_tool_names (<expr>=? AND <expr>>?)" in plan
+    else:
+        import psycopg
+
+        with psycopg.connect(durable_db.location, autocommit=True) as pg:
+            (version,) = pg.execute(
+                "SELECT version FROM operative_schema WHERE name = 'run store'"
+            ).fetchone() or (None,)
+            pg.execute("SET enable_seqscan = off")  # the tables are tiny
+            plan = "\n".join(row[0] for row in pg.execute("EXPLAIN " + sql, params))
+        assert "operative_store_tool_names" in plan
+        assert "COALESCE" in plan.partition("operative_store_tool_names")[2]
+    assert version == 2
