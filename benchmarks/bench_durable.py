@@ -51,7 +51,6 @@ import json
 import os
 import pwd
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -65,6 +64,7 @@ from typing import Any
 import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_storage
 from _common import machine, median, print_table, write_json
 from bench_loop import (
     FLOOR_TOOLS,
@@ -257,47 +257,13 @@ def sweep_clusters(tmp: str | None = None) -> list[Path]:
 def throwaway_postgres() -> Iterator[str | None]:
     """A DSN of a temporary cluster (stopped and deleted on the way out, or by the next
     benchmark if this one is killed), or ``None`` when one cannot be started."""
-    bin_dir = _pg_bin()
-    if bin_dir is None:
-        yield None
-        return
-    directory = Path(tempfile.mkdtemp(prefix=CLUSTER_PREFIX))
+    with bench_storage.throwaway_postgres(CLUSTER_PREFIX, mark=_mark_owner) as dsn:
+        yield dsn
+
+
+def _mark_owner(directory: Path) -> None:
+    """Name this process as the owner of the cluster in ``directory``."""
     (directory / OWNER).write_text(f"{os.getpid()} {_started_at(os.getpid())}\n")
-    directory.chmod(0o755)
-    data = directory / "data"
-    data.mkdir()
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        try:
-            entry = pwd.getpwnam("postgres")
-        except KeyError:
-            entry = pwd.getpwnam("nobody")
-        os.chown(directory, entry.pw_uid, entry.pw_gid)
-        os.chown(data, entry.pw_uid, entry.pw_gid)
-        prefix = ["runuser", "-u", entry.pw_name, "--"]
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-
-    def run(*args: str) -> None:
-        subprocess.run([*prefix, *args], check=True, capture_output=True, timeout=60)
-
-    started = False
-    try:
-        run(str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "operative",
-            "--no-sync")  # fmt: skip
-        options = f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off"
-        run(str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(directory / "log"), "-o",
-            options, "-w", "start")  # fmt: skip
-        started = True
-        yield f"host=127.0.0.1 port={port} user=operative dbname=postgres"
-    except (subprocess.SubprocessError, OSError) as exc:
-        print(f"could not start a PostgreSQL cluster: {exc}", file=sys.stderr)
-        yield None
-    finally:
-        if started:
-            run(str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop")
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 _schemas = itertools.count()

@@ -139,8 +139,15 @@ async def measure(store: ConditionalTextValueStore, n: int) -> dict[str, float]:
 
 
 @contextlib.contextmanager
-def throwaway_postgres() -> Iterator[str | None]:
-    """A DSN of a temporary cluster, or None when one cannot be started."""
+def throwaway_postgres(
+    name: str = "operative-bench-pg-", mark: Callable[[Path], None] | None = None
+) -> Iterator[str | None]:
+    """A DSN of a temporary cluster, or None when one cannot be started.
+
+    ``name``: the prefix of its directory under the temporary directory; ``mark``, when
+    given, is called with that directory as soon as it exists (``bench_durable.py``
+    writes its owner there, so a later run can clean up after a killed one).
+    """
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
     initdb = shutil.which("initdb") or (found[-1] if found else None)
     if initdb is None:
@@ -148,7 +155,9 @@ def throwaway_postgres() -> Iterator[str | None]:
         return
     bin_dir = Path(initdb).parent
     prefix: list[str] = []
-    directory = Path(tempfile.mkdtemp(prefix="operative-bench-pg-"))
+    directory = Path(tempfile.mkdtemp(prefix=name))
+    if mark is not None:
+        mark(directory)
     directory.chmod(0o755)
     data = directory / "data"
     data.mkdir()
