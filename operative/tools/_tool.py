@@ -437,7 +437,7 @@ def _in_a_thread(thread_call: _ThreadCall) -> _Invoke:
     """Run a sync tool's call in a worker thread (abandoned, not waited for, on cancel).
 
     The toolbox does not use this: it starts the thread itself, handing the call's
-    capacity places to the thread (see ``_CallPlaces`` in ``_toolbox``). This is for
+    capacity places to the thread (see ``CallPlaces`` in ``_places``). This is for
     code that wraps a tool's ``_invoke`` in another tool.
     """
 
