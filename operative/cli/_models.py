@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -116,6 +117,29 @@ _KEYS = {
 }
 """Each provider's name and the environment variables its key may come from."""
 
+_SDKS = {
+    "anthropic": ("anthropic", "httpx2"),
+    "openai": ("openai", "httpx2"),
+    "openai-responses": ("openai", "httpx2"),
+    "gemini": ("httpx",),
+}
+"""The packages each provider's adapter imports (the extra that brings them)."""
+
+
+def _keyless(choice: ModelChoice, env: Mapping[str, str]) -> bool:
+    """True when ``env`` holds no key for ``choice``'s provider (and, for OpenAI, no
+    ``--base-url``/``OPENAI_BASE_URL`` server that may need none)."""
+    return choice.provider in _KEYS and not (
+        any(env.get(name) for name in _KEYS[choice.provider][1])
+        or (choice.base_url and choice.provider.startswith("openai"))
+    )
+
+
+def _installed(choice: ModelChoice) -> bool:
+    """True when the packages ``choice``'s adapter imports are installed (found, not
+    imported: an SDK takes about a second to import)."""
+    return all(importlib.util.find_spec(name) is not None for name in _SDKS[choice.provider])
+
 
 def _no_key(choice: ModelChoice) -> UsageError:
     vendor, names = _KEYS[choice.provider]
@@ -167,6 +191,12 @@ async def open_generate(
     if choice.offline:
         yield offline_generate
         return
+    env = os.environ if env is None else env
+    keyless = _keyless(choice, env)
+    if keyless and _installed(choice):
+        # Said before the SDK loads (a second), as it would be said after: the key is
+        # what is missing. A missing SDK is found by importing it, below.
+        raise _no_key(choice)
     settings: dict[str, Any] = {"stream": True}
     if choice.base_url:
         settings["base_url"] = choice.base_url
@@ -179,10 +209,6 @@ async def open_generate(
             raise _no_sdk(choice, exc) from None
         except ProviderAuthenticationError:  # no key where the adapter looks
             raise _no_key(choice) from None
-        env = os.environ if env is None else env
-        if choice.provider in _KEYS and not (
-            any(env.get(name) for name in _KEYS[choice.provider][1])
-            or (choice.base_url and choice.provider.startswith("openai"))
-        ):
+        if keyless:
             raise _no_key(choice)  # the command's environment (the adapter reads os.environ)
         yield generate

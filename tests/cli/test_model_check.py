@@ -4,6 +4,8 @@ one line of advice in the command's terms, exit code 2, and nothing stored."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -109,3 +111,33 @@ def test_a_missing_sdk_names_the_package_and_the_extra(
     assert "--offline" in line
     assert "None" not in line
     assert not data.exists()
+
+
+@pytest.mark.parametrize(
+    ("model", "sdk"),
+    [("anthropic:claude-x", "anthropic"), ("openai:gpt-x", "openai")],
+)
+def test_a_missing_key_is_said_before_the_sdk_loads(model: str, sdk: str) -> None:
+    """Importing an SDK takes about a second: a command whose key is missing says so
+    without paying it (the SDK is installed, so the key is what is missing)."""
+    script = (
+        "import sys, trio\n"
+        "from operative.cli._errors import UsageError\n"
+        "from operative.cli._models import choose_model, open_generate\n"
+        f"choice = choose_model({model!r}, offline=False, env={{}})\n"
+        "async def main():\n"
+        "    try:\n"
+        "        async with open_generate(choice, {}):\n"
+        "            raise SystemExit('the model opened without a key')\n"
+        "    except UsageError as error:\n"
+        "        print(error)\n"
+        "trio.run(main)\n"
+        f"print({sdk!r} in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=clean_env(), capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    said, loaded = done.stdout.splitlines()
+    assert "API key" in said
+    assert loaded == "False"
