@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 import pytest
+import trio.testing
 
 from operative.durable import SqliteCheckpointStore, SqliteEngine
 
@@ -95,3 +96,11 @@ def durable_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Durab
 def sqlite_db(tmp_path: Path) -> DurableDb:
     """An empty durable SQLite database (for tests about the loop, not the backend)."""
     return _sqlite(tmp_path)
+
+
+@pytest.fixture
+def mock_clock() -> trio.testing.MockClock:
+    """Virtual time that jumps only once the process has been idle a moment: a database
+    call runs in a worker thread, and time must not jump past a lease renewal (or a
+    deadline) while it does."""
+    return trio.testing.MockClock(autojump_threshold=0.25)

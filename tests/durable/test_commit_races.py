@@ -39,12 +39,6 @@ from .test_durable_runs import Script, make_agent, shape
 _ids = itertools.count()
 
 
-@pytest.fixture
-def mock_clock() -> trio.testing.MockClock:
-    """Virtual time that jumps only once worker threads have been idle a moment."""
-    return trio.testing.MockClock(autojump_threshold=0.25)
-
-
 class _Wall:
     """The engines' wall clock, moved by the test (leases expire without waiting)."""
 

@@ -428,7 +428,7 @@ async def test_an_observed_end_of_the_answer_commits_before_the_outcome(
         """Idempotent."""
         return f"idem {n}"
 
-    hooks = {} if observer == "step.completed" else {observer: done_steps}
+    hooks: dict[str, Any] = {} if observer == "step.completed" else {observer: done_steps}
     agent = create_agent(generate=scripted([["idem"], []]), tools=[idem], name="w", **hooks)
     async with engine, inner:
         durable = Durable(engine=engine, checkpoint_store=store, run_id="o")
@@ -456,7 +456,8 @@ async def _journal_of(db: DurableDb, script: list[list[str]]) -> list[Any]:
         durable = Durable(engine=engine, checkpoint_store=store, run_id="p")
         async with make_agent(script, Counter()).open_run("go", durable=durable) as run:
             await run.result()
-        return await store.read("p")
+        entries: list[Any] = await store.read("p")
+        return entries
 
 
 async def _recover(db: DurableDb, entries: list[Any], script: list[list[str]]) -> Any:

@@ -38,13 +38,6 @@ RENEWAL = LEASE / 3
 REASON = "the operator cancelled it"
 
 
-@pytest.fixture
-def mock_clock() -> trio.testing.MockClock:
-    """Virtual time that jumps once the process has been idle a moment: a database call
-    runs in a worker thread, and time must not jump past a renewal while it does."""
-    return trio.testing.MockClock(autojump_threshold=0.25)
-
-
 class _Watched:
     """An engine that notes, in trio time, when the run took its lease, each renewal
     (and the task that made it), and when the run finished."""

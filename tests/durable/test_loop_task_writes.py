@@ -27,12 +27,6 @@ from .test_durable_runs import scripted
 LEASE_SECONDS = 30.0
 
 
-@pytest.fixture
-def mock_clock() -> trio.testing.MockClock:
-    """Virtual time that jumps only once worker threads have been idle a moment."""
-    return trio.testing.MockClock(autojump_threshold=0.25)
-
-
 class _Watched:
     """A checkpoint store whose appends record the task making them; the ``hang``-th
     append (0-based) never returns until cancelled."""

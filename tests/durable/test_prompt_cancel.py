@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-import pytest
 import trio
 import trio.testing
 
@@ -34,13 +33,6 @@ LEASE = 3.0
 RENEWAL = LEASE / 3
 """How often the worker renews its lease, and so learns of a cancellation at the latest."""
 REASON = "the operator cancelled it"
-
-
-@pytest.fixture
-def mock_clock() -> trio.testing.MockClock:
-    """Virtual time that jumps once the process has been idle a moment: a database call
-    runs in a worker thread, and time must not jump past the renewal while it does."""
-    return trio.testing.MockClock(autojump_threshold=0.25)
 
 
 def _calls(*names: str) -> tuple[ToolCall, ...]:
