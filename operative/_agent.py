@@ -28,9 +28,12 @@ from ._core._options import (
     config_for_run,
     configure_run,
     make_toolbox,
+    new_run_id,
 )
 from ._core._results import RunResult
+from ._core._instrument_hook import installed as installed_instrumentation
 from ._core._run import ActiveRun
+from ._core._run_plan import RunPlan, plan_for
 from .conditions import StopCondition, no_tool_calls
 from .conversation import ContentPart, Conversation, ConversationHistory, Message, new_message_id
 from .conversation._tool_results import check_history
@@ -118,6 +121,9 @@ class Agent:
     (``None`` for an agent built otherwise, or whose runs need per-run options)."""
     _opens_model: bool = attrs.field(default=False, init=False, eq=False, repr=False)
     """The template's generate opens a model per run (``open_for_run``: a model string)."""
+    _plan: RunPlan | None = attrs.field(default=None, init=False, eq=False, repr=False)
+    """What every run of the template decides, when it names no feature (``_run_plan``):
+    such runs share the template, each with its own id."""
 
     @property
     def has_output(self) -> bool:
@@ -211,8 +217,15 @@ class Agent:
                 check_history(conversation._messages)
             if not self._opens_model:
                 # ``run_configured``, in this frame: one coroutine fewer per run in flight.
-                run = _new_run(config_for_run(template), conversation)
-                if runs_alone(run):
+                plan = self._plan
+                if plan is not None and installed_instrumentation() is None:
+                    # Nothing attaches to the run: it shares the template.
+                    run = ActiveRun(template, conversation, plan, new_run_id())
+                    alone = plan.alone
+                else:
+                    run = _new_run(config_for_run(template), conversation)
+                    alone = runs_alone(run)
+                if alone:
                     await run._task.drive(run, alone=True)
                     return run._outcome()
                 return await run_in_nursery(run)
@@ -344,6 +357,7 @@ def create_agent(
         object.__setattr__(agent, "_template", validated)
         opens = getattr(validated.generate, "open_for_run", None) is not None
         object.__setattr__(agent, "_opens_model", opens)
+        object.__setattr__(agent, "_plan", plan_for(validated))
     return agent
 
 

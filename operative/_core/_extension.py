@@ -357,8 +357,23 @@ class _Made:
         return self.made
 
 
+def has_features(config: RunConfig) -> bool:
+    """True when ``config`` names a feature, so its runs may attach extensions (made
+    per run: :func:`extensions_for`); False: every run gets :data:`NO_EXTENSIONS`."""
+    return (
+        config.budget is not None
+        or bool(config.tool_sources)
+        or config.guardrails is not None
+        or bool(config.extensions)
+        or config.instrumentation is not None
+        or config.durable is not None
+    )
+
+
 def extensions_for(config: RunConfig) -> Extensions:
     """Ask each feature of ``config`` for its extension to this run."""
+    if not has_features(config):
+        return NO_EXTENSIONS
     features: list[Any] = []
     if config.budget is not None:
         features.append(config.budget)
@@ -373,8 +388,6 @@ def extensions_for(config: RunConfig) -> Extensions:
         features.append(config.instrumentation)
     if config.durable is not None:
         features.append(config.durable)
-    if not features:
-        return NO_EXTENSIONS
     made = []
     for feature in features:
         extension = feature.extension(config)

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ..liveness import StallPolicy
     from ..retry import RetryOptions
 
-__all__ = ["RunConfig", "RunOptions", "config_for_run", "configure_run", "make_toolbox"]
+__all__ = ["RunConfig", "RunOptions", "config_for_run", "configure_run", "make_toolbox", "new_run_id"]
 
 DEFAULT_MAXIMUM_STEPS = 25
 
@@ -263,7 +263,7 @@ def configure_run(
         fields["tool_sources"] = (*fields.get("tool_sources", ()), *sources)
     hooks = _hooks(options) if options else _NO_HOOKS
     if "run_id" not in fields:
-        fields["run_id"] = os.urandom(12).hex()
+        fields["run_id"] = new_run_id()
     if "instrumentation" not in fields:
         instrumentation = installed_instrumentation()
         if instrumentation is not None:
@@ -285,9 +285,13 @@ def config_for_run(template: RunConfig) -> RunConfig:
     instrumentation = template.instrumentation
     if instrumentation is None:
         instrumentation = installed_instrumentation()
-    return msgspec.structs.replace(
-        template, run_id=os.urandom(12).hex(), instrumentation=instrumentation
-    )
+    return msgspec.structs.replace(template, run_id=new_run_id(), instrumentation=instrumentation)
+
+
+def new_run_id() -> str:
+    """A run id: 24 random hex digits (run ids address runs over HTTP and the command
+    line, so they are not guessable)."""
+    return os.urandom(12).hex()
 
 
 _NUMBER = (int, float)

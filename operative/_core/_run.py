@@ -44,13 +44,20 @@ from ..liveness import (
 from ._errors import CleanupError, InvalidArgument, OutputValidationError
 from ._event_hub import EventHub, EventStream, Listener, Overflow
 from ._events import Event
-from ._extension import Extension, Settle, Switch, charge_extensions, extensions_for
+from ._extension import (
+    NO_EXTENSIONS,
+    Extension,
+    Settle,
+    Switch,
+    charge_extensions,
+    extensions_for,
+)
 from ._final_answer import FinalAnswer
 from ._generate_phase import GeneratePhase
 from ._model import GenerateFunction
 from ._options import RunConfig
 from ._results import RunResult, StepResult
-from ._run_scope import RunScope
+from ._run_scope import RunScope, nothing_cancels
 from ._run_state import CancelReason, RunState, run_clock
 from ._run_task import RunTask
 from ._step import StepLoop
@@ -59,6 +66,7 @@ from ._types import FinishReason, Usage
 
 if TYPE_CHECKING:
     from ..context import ContextManager
+    from ._run_plan import RunPlan
 
 __all__ = ["ActiveRun"]
 
@@ -85,22 +93,36 @@ class ActiveRun:
         "run_id",
     )
 
-    def __init__(self, config: RunConfig, conversation: Conversation) -> None:
+    def __init__(
+        self,
+        config: RunConfig,
+        conversation: Conversation,
+        plan: RunPlan | None = None,
+        run_id: str | None = None,
+    ) -> None:
+        """``plan``: what ``config`` decides, worked out once (see ``_run_plan``); its
+        runs share ``config`` and are given their ``run_id`` here."""
         # The handle composes the parts; ``_hub`` and ``_liveness`` are also the state's.
-        self.run_id: str = config.run_id
+        run_id = self.run_id = config.run_id if run_id is None else run_id
         self.conversation: Conversation = conversation
         """The run's live conversation (shared with the caller when one was passed)."""
         now = run_clock()
-        ext = extensions_for(config)
+        ext = extensions_for(config) if plan is None else NO_EXTENSIONS
         hub = self._hub = EventHub()
         liveness = self._liveness = LivenessTracker(
-            self.run_id,
+            run_id,
             clock=now,
             durability="process-local" if ext.durable is None else "durable",
         )
-        state = self._state = RunState(config, conversation, now, hub, liveness, ext)
-        state.plain_generate = GeneratePhase.plain_for(config, ext)
-        state.plain_tools = ToolPhase.plain_for(config, ext)
+        state = self._state = RunState(config, run_id, conversation, now, hub, liveness, ext)
+        if plan is None:
+            state.plain_generate = GeneratePhase.plain_for(config, ext)
+            state.plain_tools = ToolPhase.plain_for(config, ext)
+            state.sealable = nothing_cancels(config, ext)
+        else:
+            state.plain_generate = plan.plain_generate
+            state.plain_tools = plan.plain_tools
+            state.sealable = plan.sealable
         scope = self._scope = RunScope()
         answer = self._answer = FinalAnswer(state)
         loop = self._loop = StepLoop(state, answer, GeneratePhase(state), ToolPhase(state))

@@ -4,17 +4,69 @@ whether the run has ended.
 An abort, a deadline (the request's, the budget's duration), a crossed budget limit and
 a shutdown all end the run the same way: the scope is cancelled, and whatever was in
 flight is repaired by clean-up. The first reason recorded is the one the run reports.
+
+A run that nothing can cancel needs no scope of its own: one run to its end in its
+caller's task (``agent.run``, ``run_to_end``) with no extension, steering, watchdog,
+``abort_on``, request deadline or approval handler, whose tools are never handed a
+context (the only way to its handle), can end early only when its caller is cancelled,
+and that cancellation reaches it as it would through a scope. Such a run is *sealed*:
+it enters no ``trio.CancelScope`` (about 6 µs and 1 KiB a run, the largest fixed cost of
+a one-step run), and asking a sealed run to stop is a bug that fails loudly.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from typing import TYPE_CHECKING
+
 import trio
 
+from ..tools import Toolbox
+from ._extension import NO_EXTENSIONS
 from ._run_state import CancelReason
 
-__all__ = ["RunScope"]
+if TYPE_CHECKING:
+    from ._extension import Extensions
+    from ._options import RunConfig
+
+__all__ = ["RunScope", "nothing_cancels"]
+
+
+class _NoScope:
+    """What a sealed run's loop runs in instead of a cancel scope: nothing."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+
+_NO_SCOPE = _NoScope()
+
+
+def nothing_cancels(config: RunConfig, ext: Extensions) -> bool:
+    """True when nothing but the caller can end a run of ``config`` early: no feature
+    is attached (budgets, guardrails, durability, tracing and tool sources all are
+    extensions), no steering, stall watchdog, ``abort_on`` or request deadline, no
+    approval handler, and no tool is ever handed a context (through which a subagent
+    or handoff reaches the run). What holds then for a run in its caller's task: its
+    handle never leaves the kernel."""
+    request = config.request_context
+    toolbox = config.toolbox
+    return (
+        ext is NO_EXTENSIONS
+        and config.steering is None
+        and config.stall_policy is None
+        and config.abort_on is None
+        and config.on_approval is None
+        and (request is None or request.deadline is None)
+        and toolbox.__class__ is Toolbox
+        and not toolbox.gives_context
+    )
 
 
 class RunScope:
@@ -22,10 +74,22 @@ class RunScope:
     whether the run has ended (set by ``RunTask`` once the result is recorded, like a
     ``trio.Event``)."""
 
-    __slots__ = ("_ended", "_ended_event", "cancel_scope", "deadlines", "reason", "watcher")
+    __slots__ = (
+        "_ended",
+        "_ended_event",
+        "cancel_scope",
+        "deadlines",
+        "reason",
+        "sealed",
+        "watcher",
+    )
 
     def __init__(self) -> None:
-        self.cancel_scope = trio.CancelScope()
+        self.cancel_scope: trio.CancelScope | None = None
+        """Made when the loop enters it (:meth:`enter`), or earlier by a cancel or a
+        deadline that comes before the loop starts; never for a sealed run."""
+        self.sealed = False
+        """The run runs with no scope: nothing can cancel it but its caller."""
         self.reason: CancelReason | None = None
         """Why the scope was cancelled, first come (written by :meth:`cancel` only)."""
         self.deadlines: list[tuple[float, CancelReason]] | None = None
@@ -46,7 +110,7 @@ class RunScope:
             return
         if self.reason is None:
             self.reason = reason
-        self.cancel_scope.cancel()
+        self._made().cancel()
         if self.watcher is not None:
             self.watcher(None)
 
@@ -55,10 +119,33 @@ class RunScope:
         if self.deadlines is None:
             self.deadlines = []
         self.deadlines.append((when, reason))
-        scope = self.cancel_scope
+        scope = self._made()
         scope.deadline = min(scope.deadline, when)
         if self.watcher is not None:
             self.watcher(when)
+
+    def enter(self, sealed: bool) -> trio.CancelScope | _NoScope:
+        """What the loop runs in: the run's cancel scope, or nothing when ``sealed``
+        (:func:`nothing_cancels` holds for a run in its caller's task) and nobody has
+        cancelled the run or given it a deadline before it started."""
+        scope = self.cancel_scope
+        if scope is None:
+            if sealed:
+                self.sealed = True
+                return _NO_SCOPE
+            scope = self.cancel_scope = trio.CancelScope()
+        return scope
+
+    def _made(self) -> trio.CancelScope:
+        scope = self.cancel_scope
+        if scope is None:
+            if self.sealed:
+                raise AssertionError(
+                    "a sealed run (one nothing but its caller can cancel) was asked to "
+                    "stop: nothing_cancels() let through a way to its handle"
+                )
+            scope = self.cancel_scope = trio.CancelScope()
+        return scope
 
     def has_ended(self) -> bool:
         return self._ended

@@ -134,6 +134,7 @@ class RunState:
         "plain_generate",
         "plain_tools",
         "run_id",
+        "sealable",
         "started_at",
         "step",
         "steps",
@@ -145,6 +146,7 @@ class RunState:
     def __init__(
         self,
         config: RunConfig,
+        run_id: str,
         conversation: Conversation,
         now: Callable[[], float],
         hub: EventHub,
@@ -153,7 +155,9 @@ class RunState:
     ) -> None:
         self.config = config
         """The run's configuration. Written by ``ActiveRun.reconfigure`` (a switch)."""
-        self.run_id: str = config.run_id
+        self.run_id = run_id
+        """The run's id: ``config.run_id``, or the id given to a run that shares its
+        agent's configuration (``_run_plan``)."""
         self.conversation = conversation
         """The run's live transcript (shared with the caller when one was passed)."""
         self.now = now
@@ -188,6 +192,9 @@ class RunState:
         self.plain_tools = False
         """``ToolPhase.plain_for(config, ext)``, kept with ``config``. Written by
         ``ActiveRun`` whenever it sets the configuration."""
+        self.sealable = False
+        """``nothing_cancels(config, ext)`` for the configuration the run started with:
+        run in its caller's task, it needs no cancel scope (``_run_scope``)."""
 
     def hook_context(self) -> HookContext:
         """What a hook is told about the run, now."""

@@ -150,7 +150,9 @@ class RunTask:
                 None if state.config.steering is None else self._listen_to_steering()
             )
             try:
-                with scope.cancel_scope:
+                # A sealed run (alone, and nothing but its caller can cancel it) enters
+                # no cancel scope of its own: see ``_run_scope``.
+                with scope.enter(alone and state.sealable):
                     try:
                         ext = state.ext
                         resume: ResumePoint | None = None

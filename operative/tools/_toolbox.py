@@ -96,6 +96,7 @@ class Toolbox:
     _clock: Callable[[], float]
     _made_approvals: Approvals | None
     _limiter: trio.CapacityLimiter | None
+    _gives_context: bool
 
     def __init__(
         self,
@@ -167,6 +168,7 @@ class Toolbox:
             clock=clock,
             made_approvals=approvals,
             limiter=trio.CapacityLimiter(max_concurrency) if max_concurrency else None,
+            gives_context=any(t._wants_context for t in collected.values()) or bool(per_call),
         )
 
     def extended(self, tools: Iterable[Tool]) -> Toolbox:
@@ -190,6 +192,13 @@ class Toolbox:
         object.__setattr__(extended, "_clock", self._clock)
         object.__setattr__(extended, "_limiter", self._limiter)
         return extended
+
+    @property
+    def gives_context(self) -> bool:
+        """True when a call may be handed a :class:`ToolContext` (a tool that declares
+        one, or a per-call ``needs_approval`` check), and through it the run: a run whose
+        tools can reach it can be aborted from inside, so it needs its cancel scope."""
+        return self._gives_context
 
     @property
     def _approvals(self) -> Approvals:
