@@ -12,6 +12,7 @@ import trio
 
 from ._core._errors import InvalidArgument
 from ._core._event_hub import Listener, Overflow
+from ._core._instrument_hook import installed as installed_instrumentation
 from ._core._model import GenerateFunction, open_model_string
 from ._core._open_run import (
     _new_run,
@@ -31,7 +32,6 @@ from ._core._options import (
     new_run_id,
 )
 from ._core._results import RunResult
-from ._core._instrument_hook import installed as installed_instrumentation
 from ._core._run import ActiveRun
 from ._core._run_plan import RunPlan, plan_for
 from .conditions import StopCondition, no_tool_calls

@@ -30,7 +30,14 @@ if TYPE_CHECKING:
     from ..liveness import StallPolicy
     from ..retry import RetryOptions
 
-__all__ = ["RunConfig", "RunOptions", "config_for_run", "configure_run", "make_toolbox", "new_run_id"]
+__all__ = [
+    "RunConfig",
+    "RunOptions",
+    "config_for_run",
+    "configure_run",
+    "make_toolbox",
+    "new_run_id",
+]
 
 DEFAULT_MAXIMUM_STEPS = 25
 

@@ -17,7 +17,6 @@ a one-step run), and asking a sealed run to stop is a bug that fails loudly.
 from __future__ import annotations
 
 from collections.abc import Callable
-
 from typing import TYPE_CHECKING
 
 import trio
