@@ -5,10 +5,11 @@ Every component is measured in isolation, in one process, in interleaved rounds 
 round times every component once, in turn, so a slow stretch of a shared machine hits
 them all): the primitives the loops are made of (a ``trio.CancelScope`` entered and
 left, ``trio.lowlevel.checkpoint()``, a coroutine call, each record type built, the
-tool-argument decode, the id generation, ...), operative's phases (``config_for_run``:
-the agent's validated configuration with a run id; building the run's parts with
-``operative._core._open_run._new_run``; the loop task's ``drive`` of a one-step run,
-its finish included) and each system's whole one-step and 20-step runs. A component's
+tool-argument decode, the id generation, ...), operative's phases as ``agent.run``
+goes through them (the run's conversation; its parts, an ``ActiveRun`` on the agent's
+validated configuration and plan with a run id of its own; ``drive`` of a one-step run
+in the caller's task, its finish included) and each system's whole one-step and 20-step
+runs. A component's
 time is its loop's time minus the same loop around a no-op, per iteration; the cyclic GC
 is off while a loop runs (``bench_peers.py`` measures the GC's share of a batch).
 
@@ -114,9 +115,9 @@ def components() -> list[Component]:
     from operative import Conversation, ToolCall
     from operative import GenerateResponse as OpResponse
     from operative._core._model import GenerateRequest as OpRequest
-    from operative._core._open_run import _new_run
-    from operative._core._options import config_for_run
+    from operative._core._options import new_run_id
     from operative._core._results import StepResult as OpStep
+    from operative._core._run import ActiveRun
     from operative._core._types import ToolResult as OpToolResult
     from operative.conversation import Message as OpMessage
     from operative.conversation import tool_result_message
@@ -135,9 +136,10 @@ def components() -> list[Component]:
         "`trio.CancelScope()` entered and left",
         "primitive",
         cancel_scope,
-        pays={"floor": (0, 0), "floor-same-work": (1, 0), "operative": None},
-        note="the run scope (DESIGN §1); operative's count is from the profile, where "
-        "`trio.run`'s own scopes are spread over the profiled runs",
+        pays={"floor": (0, 0), "floor-same-work": (0, 0), "operative": None},
+        note="the run scope (DESIGN §1), entered only when something but the caller can "
+        "cancel the run: none of these runs (operative's are sealed); operative's count is "
+        "from the profile, where `trio.run`'s own scopes are spread over the profiled runs",
     )
 
     async def checkpoint(_: Any) -> None:
@@ -202,7 +204,7 @@ def components() -> list[Component]:
         "primitive",
         lambda _: os.urandom(12).hex(),
         pays={"floor": (0, 0), "floor-same-work": (0, 0), "operative": (1, 0)},
-        note="operative's config_for_run; the specification needs a run id only with steering",
+        note="operative's `new_run_id`; the specification needs a run id only with steering",
     )
     call = sw.ToolCall(id="call_1", name="add", arguments='{"a": 1, "b": 1}')
     calls = (call,)
@@ -406,36 +408,32 @@ def components() -> list[Component]:
         pays={"floor": (0, 0), "floor-same-work": (1, 0), "operative": (0, 0)},
         note="the bare floor's is a one-dict list (the dict row)",
     )
-    template = agent._template
-    if template is None:
-        raise RuntimeError("the benchmark's agent has no validated configuration to reuse")
+    template, plan = agent._template, agent._plan
+    if template is None or plan is None:
+        raise RuntimeError("the benchmark's agent has no validated configuration and plan")
+
+    def parts(conversation: Any) -> Any:
+        return ActiveRun(template, conversation, plan, new_run_id())
+
     add(
-        "operative: `config_for_run` (the agent's validated configuration, a run id)",
+        "operative: the run's parts (`ActiveRun` on the agent's configuration and plan)",
         "operative phase",
-        lambda _: config_for_run(template),
+        parts,
+        prepare=lambda n: [agent_conversation(None) for _ in range(n)],
         pays={"floor": (0, 0), "floor-same-work": (0, 0), "operative": (1, 0)},
-        heavy=True,
-    )
-    add(
-        "operative: `_new_run` (the run's parts)",
-        "operative phase",
-        lambda configured: _new_run(*configured),
-        prepare=lambda n: [(config_for_run(template), agent_conversation(None)) for _ in range(n)],
-        pays={"floor": (0, 0), "floor-same-work": (0, 0), "operative": (1, 0)},
+        note="the run id included",
         heavy=True,
     )
 
     async def drive(run: Any) -> Any:
-        await run._task.drive(run)
+        await run._task.drive(run, alone=True)
         return run._outcome()
 
     add(
-        "operative: the loop task's `drive` (one step, finish included) + `_outcome`",
+        "operative: `drive` in the caller's task (one step, finish included) + `_outcome`",
         "operative phase",
         drive,
-        prepare=lambda n: [
-            _new_run(config_for_run(template), agent_conversation(None)) for _ in range(n)
-        ],
+        prepare=lambda n: [parts(agent_conversation(None)) for _ in range(n)],
         pays={"floor": (0, 0), "floor-same-work": (0, 0), "operative": (1, 0)},
         heavy=True,
     )
@@ -766,9 +764,8 @@ def operative_phases(result: dict[str, Any]) -> dict[str, Any]:
     rows = {r["component"]: r for r in result["rows"]}
     names = [
         "operative: the run's `Conversation` + user message (`agent.run`'s input)",
-        "operative: `config_for_run` (the agent's validated configuration, a run id)",
-        "operative: `_new_run` (the run's parts)",
-        "operative: the loop task's `drive` (one step, finish included) + `_outcome`",
+        "operative: the run's parts (`ActiveRun` on the agent's configuration and plan)",
+        "operative: `drive` in the caller's task (one step, finish included) + `_outcome`",
     ]
     total = result["systems"]["operative"]["us_run_1_step"]
     phases = {name: rows[name]["us"]["median"] for name in names}

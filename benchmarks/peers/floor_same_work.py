@@ -2,7 +2,8 @@
 can, the work operative's design requires of every run, and nothing else.
 
 The bare floor (``floor.py``) appends plain dicts to a list it owns. A run of operative
-must also leave the caller's history untouched, run inside a cancel scope, keep typed
+must also leave the caller's history untouched, run inside a cancel scope when anything
+but its caller can cancel it (here nothing can: no scope), keep typed
 records with ids, validate tool arguments against a typed schema, record each step and
 return a result record, and answer every call exactly once whatever ends the run. Each
 piece below names the line of ``DESIGN.md`` (sections 1-3) that asks for it. Nothing
@@ -196,14 +197,30 @@ async def _execute_into(results: list[Any], i: int, call: ToolCall) -> None:
 # --------------------------------------------------------------------------------------
 
 
+class _NoScope:
+    """What a run nobody can abort runs in: nothing."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+
+_NO_SCOPE = _NoScope()
+
+
 async def run(
     generate: Callable[[GenerateRequest], Awaitable[GenerateResponse]],
     history: tuple[Message, ...],
     maximum_steps: int = 25,
     scope: trio.CancelScope | None = None,
 ) -> RunResult:
-    """Run the loop; ``scope`` (made here when not given) is the run scope an abort
-    cancels: the run then ends ``aborted``, every call it left open answered."""
+    """Run the loop; ``scope`` is the run scope an abort cancels: the run then ends
+    ``aborted``, every call it left open answered. Without one nothing but the caller
+    can cancel the run, so it enters none (as operative's sealed runs)."""
     # §2 invariant 5: "The history object a caller passes in is never mutated (runs
     # snapshot it)": the run appends to its own list.
     messages = list(history)
@@ -214,10 +231,9 @@ async def run(
     answered: list[Any] = []
     finish = "maximum-steps"
     # §1: the loop task runs in the "run scope" (abort, run deadline, budgets are cancel
-    # scopes): whoever holds it can abort the run as a whole.
-    if scope is None:
-        scope = trio.CancelScope()
-    with scope:
+    # scopes): whoever holds it can abort the run as a whole. A run nobody can abort has
+    # no scope to hold.
+    with _NO_SCOPE if scope is None else scope:
         for step in range(1, maximum_steps + 1):
             # §1: the steering gate at every step's entry is a checkpoint (cancellable).
             await trio.lowlevel.checkpoint()
@@ -266,7 +282,7 @@ async def run(
             if not calls:  # the stop condition: an answer with no tool calls
                 finish = "stop-condition"
                 break
-    if scope.cancelled_caught or pending:
+    if (scope is not None and scope.cancelled_caught) or pending:
         # §2 invariant 1, "whatever ended the run": a step cut short answers the calls it
         # left open (§1: the clean-up "repairing the transcript").
         finish = "aborted"

@@ -41,6 +41,7 @@ from ..liveness import (
     SnapshotStream,
     SnapshotSubscription,
 )
+from ..liveness._tracker import UNREAD
 from ._errors import CleanupError, InvalidArgument, OutputValidationError
 from ._event_hub import EventHub, EventStream, Listener, Overflow
 from ._events import Event
@@ -107,21 +108,30 @@ class ActiveRun:
         self.conversation: Conversation = conversation
         """The run's live conversation (shared with the caller when one was passed)."""
         now = run_clock()
-        ext = extensions_for(config) if plan is None else NO_EXTENSIONS
         hub = self._hub = EventHub()
-        liveness = self._liveness = LivenessTracker(
-            run_id,
-            clock=now,
-            durability="process-local" if ext.durable is None else "durable",
-        )
-        state = self._state = RunState(config, run_id, conversation, now, hub, liveness, ext)
         if plan is None:
+            ext = extensions_for(config)
+            liveness = self._liveness = LivenessTracker(
+                run_id,
+                clock=now,
+                durability="process-local" if ext.durable is None else "durable",
+            )
+            state = self._state = RunState(config, run_id, conversation, now, hub, liveness, ext)
             state.plain_generate = GeneratePhase.plain_for(config, ext)
             state.plain_tools = ToolPhase.plain_for(config, ext)
+            state.context_free = ToolPhase.context_free(config)
             state.sealable = nothing_cancels(config, ext)
         else:
+            # Driven in its caller's task when ``plan.alone``: then sealed if sealable,
+            # and nothing can read its liveness.
+            ext = NO_EXTENSIONS
+            liveness = self._liveness = (
+                UNREAD if plan.alone and plan.sealable else LivenessTracker(run_id, clock=now)
+            )
+            state = self._state = RunState(config, run_id, conversation, now, hub, liveness, ext)
             state.plain_generate = plan.plain_generate
             state.plain_tools = plan.plain_tools
+            state.context_free = plan.context_free
             state.sealable = plan.sealable
         scope = self._scope = RunScope()
         answer = self._answer = FinalAnswer(state)
@@ -129,7 +139,9 @@ class ActiveRun:
         self._task = RunTask(state, scope, answer, loop)
 
     def __repr__(self) -> str:
-        return f"<ActiveRun {self.run_id} {self._liveness.status} step={self._state.step}>"
+        liveness = self._liveness
+        status = "sealed" if liveness is UNREAD else liveness.status
+        return f"<ActiveRun {self.run_id} {status} step={self._state.step}>"
 
     # -- control ---------------------------------------------------------------------
 
@@ -377,6 +389,7 @@ class ActiveRun:
         state.config = config
         state.plain_generate = GeneratePhase.plain_for(config, state.ext)
         state.plain_tools = ToolPhase.plain_for(config, state.ext)
+        state.context_free = ToolPhase.context_free(config)
 
     @property
     def pending_switch(self) -> Switch | None:

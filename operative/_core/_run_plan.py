@@ -30,6 +30,7 @@ class RunPlan(msgspec.Struct, frozen=True, gc=False):
 
     plain_generate: bool
     plain_tools: bool
+    context_free: bool
     alone: bool
     """Nothing must run beside the loop: no stall watchdog, no ``abort_on`` watcher."""
     sealable: bool
@@ -45,6 +46,7 @@ def plan_for(config: RunConfig) -> RunPlan | None:
     return RunPlan(
         plain_generate=GeneratePhase.plain_for(config, ext),
         plain_tools=ToolPhase.plain_for(config, ext),
+        context_free=ToolPhase.context_free(config),
         alone=config.stall_policy is None and config.abort_on is None,
         sealable=nothing_cancels(config, ext),
     )

@@ -125,6 +125,7 @@ class RunState:
 
     __slots__ = (
         "config",
+        "context_free",
         "conversation",
         "ext",
         "hub",
@@ -191,6 +192,9 @@ class RunState:
         ``ActiveRun`` whenever it sets the configuration."""
         self.plain_tools = False
         """``ToolPhase.plain_for(config, ext)``, kept with ``config``. Written by
+        ``ActiveRun`` whenever it sets the configuration."""
+        self.context_free = False
+        """``ToolPhase.context_free(config)``, kept with ``config``. Written by
         ``ActiveRun`` whenever it sets the configuration."""
         self.sealable = False
         """``nothing_cancels(config, ext)`` for the configuration the run started with:

@@ -30,6 +30,7 @@ import trio
 from ..conversation import cancelled_result, repair_dangling_tool_calls, tool_result_message
 from ..hooks import call_hook
 from ..liveness import terminal_status
+from ..liveness._tracker import UNREAD
 from ._errors import CleanupError, HookError
 from ._events import (
     RunAborted,
@@ -149,10 +150,13 @@ class RunTask:
             remove_steering_listener = (
                 None if state.config.steering is None else self._listen_to_steering()
             )
+            sealed = alone and state.sealable
+            if not sealed and state.liveness is UNREAD:
+                raise AssertionError("a run whose liveness nobody reads must run sealed")
             try:
                 # A sealed run (alone, and nothing but its caller can cancel it) enters
                 # no cancel scope of its own: see ``_run_scope``.
-                with scope.enter(alone and state.sealable):
+                with scope.enter(sealed):
                     try:
                         ext = state.ext
                         resume: ResumePoint | None = None

@@ -251,7 +251,9 @@ class StepLoop:
                     # The tool phase of one call, in this frame (see ``plain_for``).
                     call = calls[0]
                     try:
-                        result = await cfg.toolbox.execute(call, tools.execution(run, step))
+                        result = await cfg.toolbox.execute(
+                            call, None if state.context_free else tools.execution(run, step)
+                        )
                     except RecursionError as exc:
                         result = unsendable(call, exc)
                     results = tools.settled_one(inflight, result)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..hooks import HookContext, call_hook
-from ..tools import ExecutionContext
+from ..tools import ExecutionContext, Toolbox
 from ._errors import ApprovalError, HookError
 from ._events import ToolResultValidated, ToolsExecuted, ToolsExecuting
 from ._options import _NO_HOOKS as NO_HOOKS
@@ -89,6 +89,19 @@ class ToolPhase:
                     or hooks.after_tool_execution
                 )
             )
+        )
+
+    @staticmethod
+    def context_free(cfg: RunConfig) -> bool:
+        """True when, under ``cfg``, no call needs to know where it runs: the toolbox is
+        a plain ``Toolbox`` that hands no tool a context, and no request context binds
+        the calls (its deadline, its approvals). The plain phase then calls the toolbox
+        with no :class:`ExecutionContext` (it would be built for nobody each step)."""
+        toolbox = cfg.toolbox
+        return (
+            cfg.request_context is None
+            and toolbox.__class__ is Toolbox
+            and not toolbox.gives_context
         )
 
     def execution(self, run: ActiveRun, step: int) -> ExecutionContext:
