@@ -2,14 +2,16 @@
 
 One table of ``(key, value, version)``, its key compared by code point (PostgreSQL: the
 ``"C"`` collation), so listing order is the same in every store. A batch runs in one
-write transaction: the rows that exist are read (on PostgreSQL locked, ``SELECT ... FOR
-UPDATE``, in key order), their versions compared, then rows are updated, deleted, or
-inserted with ``ON CONFLICT DO NOTHING``. On SQLite the transaction holds the file's
-write lock (``BEGIN IMMEDIATE``), so nothing can come in between. On PostgreSQL a key
-created by a concurrent writer in between (the insert finds it), a deadlock or a
-serialisation failure makes the batch start over, and the next attempt reports the
-conflict. Listing uses a key range (``key >= prefix AND key < next(prefix)``), not
-``LIKE``, so it rides the primary key index.
+write transaction that first serialises it with every other batch touching one of its
+keys, existing or not: on SQLite the transaction holds the file's write lock (``BEGIN
+IMMEDIATE``), on PostgreSQL one advisory lock per key (:mod:`._postgres`). Then the rows
+that exist are read (on PostgreSQL also locked, ``SELECT ... FOR UPDATE``, in key
+order), their versions compared, and rows updated, deleted, or inserted with ``ON
+CONFLICT DO NOTHING``. On PostgreSQL a key created in between by a writer that skipped
+the advisory locks (the insert finds it), a deadlock or a serialisation failure makes
+the batch start over, and the next attempt reports the conflict. Listing uses a key
+range (``key >= prefix AND key < next(prefix)``), not ``LIKE``, so it rides the primary
+key index.
 
 Connections, worker threads and cancellation are those of the database
 (:mod:`operative._sql`).
@@ -187,11 +189,17 @@ class SqlStore(SqlBacked):
 
         return await db.call(work)
 
+    def _lock_keys(self, conn: Any, keys: Sequence[str]) -> None:
+        """Serialise this batch with every other batch touching one of ``keys``, whether
+        the key exists or not; called first in the batch's transaction. Nothing to do
+        where the transaction already holds the whole database's write lock (SQLite)."""
+
     def _apply(self, conn: Any, ops: Sequence[Operation]) -> tuple[int | None, ...]:
         dialect, table, where = self._db.dialect, self._quoted, self._where
         mark = dialect.mark
         current: dict[str, int] = {}
         keys = [op.key for op in ops]
+        self._lock_keys(conn, keys)
         for start in range(0, len(keys), dialect.chunk):
             clause, params = dialect.any_of("key", keys[start : start + dialect.chunk])
             rows = conn.execute(
