@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from _runs import summary
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -103,26 +104,6 @@ async def test_ctrl_c_in_the_loop_comes_out_as_from_the_runs_nursery() -> None:
     assert caught_open.group_contains(KeyboardInterrupt)
 
 
-def _summary(result: operative.RunResult) -> tuple[Any, ...]:
-    """What two runs of one script must agree on (ids and times aside)."""
-    return (
-        result.finish_reason,
-        result.abort_reason,
-        result.content,
-        str(result.error) if result.error is not None else None,
-        [
-            (
-                step.content,
-                [call.name for call in step.tool_calls],
-                [(outcome.outcome, outcome.value, outcome.error) for outcome in step.results],
-                step.aborted,
-            )
-            for step in result.steps
-        ],
-        [(message.role, message.content) for message in result.conversation.messages],
-    )
-
-
 def _run_both(script: list[Step], cancel_at: float | None, maximum_steps: int) -> None:
     async def one(in_caller: bool) -> tuple[Any, ...]:
         executions: dict[str, int] = {}
@@ -163,7 +144,7 @@ def _run_both(script: list[Step], cancel_at: float | None, maximum_steps: int) -
                     pass
                 await run.result()
         [result] = ended
-        return _summary(result), outer.cancelled_caught, dict(executions)
+        return summary(result), outer.cancelled_caught, dict(executions)
 
     async def main() -> None:
         nursery_backed = await one(False)

@@ -8,36 +8,20 @@ from typing import Any
 
 import pytest
 import trio
+from _runs import add, configure, one_call, with_context
 
 import operative
 from operative import (
     Authority,
-    Conversation,
-    GenerateResponse,
     RequestContext,
     Toolbox,
-    ToolCall,
     create_agent,
-    stop_when,
 )
-from operative._core._options import configure_run
 from operative._core._run import ActiveRun
 from operative._core._run_plan import plan_for
 from operative.liveness import LivenessTracker, StallPolicy
 from operative.liveness._tracker import UNREAD
 from operative.tools import ExecutionContext
-
-
-@operative.tool
-async def add(a: int, b: int) -> int:
-    """Add two numbers."""
-    return a + b
-
-
-@operative.tool
-async def with_context(ctx: operative.ToolContext) -> str:
-    """A tool that is handed the run's context."""
-    return ctx.run_id
 
 
 class _OwnToolbox(Toolbox):
@@ -52,23 +36,9 @@ class _OwnToolbox(Toolbox):
         return await super().execute(call, context)
 
 
-async def _one_call(request: operative.GenerateRequest) -> GenerateResponse:
-    if request.step == 1:
-        name = request.tools[0].name
-        arguments = {"a": 1, "b": 2} if name == "add" else {}
-        return GenerateResponse(tool_calls=(ToolCall(id="c1", name=name, arguments=arguments),))
-    return GenerateResponse(content="done")
-
-
 def _request(deadline: float | None = None) -> RequestContext:
     who = Authority(principal_id="p", tenant_id="t", owner_id="o")
     return RequestContext(authority=who, deadline=deadline)
-
-
-def _history() -> Conversation:
-    conversation = Conversation()
-    conversation.append_user_message("go")
-    return conversation
 
 
 _CONFIGS: list[tuple[str, dict[str, Any]]] = [
@@ -84,14 +54,7 @@ _CONFIGS: list[tuple[str, dict[str, Any]]] = [
 
 @pytest.mark.parametrize("options", [o for _, o in _CONFIGS], ids=[n for n, _ in _CONFIGS])
 def test_the_plan_gives_what_a_run_works_out_itself(options: dict[str, Any]) -> None:
-    options = {"toolbox": None, "tools": None, **options}
-    config, live = configure_run(
-        generate=_one_call,
-        conversation=_history(),
-        stop_when=stop_when.no_tool_calls(),
-        maximum_steps=25,
-        **options,
-    )
+    config, live = configure(**options)
     plan = plan_for(config)
     assert plan is not None
     run = ActiveRun(config, live)
@@ -106,15 +69,7 @@ def test_the_plan_gives_what_a_run_works_out_itself(options: dict[str, Any]) -> 
 def test_a_configuration_with_a_feature_has_no_plan() -> None:
     from operative.budgets import Budget
 
-    config, _ = configure_run(
-        generate=_one_call,
-        conversation=_history(),
-        toolbox=None,
-        tools=[add],
-        stop_when=None,
-        maximum_steps=3,
-        budget=Budget(max_tokens=10),
-    )
+    config, _ = configure(budget=Budget(max_tokens=10))
     assert plan_for(config) is None
 
 
@@ -130,20 +85,13 @@ def test_a_configuration_with_a_feature_has_no_plan() -> None:
 def test_only_calls_nobody_locates_go_without_an_execution_context(
     options: dict[str, Any], context_free: bool
 ) -> None:
-    config, live = configure_run(
-        generate=_one_call,
-        conversation=_history(),
-        toolbox=None,
-        stop_when=None,
-        maximum_steps=3,
-        **{"tools": None, **options},
-    )
+    config, live = configure(**options)
     assert ActiveRun(config, live)._state.context_free is context_free
 
 
 async def test_a_hosts_toolbox_is_always_told_where_a_call_runs() -> None:
     _OwnToolbox.seen = []
-    agent = create_agent(generate=_one_call, toolbox=_OwnToolbox([add]))
+    agent = create_agent(generate=one_call, toolbox=_OwnToolbox([add]))
     result = await agent.run("go")
     assert result.content == "done"
     [context] = _OwnToolbox.seen
@@ -153,7 +101,7 @@ async def test_a_hosts_toolbox_is_always_told_where_a_call_runs() -> None:
 
 
 async def test_a_tool_given_a_context_sees_its_run() -> None:
-    agent = create_agent(generate=_one_call, tools=[with_context])
+    agent = create_agent(generate=one_call, tools=[with_context])
     result = await agent.run("go")
     assert result.steps[0].results[0].value == result.run_id
 
@@ -177,7 +125,7 @@ class _Runs:
 
 async def test_agent_run_shares_the_agents_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
     runs = _Runs(monkeypatch)
-    agent = create_agent(generate=_one_call, tools=[add])
+    agent = create_agent(generate=one_call, tools=[add])
     first = await agent.run("go")
     second = await agent.run("go")
     assert first.run_id != second.run_id
@@ -191,7 +139,7 @@ async def test_a_sealed_agent_run_has_a_tracker_nobody_reads(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     runs = _Runs(monkeypatch)
-    result = await create_agent(generate=_one_call, tools=[add]).run("go")
+    result = await create_agent(generate=one_call, tools=[add]).run("go")
     assert result.finish_reason == "stop-condition"
     [run] = runs.made
     assert run._scope.sealed
@@ -204,7 +152,7 @@ async def test_a_run_something_can_cancel_keeps_a_real_tracker(
 ) -> None:
     runs = _Runs(monkeypatch)
     # A request deadline can end the run: it keeps its scope, and its liveness is real.
-    agent = create_agent(generate=_one_call, tools=[add], request_context=_request(4e9))
+    agent = create_agent(generate=one_call, tools=[add], request_context=_request(4e9))
     await agent.run("go")
     [run] = runs.made
     assert not run._scope.sealed
@@ -215,14 +163,7 @@ async def test_a_run_something_can_cancel_keeps_a_real_tracker(
 
 
 async def test_a_run_whose_tracker_nobody_reads_cannot_run_unsealed() -> None:
-    config, live = configure_run(
-        generate=_one_call,
-        conversation=_history(),
-        toolbox=None,
-        tools=[add],
-        stop_when=None,
-        maximum_steps=3,
-    )
+    config, live = configure()
     plan = plan_for(config)
     assert plan is not None
     assert plan.alone

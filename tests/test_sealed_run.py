@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from _runs import ANSWER, add, checked, configure, history, one_call, summary, with_context
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,68 +25,20 @@ from operative import (
     stop_when,
 )
 from operative._core._open_run import _new_run
-from operative._core._options import configure_run
 from operative._core._run_scope import RunScope
 from operative._core._run_state import CancelReason
 from operative._core._types import FinishReason
 from operative.budgets import Budget
 from operative.testing.strategies import Step, model_scripts, scripted_model
 
-_ANSWER = GenerateResponse(content="done")
-
-
-@operative.tool
-async def add(a: int, b: int) -> int:
-    """Add two numbers."""
-    return a + b
-
-
-@operative.tool
-async def with_context(ctx: operative.ToolContext) -> str:
-    """A tool that is handed the run's context."""
-    return ctx.call_id
-
-
-@operative.tool(needs_approval=lambda arguments: False)
-async def checked(a: int) -> int:
-    """A tool with a per-call approval check."""
-    return a
-
 
 class _OwnToolbox(Toolbox):
     """A toolbox of the host's own: its ``execute`` could hand the run to anything."""
 
 
-async def _one_call(request: operative.GenerateRequest) -> GenerateResponse:
-    if request.step == 1:
-        name = request.tools[0].name
-        arguments = {"a": 1, "b": 2} if name == "add" else {"a": 1} if name == "checked" else {}
-        return GenerateResponse(tool_calls=(ToolCall(id="c1", name=name, arguments=arguments),))
-    return _ANSWER
-
-
-def _go() -> Conversation:
-    conversation = Conversation()
-    conversation.append_user_message("go")
-    return conversation
-
-
-def _configure(**options: Any) -> Any:
-    """``configure_run`` with ``open_run``'s defaults."""
-    options.setdefault("toolbox", None)
-    options.setdefault("tools", None)
-    options.setdefault("maximum_steps", 25)
-    return configure_run(**options)
-
-
 async def _sealed_after_run(**options: Any) -> bool:
     """Run as ``run_to_end`` does, and say whether the run entered no scope."""
-    options.setdefault("generate", _one_call)
-    options.setdefault("conversation", _go())
-    options.setdefault("stop_when", stop_when.no_tool_calls())
-    if "toolbox" not in options:
-        options.setdefault("tools", [add])
-    config, live = _configure(**options)
+    config, live = configure(**options)
     run = _new_run(config, live)
     await run._task.drive(run, alone=True)
     result = run._outcome()
@@ -133,9 +86,7 @@ async def test_a_run_that_something_can_cancel_keeps_its_scope(options: dict[str
 async def test_a_run_is_sealed_only_in_its_callers_task() -> None:
     # ``drive`` without ``alone`` is the loop task of ``open_run``: the caller holds the
     # handle, so the scope is always entered.
-    config, live = _configure(
-        generate=_one_call, conversation=_go(), tools=[add], stop_when=stop_when.no_tool_calls()
-    )
+    config, live = configure()
     run = _new_run(config, live)
     await run._task.drive(run)
     assert not run._scope.sealed
@@ -149,7 +100,7 @@ async def test_a_request_context_without_a_deadline_still_seals() -> None:
 async def test_an_open_run_aborted_before_its_loop_starts_still_aborts() -> None:
     # The scope is made by the abort (before the loop task enters it).
     async with open_run(
-        generate=_one_call, conversation=_go(), tools=[add], stop_when=stop_when.no_tool_calls()
+        generate=one_call, conversation=history(), tools=[add], stop_when=stop_when.no_tool_calls()
     ) as run:
         run.abort("before the start")
     result = await run.result()
@@ -195,7 +146,7 @@ async def test_a_sealed_run_whose_caller_is_cancelled_ends_aborted(autojump_cloc
             return GenerateResponse(
                 tool_calls=(ToolCall(id="c1", name="slow", arguments={"seconds": 10}),)
             )
-        return _ANSWER
+        return ANSWER
 
     agent = create_agent(generate=generate, tools=[slow], on_run_end=on_run_end)
     with trio.move_on_after(1) as scope:
@@ -247,26 +198,6 @@ def _tools(executions: list[str]) -> list[operative.Tool]:
     return [work, fail, hang, compute]
 
 
-def _summary(result: operative.RunResult) -> tuple[Any, ...]:
-    """What two runs of one script must agree on (ids and times aside)."""
-    return (
-        result.finish_reason,
-        result.abort_reason,
-        result.content,
-        str(result.error) if result.error is not None else None,
-        [
-            (
-                step.content,
-                [call.name for call in step.tool_calls],
-                [(outcome.outcome, outcome.value, outcome.error) for outcome in step.results],
-                step.aborted,
-            )
-            for step in result.steps
-        ],
-        [(message.role, message.content) for message in result.conversation.messages],
-    )
-
-
 def _run_three_ways(script: list[Step], cancel_at: float | None, maximum_steps: int) -> None:
     async def one(how: str) -> tuple[Any, ...]:
         executions: list[str] = []
@@ -297,12 +228,12 @@ def _run_three_ways(script: list[Step], cancel_at: float | None, maximum_steps: 
                 async with open_run(**options) as run:
                     pass
             else:
-                config, live = _configure(**options)
+                config, live = configure(**options)
                 run = _new_run(config, live)
                 await run._task.drive(run, alone=True)
         assert run._scope.sealed == (how == "sealed")
         [result] = ended
-        return _summary(result), outer.cancelled_caught, sorted(executions)
+        return summary(result), outer.cancelled_caught, sorted(executions)
 
     async def main() -> None:
         nursery_backed = await one("nursery")
