@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from typing import Any
+from unittest import mock
 
 import pytest
 import trio
@@ -25,10 +26,12 @@ from operative import (
     stop_when,
 )
 from operative._core._open_run import _new_run
+from operative._core._run import ActiveRun
 from operative._core._run_scope import RunScope
 from operative._core._run_state import CancelReason
 from operative._core._types import FinishReason
 from operative.budgets import Budget
+from operative.liveness._tracker import UNREAD
 from operative.testing.strategies import Step, model_scripts, scripted_model
 
 
@@ -198,7 +201,11 @@ def _tools(executions: list[str]) -> list[operative.Tool]:
     return [work, fail, hang, compute]
 
 
-def _run_three_ways(script: list[Step], cancel_at: float | None, maximum_steps: int) -> None:
+def _run_four_ways(script: list[Step], cancel_at: float | None, maximum_steps: int) -> None:
+    """Run ``script`` in an ``open_run``, driven alone with a scope, driven alone sealed,
+    and through ``agent.run`` (sealed, sharing the agent's configuration and plan, its
+    liveness unread): all four must end alike."""
+
     async def one(how: str) -> tuple[Any, ...]:
         executions: list[str] = []
         ended: list[operative.RunResult] = []
@@ -221,17 +228,35 @@ def _run_three_ways(script: list[Step], cancel_at: float | None, maximum_steps: 
         else:
             options["tools"] = tools
         run: operative.ActiveRun
+        made: list[operative.ActiveRun] = []
+
+        class Spy(ActiveRun):
+            __slots__ = ()
+
+            def __init__(self, *args: Any) -> None:
+                super().__init__(*args)
+                made.append(self)
+
         with trio.CancelScope() as outer:
             # Scripts may hang: a caller that never cancels still bounds them.
             outer.deadline = trio.current_time() + (cancel_at if cancel_at is not None else 1e6)
             if how == "nursery":
                 async with open_run(**options) as run:
                     pass
+            elif how == "agent":
+                del options["conversation"]
+                agent = create_agent(**options)
+                with mock.patch.object(operative._agent, "ActiveRun", Spy):
+                    try:
+                        await agent.run("go")
+                    finally:
+                        [run] = made
+                assert run._liveness is UNREAD
             else:
                 config, live = configure(**options)
                 run = _new_run(config, live)
                 await run._task.drive(run, alone=True)
-        assert run._scope.sealed == (how == "sealed")
+        assert run._scope.sealed == (how in ("sealed", "agent"))
         [result] = ended
         return summary(result), outer.cancelled_caught, sorted(executions)
 
@@ -239,8 +264,10 @@ def _run_three_ways(script: list[Step], cancel_at: float | None, maximum_steps: 
         nursery_backed = await one("nursery")
         scoped = await one("scoped")
         sealed = await one("sealed")
+        through_agent = await one("agent")
         assert scoped == nursery_backed
         assert sealed == nursery_backed
+        assert through_agent == nursery_backed
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
@@ -254,4 +281,4 @@ def _run_three_ways(script: list[Step], cancel_at: float | None, maximum_steps: 
 def test_the_sealed_run_ends_as_the_scoped_runs(
     script: list[Step], cancel_at: float | None, maximum_steps: int
 ) -> None:
-    _run_three_ways(script, cancel_at, maximum_steps)
+    _run_four_ways(script, cancel_at, maximum_steps)
