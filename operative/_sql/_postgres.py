@@ -155,7 +155,8 @@ class PostgresDatabase(Database):
                 token.run_sync_soon(land)
 
             # Started here and always waited for below: the thread never outlives the call.
-            trio.lowlevel.start_thread_soon(run, deliver, name="operative postgres")
+            # Unnamed: trio would set the OS thread name and reset it on every call.
+            trio.lowlevel.start_thread_soon(run, deliver)
             stopped = False
             try:
                 await finished.wait()

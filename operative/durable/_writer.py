@@ -213,11 +213,14 @@ class RunWriter:
         finally:
             self._in_flight = None
         result = self._known(made, what)
-        if trio.current_effective_deadline() == -math.inf:
-            # Cancelled meanwhile: the cancellation goes on once the write is over.
+        try:
+            # Cancelled meanwhile: the cancellation goes on once the write is over (no
+            # scheduler pass otherwise, and no walk of the cancel scopes).
+            await trio.lowlevel.checkpoint_if_cancelled()
+        except trio.Cancelled:
             if isinstance(result, outcome.Error):
                 logger.warning("%s failed as the run was stopped", what, exc_info=result.error)
-            await trio.lowlevel.checkpoint()  # raises the pending Cancelled
+            raise
         result.unwrap()
 
     async def commit_in_task(self, write: Callable[[], Awaitable[None]], what: str) -> None:
