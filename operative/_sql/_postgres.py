@@ -134,7 +134,10 @@ class PostgresDatabase(Database):
                 self._idle.pop() if self._idle else None
             ]
             token = trio.lowlevel.current_trio_token()
-            returned = threading.Event()  # the worker thread is done with the connection
+            # Held until the worker thread is done with the connection (a bare lock: an
+            # Event would build a Condition on every call).
+            returned = threading.Lock()
+            returned.acquire()
             finished = trio.Event()  # ... and its outcome is in ``landed``
             landed: list[outcome.Outcome[_T]] = []
 
@@ -145,7 +148,7 @@ class PostgresDatabase(Database):
                         conn = holder[0] = self._connect()
                     return work(conn)
                 finally:
-                    returned.set()
+                    returned.release()
 
             def deliver(result: outcome.Outcome[_T]) -> None:
                 def land() -> None:
@@ -188,7 +191,7 @@ class PostgresDatabase(Database):
         return landed[0].unwrap()
 
 
-def _stop_query(holder: list[psycopg.Connection[Any] | None], returned: threading.Event) -> None:
+def _stop_query(holder: list[psycopg.Connection[Any] | None], returned: threading.Lock) -> None:
     """Stop the query running on ``holder[0]``; in a worker thread, bounded.
 
     First politely: ``cancel_safe()`` asks the server to cancel the statement (the
@@ -204,7 +207,7 @@ def _stop_query(holder: list[psycopg.Connection[Any] | None], returned: threadin
             conn.cancel_safe(timeout=_CANCEL_TIMEOUT)
         except Exception:
             logger.debug("the cancel request for a PostgreSQL query failed", exc_info=True)
-    if returned.wait(_CANCEL_TIMEOUT):
+    if returned.acquire(timeout=_CANCEL_TIMEOUT):  # released once the worker returned
         return
     conn = holder[0]  # it may have connected meanwhile
     if conn is None:
