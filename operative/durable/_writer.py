@@ -201,11 +201,12 @@ class RunWriter:
         (past now if the task is cancelled already), and :meth:`arrived` bounds it from a
         cancellation that comes while the write is made.
         """
-        shield = trio.CancelScope(shield=True)
         deadline = trio.current_effective_deadline()
         if deadline == -math.inf:  # cancelled already: the write is made, bounded
             deadline = trio.current_time()
-        shield.deadline = deadline + self.lease_seconds
+        # The bound given to the constructor: setting it afterwards costs a context
+        # manager of trio's on every commit.
+        shield = trio.CancelScope(shield=True, deadline=deadline + self.lease_seconds)
         self._in_flight = shield
         try:
             with shield:
