@@ -133,10 +133,15 @@ class PostgresDatabase(Database):
             holder: list[psycopg.Connection[Any] | None] = [
                 self._idle.pop() if self._idle else None
             ]
+            task = trio.lowlevel.current_task()
             token = trio.lowlevel.current_trio_token()
-            returned = threading.Event()  # the worker thread is done with the connection
-            finished = trio.Event()  # ... and its outcome is in ``landed``
-            landed: list[outcome.Outcome[_T]] = []
+            # Held until the worker thread is done with the connection (a bare lock: an
+            # Event would build a Condition on every call).
+            returned = threading.Lock()
+            returned.acquire()
+            landed: list[outcome.Outcome[_T]] = []  # the worker's outcome, once delivered
+            parked = [True]  # the task waits for the delivery, which wakes it directly
+            late: list[trio.Event] = []  # what a cancelled call waits on instead
 
             def run() -> _T:
                 try:
@@ -145,24 +150,33 @@ class PostgresDatabase(Database):
                         conn = holder[0] = self._connect()
                     return work(conn)
                 finally:
-                    returned.set()
+                    returned.release()
 
             def deliver(result: outcome.Outcome[_T]) -> None:
                 def land() -> None:
                     landed.append(result)
-                    finished.set()
+                    if parked[0]:
+                        parked[0] = False
+                        trio.lowlevel.reschedule(task)
+                    elif late:
+                        late[0].set()
 
                 token.run_sync_soon(land)
 
+            def abort(_: Any) -> trio.lowlevel.Abort:
+                parked[0] = False  # cancelled: the delivery no longer wakes the task
+                return trio.lowlevel.Abort.SUCCEEDED
+
             # Started here and always waited for below: the thread never outlives the call.
-            trio.lowlevel.start_thread_soon(run, deliver, name="operative postgres")
+            # Unnamed: trio would set the OS thread name and reset it on every call.
+            trio.lowlevel.start_thread_soon(run, deliver)
             stopped = False
             try:
-                await finished.wait()
+                await trio.lowlevel.wait_task_rescheduled(abort)
             finally:
                 conn = holder[0]
                 if (
-                    finished.is_set()
+                    landed
                     and conn is not None
                     and not (conn.closed or conn.broken or self._drained)
                 ):
@@ -171,14 +185,17 @@ class PostgresDatabase(Database):
                     self._idle.append(conn)
                 else:
                     with trio.CancelScope(shield=True):
-                        if not finished.is_set():
+                        if not landed:
                             # Cancelled while the query runs: stop it (a worker thread
                             # this task awaits, bounded), then wait for the worker, which
                             # returns promptly once its query stopped. The cancellation
                             # then goes on.
                             stopped = True
+                            finished = trio.Event()
+                            late.append(finished)
                             await trio.to_thread.run_sync(_stop_query, holder, returned)
-                            await finished.wait()
+                            if not landed:
+                                await finished.wait()
                         conn = holder[0]
                         if conn is not None:
                             # A connection a cancel reached is discarded, as is a broken one.
@@ -187,7 +204,7 @@ class PostgresDatabase(Database):
         return landed[0].unwrap()
 
 
-def _stop_query(holder: list[psycopg.Connection[Any] | None], returned: threading.Event) -> None:
+def _stop_query(holder: list[psycopg.Connection[Any] | None], returned: threading.Lock) -> None:
     """Stop the query running on ``holder[0]``; in a worker thread, bounded.
 
     First politely: ``cancel_safe()`` asks the server to cancel the statement (the
@@ -203,7 +220,7 @@ def _stop_query(holder: list[psycopg.Connection[Any] | None], returned: threadin
             conn.cancel_safe(timeout=_CANCEL_TIMEOUT)
         except Exception:
             logger.debug("the cancel request for a PostgreSQL query failed", exc_info=True)
-    if returned.wait(_CANCEL_TIMEOUT):
+    if returned.acquire(timeout=_CANCEL_TIMEOUT):  # released once the worker returned
         return
     conn = holder[0]  # it may have connected meanwhile
     if conn is None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -93,7 +92,9 @@ async def run_in_worker_thread(
             on_cancel()
         return trio.lowlevel.Abort.FAILED
 
-    trio.lowlevel.start_thread_soon(fn, deliver, name="operative sqlite")
+    # No thread name: trio would set it (and reset it) in the OS for every call, two
+    # system calls on each commit's path; the worker keeps trio's "Trio thread N".
+    trio.lowlevel.start_thread_soon(fn, deliver)
     result: outcome.Outcome[_T] = await trio.lowlevel.wait_task_rescheduled(abort)
     return result, cancelled
 
@@ -201,7 +202,7 @@ class SqliteDatabase(Database):
         async with held(self._limiter):
             self.check_open()
             holder: list[sqlite3.Connection | None] = [self._idle.pop() if self._idle else None]
-            stop = threading.Event()
+            stop = [False]  # set in the Trio thread, read by the worker (a bool: no lock)
 
             def run() -> _T:
                 deadline = time.monotonic() + self._busy_timeout
@@ -214,7 +215,7 @@ class SqliteDatabase(Database):
                     except sqlite3.DatabaseError as exc:
                         raise_for_database_file(self._path, exc)  # met later, in a page
                         code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
-                        if code not in _BUSY_CODES or stop.is_set():
+                        if code not in _BUSY_CODES or stop[0]:
                             raise
                         if time.monotonic() >= deadline:
                             raise OperativeError(
@@ -223,7 +224,7 @@ class SqliteDatabase(Database):
                             ) from exc
 
             def on_cancel() -> None:
-                stop.set()
+                stop[0] = True
                 conn = holder[0]
                 if conn is not None:
                     conn.interrupt()  # thread-safe; the worker rolls back and returns

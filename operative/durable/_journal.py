@@ -442,26 +442,39 @@ class SqlCheckpointStore(SqlDurable):
         return self._db.transaction(conn, lambda conn: self._sqlite_batch(conn, batch))
 
     def _pg_one(self, conn: Any, item: _Append) -> str | None:
+        return self._pg_append(conn, item.lease, item.seq, item.rows)
+
+    def _pg_append(self, conn: Any, lease: Lease, seq: int, rows: Sequence[_Row]) -> str | None:
+        """One run's append in one statement (its own transaction); a taken ``seq`` is
+        a ``ConflictError``, a lost lease a ``LeaseLostError``."""
         try:
-            (result,) = self._pg_batch(conn, [item])
+            if 0 < len(rows) <= _PG_ONE_MAX_ROWS:
+                return self._pg_append_one(conn, lease, rows)
+            (result,) = self._pg_batch(conn, [_Append(lease, seq, list(rows))])
         except self._db.dialect.unique_violation:
-            raise ConflictError(
-                f"{item.lease.run_id}#{item.seq}", expected=None, actual=item.seq
-            ) from None
+            raise ConflictError(f"{lease.run_id}#{seq}", expected=None, actual=seq) from None
         return result.unwrap()
+
+    def _pg_append_one(self, conn: Any, lease: Lease, rows: Sequence[_Row]) -> str | None:
+        """Lock the run's row if the fence holds, insert ``rows``, return the cancel
+        reason: one statement (``rows``: 1 to ``_PG_ONE_MAX_ROWS``)."""
+        params: list[Any] = [lease.run_id, lease.fence]
+        for row in rows:
+            params.extend(row)
+        held = conn.execute(_pg_append_one(len(rows)), params).fetchall()
+        if not held:
+            raise self._lost(conn, lease)
+        cancel: str | None = held[0][0]
+        return cancel
 
     def _pg_batch(self, conn: Any, batch: Sequence[_Append]) -> list[outcome.Outcome[str | None]]:
         if len(batch) == 1 and 0 < len(batch[0].rows) <= _PG_ONE_MAX_ROWS:
             # One run (a run writing alone, or a batch failed over to one per append).
             (item,) = batch
-            lease = item.lease
-            params: list[Any] = [lease.run_id, lease.fence]
-            for row in item.rows:
-                params.extend(row)
-            held = conn.execute(_pg_append_one(len(item.rows)), params).fetchall()
-            if not held:
-                return [outcome.Error(self._lost(conn, lease))]
-            return [outcome.Value(held[0][0])]
+            try:
+                return [outcome.Value(self._pg_append_one(conn, item.lease, item.rows))]
+            except LeaseLostError as exc:  # a taken seq (or a deadlock) goes to the caller
+                return [outcome.Error(exc)]
         rows = [row for item in batch for row in item.rows]
         columns: list[list[Any]] = (
             [list(column) for column in zip(*rows, strict=True)] if rows else [[]] * 5
@@ -496,16 +509,16 @@ class SqlCheckpointStore(SqlDurable):
         """Append ``records`` from ``seq`` on if ``lease`` still holds (see the protocol)."""
         check_lease(lease)
         check_seq(seq)
-        item = _Append(lease, seq, self._rows(lease.run_id, seq, check_records(records)))
+        rows = self._rows(lease.run_id, seq, check_records(records))
         if self._queue is not None:
-            value: str | None = await self._submit(item)
+            value: str | None = await self._submit(_Append(lease, seq, rows))
             return value
         if self._db.dialect.name == "postgres":
-            return await self._db.call(lambda conn: self._pg_one(conn, item))
+            return await self._db.call(lambda conn: self._pg_append(conn, lease, seq, rows))
 
         def work(conn: Any) -> str | None:
             cancel = self._check_fence(conn, lease)
-            self._insert_rows(conn, lease.run_id, seq, item.rows)
+            self._insert_rows(conn, lease.run_id, seq, rows)
             return cancel
 
         return await self._db.write(work)

@@ -201,11 +201,12 @@ class RunWriter:
         (past now if the task is cancelled already), and :meth:`arrived` bounds it from a
         cancellation that comes while the write is made.
         """
-        shield = trio.CancelScope(shield=True)
         deadline = trio.current_effective_deadline()
         if deadline == -math.inf:  # cancelled already: the write is made, bounded
             deadline = trio.current_time()
-        shield.deadline = deadline + self.lease_seconds
+        # The bound given to the constructor: setting it afterwards costs a context
+        # manager of trio's on every commit.
+        shield = trio.CancelScope(shield=True, deadline=deadline + self.lease_seconds)
         self._in_flight = shield
         try:
             with shield:
@@ -213,11 +214,14 @@ class RunWriter:
         finally:
             self._in_flight = None
         result = self._known(made, what)
-        if trio.current_effective_deadline() == -math.inf:
-            # Cancelled meanwhile: the cancellation goes on once the write is over.
+        try:
+            # Cancelled meanwhile: the cancellation goes on once the write is over (no
+            # scheduler pass otherwise, and no walk of the cancel scopes).
+            await trio.lowlevel.checkpoint_if_cancelled()
+        except trio.Cancelled:
             if isinstance(result, outcome.Error):
                 logger.warning("%s failed as the run was stopped", what, exc_info=result.error)
-            await trio.lowlevel.checkpoint()  # raises the pending Cancelled
+            raise
         result.unwrap()
 
     async def commit_in_task(self, write: Callable[[], Awaitable[None]], what: str) -> None:
