@@ -58,7 +58,8 @@ from ._generate_phase import GeneratePhase
 from ._model import GenerateFunction
 from ._options import RunConfig
 from ._results import RunResult, StepResult
-from ._run_scope import RunScope, nothing_cancels
+from ._run_plan import RunPlan, derive_plan
+from ._run_scope import RunScope
 from ._run_state import CancelReason, RunState, run_clock
 from ._run_task import RunTask
 from ._step import StepLoop
@@ -67,7 +68,6 @@ from ._types import FinishReason, Usage
 
 if TYPE_CHECKING:
     from ..context import ContextManager
-    from ._run_plan import RunPlan
 
 __all__ = ["ActiveRun"]
 
@@ -111,16 +111,12 @@ class ActiveRun:
         hub = self._hub = EventHub()
         if plan is None:
             ext = extensions_for(config)
+            plan = derive_plan(config, ext)
             liveness = self._liveness = LivenessTracker(
                 run_id,
                 clock=now,
                 durability="process-local" if ext.durable is None else "durable",
             )
-            state = self._state = RunState(config, run_id, conversation, now, hub, liveness, ext)
-            state.plain_generate = GeneratePhase.plain_for(config, ext)
-            state.plain_tools = ToolPhase.plain_for(config, ext)
-            state.context_free = ToolPhase.context_free(config)
-            state.sealable = nothing_cancels(config, ext)
         else:
             # Driven in its caller's task when ``plan.alone``: then sealed if sealable,
             # and nothing can read its liveness.
@@ -128,11 +124,11 @@ class ActiveRun:
             liveness = self._liveness = (
                 UNREAD if plan.alone and plan.sealable else LivenessTracker(run_id, clock=now)
             )
-            state = self._state = RunState(config, run_id, conversation, now, hub, liveness, ext)
-            state.plain_generate = plan.plain_generate
-            state.plain_tools = plan.plain_tools
-            state.context_free = plan.context_free
-            state.sealable = plan.sealable
+        state = self._state = RunState(config, run_id, conversation, now, hub, liveness, ext)
+        state.plain_generate = plan.plain_generate
+        state.plain_tools = plan.plain_tools
+        state.context_free = plan.context_free
+        state.sealable = plan.sealable
         scope = self._scope = RunScope()
         answer = self._answer = FinalAnswer(state)
         loop = self._loop = StepLoop(state, answer, GeneratePhase(state), ToolPhase(state))
@@ -387,9 +383,10 @@ class ActiveRun:
         tracing (and any other wrapper) covers it exactly once."""
         state = self._state
         state.config = config
-        state.plain_generate = GeneratePhase.plain_for(config, state.ext)
-        state.plain_tools = ToolPhase.plain_for(config, state.ext)
-        state.context_free = ToolPhase.context_free(config)
+        plan = derive_plan(config, state.ext)
+        state.plain_generate = plan.plain_generate
+        state.plain_tools = plan.plain_tools
+        state.context_free = plan.context_free
 
     @property
     def pending_switch(self) -> Switch | None:

@@ -14,6 +14,8 @@ extension reads ``config.run_id``).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import msgspec
 
 from ._extension import NO_EXTENSIONS, has_features
@@ -22,7 +24,10 @@ from ._options import RunConfig
 from ._run_scope import nothing_cancels
 from ._tool_phase import ToolPhase
 
-__all__ = ["RunPlan", "plan_for"]
+if TYPE_CHECKING:
+    from ._extension import Extensions
+
+__all__ = ["RunPlan", "derive_plan", "plan_for"]
 
 
 class RunPlan(msgspec.Struct, frozen=True, gc=False):
@@ -32,7 +37,8 @@ class RunPlan(msgspec.Struct, frozen=True, gc=False):
     plain_tools: bool
     context_free: bool
     alone: bool
-    """Nothing must run beside the loop: no stall watchdog, no ``abort_on`` watcher."""
+    """Nothing must run beside the loop: no stall watchdog, ``abort_on`` watcher or
+    extension task."""
     sealable: bool
     """Run in its caller's task, nothing but the caller can cancel it."""
 
@@ -42,11 +48,16 @@ def plan_for(config: RunConfig) -> RunPlan | None:
     extensions of their own, so each works its answers out when it starts)."""
     if has_features(config):
         return None
-    ext = NO_EXTENSIONS
+    return derive_plan(config, NO_EXTENSIONS)
+
+
+def derive_plan(config: RunConfig, ext: Extensions) -> RunPlan:
+    """The answers of a run of ``config`` with the extensions ``ext`` attached (the one
+    place they are worked out: for an agent's plan, and by a run that has none)."""
     return RunPlan(
         plain_generate=GeneratePhase.plain_for(config, ext),
         plain_tools=ToolPhase.plain_for(config, ext),
         context_free=ToolPhase.context_free(config),
-        alone=config.stall_policy is None and config.abort_on is None,
+        alone=config.stall_policy is None and config.abort_on is None and not ext.start_tasks,
         sealable=nothing_cancels(config, ext),
     )

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..tools import Toolbox
 from ._extension import NO_EXTENSIONS
 from ._run_state import CancelReason
+from ._tool_phase import keeps_its_calls
 
 if TYPE_CHECKING:
     from ._extension import Extensions
@@ -55,7 +55,6 @@ def nothing_cancels(config: RunConfig, ext: Extensions) -> bool:
     or handoff reaches the run). What holds then for a run in its caller's task: its
     handle never leaves the kernel."""
     request = config.request_context
-    toolbox = config.toolbox
     return (
         ext is NO_EXTENSIONS
         and config.steering is None
@@ -63,8 +62,7 @@ def nothing_cancels(config: RunConfig, ext: Extensions) -> bool:
         and config.abort_on is None
         and config.on_approval is None
         and (request is None or request.deadline is None)
-        and toolbox.__class__ is Toolbox
-        and not toolbox.gives_context
+        and keeps_its_calls(config.toolbox)
     )
 
 

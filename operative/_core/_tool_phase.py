@@ -47,7 +47,14 @@ if TYPE_CHECKING:
     from ._options import RunConfig
     from ._run import ActiveRun
 
-__all__ = ["ToolPhase", "select_specs"]
+__all__ = ["ToolPhase", "keeps_its_calls", "select_specs"]
+
+
+def keeps_its_calls(toolbox: Toolbox) -> bool:
+    """True when ``toolbox`` hands no call a context, and with it the run: a plain
+    :class:`Toolbox` (a host's subclass may pass its context anywhere) whose tools
+    declare no ``ToolContext`` and need no per-call approval check."""
+    return toolbox.__class__ is Toolbox and not toolbox.gives_context
 
 
 class ToolPhase:
@@ -97,12 +104,7 @@ class ToolPhase:
         a plain ``Toolbox`` that hands no tool a context, and no request context binds
         the calls (its deadline, its approvals). The plain phase then calls the toolbox
         with no :class:`ExecutionContext` (it would be built for nobody each step)."""
-        toolbox = cfg.toolbox
-        return (
-            cfg.request_context is None
-            and toolbox.__class__ is Toolbox
-            and not toolbox.gives_context
-        )
+        return cfg.request_context is None and keeps_its_calls(cfg.toolbox)
 
     def execution(self, run: ActiveRun, step: int) -> ExecutionContext:
         """Where the step's calls run: the run and step, and the host's hooks."""

@@ -438,11 +438,11 @@ class SqlCheckpointStore(SqlDurable):
             except (*dialect.unique_violation, *dialect.transient):
                 # A seq taken (or the batch deadlocked): one statement per append, so
                 # only that writer learns of it.
-                return [outcome.capture(self._pg_one, conn, item) for item in batch]
+                return [
+                    outcome.capture(self._pg_append, conn, item.lease, item.seq, item.rows)
+                    for item in batch
+                ]
         return self._db.transaction(conn, lambda conn: self._sqlite_batch(conn, batch))
-
-    def _pg_one(self, conn: Any, item: _Append) -> str | None:
-        return self._pg_append(conn, item.lease, item.seq, item.rows)
 
     def _pg_append(self, conn: Any, lease: Lease, seq: int, rows: Sequence[_Row]) -> str | None:
         """One run's append in one statement (its own transaction); a taken ``seq`` is
