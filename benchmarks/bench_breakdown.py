@@ -118,6 +118,7 @@ def components() -> list[Component]:
     from operative._core._options import new_run_id
     from operative._core._results import StepResult as OpStep
     from operative._core._run import ActiveRun
+    from operative._core._run_task import drive
     from operative._core._types import ToolResult as OpToolResult
     from operative.conversation import Message as OpMessage
     from operative.conversation import tool_result_message
@@ -425,14 +426,14 @@ def components() -> list[Component]:
         heavy=True,
     )
 
-    async def drive(run: Any) -> Any:
-        await run._task.drive(run, alone=True)
+    async def driven(run: Any) -> Any:
+        await drive(run, alone=True)
         return run._outcome()
 
     add(
         "operative: `drive` in the caller's task (one step, finish included) + `_outcome`",
         "operative phase",
-        drive,
+        driven,
         prepare=lambda n: [parts(agent_conversation(None)) for _ in range(n)],
         pays={"floor": (0, 0), "floor-same-work": (0, 0), "operative": (1, 0)},
         heavy=True,

@@ -34,6 +34,7 @@ from ._core._options import (
 from ._core._results import RunResult
 from ._core._run import ActiveRun
 from ._core._run_plan import RunPlan, plan_for
+from ._core._run_task import drive
 from .conditions import StopCondition, no_tool_calls
 from .conversation import ContentPart, Conversation, ConversationHistory, Message, new_message_id
 from .conversation._tool_results import check_history
@@ -226,7 +227,7 @@ class Agent:
                     run = _new_run(config_for_run(template), conversation)
                     alone = runs_alone(run)
                 if alone:
-                    await run._task.drive(run, alone=True)
+                    await drive(run, alone=True)
                     return run._outcome()
                 return await run_in_nursery(run)
             return await run_configured(config_for_run(template), conversation)

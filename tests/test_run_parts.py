@@ -26,7 +26,6 @@ from operative._core import (
     _run,
     _run_scope,
     _run_state,
-    _run_task,
     _step,
     _tool_phase,
 )
@@ -41,7 +40,6 @@ _PARTS = (
     _generate_phase.GeneratePhase,
     _tool_phase.ToolPhase,
     _step.StepLoop,
-    _run_task.RunTask,
 )
 
 

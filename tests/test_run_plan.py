@@ -17,8 +17,10 @@ from operative import (
     Toolbox,
     create_agent,
 )
+from operative._core._event_hub import UNHEARD, EventHub
 from operative._core._run import ActiveRun
 from operative._core._run_plan import plan_for
+from operative._core._run_task import drive
 from operative.liveness import LivenessTracker, StallPolicy
 from operative.liveness._tracker import UNREAD
 from operative.tools import ExecutionContext
@@ -135,16 +137,34 @@ async def test_agent_run_shares_the_agents_configuration(monkeypatch: pytest.Mon
     assert one._state.run_id == first.run_id
 
 
-async def test_a_sealed_agent_run_has_a_tracker_nobody_reads(
+async def test_a_sealed_agent_run_has_a_tracker_nobody_reads_and_a_hub_nobody_hears(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     runs = _Runs(monkeypatch)
-    result = await create_agent(generate=one_call, tools=[add]).run("go")
+    agent = create_agent(generate=one_call, tools=[add])
+    result = await agent.run("go")
     assert result.finish_reason == "stop-condition"
-    [run] = runs.made
+    assert (await agent.run("again")).finish_reason == "stop-condition"
+    [run, again] = runs.made
     assert run._scope.sealed
-    assert run._liveness is UNREAD
+    assert run._liveness is again._liveness is UNREAD
+    assert run._hub is again._hub is UNHEARD
     assert "sealed" in repr(run)
+    # The shared hub is as it was: nothing attached, nothing wanted, never closed.
+    assert not UNHEARD.wanted
+    assert not UNHEARD._closed
+    assert not UNHEARD.has_streams
+
+
+def test_nothing_can_be_attached_to_the_hub_nobody_hears() -> None:
+    with pytest.raises(AssertionError, match="listener"):
+        UNHEARD.add_listener("*", print)
+    with pytest.raises(AssertionError, match="listener"):
+        UNHEARD.once("run.completed", print)
+    stream = UNHEARD.stream(())
+    with pytest.raises(AssertionError, match="stream"):
+        stream._subscribe()
+    assert not UNHEARD.wanted
 
 
 async def test_a_run_something_can_cancel_keeps_a_real_tracker(
@@ -157,18 +177,19 @@ async def test_a_run_something_can_cancel_keeps_a_real_tracker(
     [run] = runs.made
     assert not run._scope.sealed
     assert run._liveness.__class__ is LivenessTracker
+    assert run._hub.__class__ is EventHub
     snapshot = run.snapshot()
     assert snapshot.status == "completed"
     assert snapshot.step == 2
 
 
-async def test_a_run_whose_tracker_nobody_reads_cannot_run_unsealed() -> None:
+async def test_a_run_nobody_can_hear_or_read_cannot_run_unsealed() -> None:
     config, live = configure()
     plan = plan_for(config)
     assert plan is not None
     assert plan.alone
     assert plan.sealable
     run = ActiveRun(config, live, plan, "r1")
-    with pytest.raises(AssertionError, match="nobody reads"):
-        await run._task.drive(run)  # as a loop task: its handle would be out there
+    with pytest.raises(AssertionError, match="nobody can hear or read"):
+        await drive(run)  # as a loop task: its handle would be out there
     await trio.lowlevel.checkpoint()

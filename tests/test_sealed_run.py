@@ -29,6 +29,7 @@ from operative._core._open_run import _new_run
 from operative._core._run import ActiveRun
 from operative._core._run_scope import RunScope
 from operative._core._run_state import CancelReason
+from operative._core._run_task import drive
 from operative._core._types import FinishReason
 from operative.budgets import Budget
 from operative.liveness._tracker import UNREAD
@@ -43,7 +44,7 @@ async def _sealed_after_run(**options: Any) -> bool:
     """Run as ``run_to_end`` does, and say whether the run entered no scope."""
     config, live = configure(**options)
     run = _new_run(config, live)
-    await run._task.drive(run, alone=True)
+    await drive(run, alone=True)
     result = run._outcome()
     assert result.finish_reason == "stop-condition", result.error
     assert result.content == "done"
@@ -91,7 +92,7 @@ async def test_a_run_is_sealed_only_in_its_callers_task() -> None:
     # handle, so the scope is always entered.
     config, live = configure()
     run = _new_run(config, live)
-    await run._task.drive(run)
+    await drive(run)
     assert not run._scope.sealed
     assert run._scope.cancel_scope is not None
 
@@ -255,7 +256,7 @@ def _run_four_ways(script: list[Step], cancel_at: float | None, maximum_steps: i
             else:
                 config, live = configure(**options)
                 run = _new_run(config, live)
-                await run._task.drive(run, alone=True)
+                await drive(run, alone=True)
         assert run._scope.sealed == (how in ("sealed", "agent"))
         [result] = ended
         return summary(result), outer.cancelled_caught, sorted(executions)

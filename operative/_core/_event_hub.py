@@ -26,7 +26,15 @@ import trio
 
 from ._events import EVENT_TYPES
 
-__all__ = ["DeltaDelivery", "EventHub", "EventStream", "Listener", "Overflow"]
+__all__ = [
+    "UNHEARD",
+    "DeltaDelivery",
+    "EventHub",
+    "EventStream",
+    "Listener",
+    "Overflow",
+    "UnheardHub",
+]
 
 logger = logging.getLogger("operative.events")
 
@@ -527,3 +535,32 @@ class EventHub:
                     stream._finish()
             self._streams = ()
             self._recompute()
+
+
+class UnheardHub(EventHub):
+    """The event hub of a run nothing can listen to: a *sealed* run (see ``_run_scope``),
+    whose handle never leaves the kernel, so no listener or stream is ever attached and
+    ``wanted`` stays empty: the loop builds no event, and what clean-up sends anyway (a
+    step cut short) reaches nobody. It never changes, so every sealed run shares
+    :data:`UNHEARD`; attaching anything to it is a bug and fails loudly."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<UnheardHub>"
+
+    def _attach(self, stream: EventStream) -> None:
+        raise AssertionError("an event stream was attached to a sealed run's hub")
+
+    def add_listener(self, type: str, listener: Listener) -> Callable[[], None]:
+        raise AssertionError("a listener was added to a sealed run's hub")
+
+    def once(self, type: str, listener: Listener) -> Callable[[], None]:
+        raise AssertionError("a listener was added to a sealed run's hub")
+
+    def close(self) -> None:
+        return None  # nothing to end, and the shared hub stays as it is
+
+
+UNHEARD = UnheardHub()
+"""The one hub every sealed run shares (nothing is ever attached to it)."""

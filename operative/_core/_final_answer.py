@@ -14,14 +14,23 @@ from ._output import validate_output
 from ._results import SchemaValidation, StepResult
 from ._run_state import RunState
 
-__all__ = ["FinalAnswer"]
+__all__ = ["FinalAnswer", "answer_of"]
+
+
+def answer_of(state: RunState) -> FinalAnswer:
+    """The run's final answer record, made when something first replaces or validates
+    the answer (most runs answer with their last step's content and never make one)."""
+    answer = state.answer
+    if answer is None:
+        answer = state.answer = FinalAnswer()
+    return answer
 
 
 class FinalAnswer:
-    """What the run answers, as far as the last step's content does not say it."""
+    """What the run answers, as far as the last step's content does not say it. Kept in
+    ``RunState.answer``; it holds no reference back to the run."""
 
     __slots__ = (
-        "_state",
         "attempts",
         "content_override",
         "output",
@@ -29,8 +38,7 @@ class FinalAnswer:
         "validation",
     )
 
-    def __init__(self, state: RunState) -> None:
-        self._state = state
+    def __init__(self) -> None:
         self.content_override: str | None = None
         """The answer in place of the last step's content (written by the hooks and
         guardrails that replace it)."""
@@ -42,19 +50,18 @@ class FinalAnswer:
         self.output: Any = None
         """The validated structured output (``None`` until an answer validates)."""
 
-    def validate(self, content: str) -> tuple[bool, str | None]:
-        """Validate ``content`` against the output type: ``(ok, error message)``."""
+    def validate(self, state: RunState, content: str) -> tuple[bool, str | None]:
+        """Validate ``content`` against the run's output type: ``(ok, error message)``."""
         self.attempts += 1
-        ok, value, error = validate_output(content, self._state.config.output)
+        ok, value, error = validate_output(content, state.config.output)
         if ok:
             self.output = value
         self.validation = SchemaValidation(success=ok, error=error, attempts=self.attempts)
         return ok, error
 
-    def accept(self, step: StepResult) -> bool:
+    def accept(self, state: RunState, step: StepResult) -> bool:
         """Validate a final answer; False means the model gets another attempt."""
-        ok, error = self.validate(step.content)
-        state = self._state
+        ok, error = self.validate(state, step.content)
         if ok or self.attempts > state.config.schema_retries:
             return True
         state.conversation.append_user_message(

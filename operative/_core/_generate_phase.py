@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from ._options import RunConfig
     from ._run import ActiveRun
 
-__all__ = ["GeneratePhase"]
+__all__ = ["GeneratePhase", "charge_answer", "charge_failed"]
 
 
 class _BackpressureEvents:
@@ -201,43 +201,14 @@ class GeneratePhase:
         before an attempt, no ``validate_response`` hook. Kept in
         ``RunState.plain_generate``; the step loop then calls the model itself (one
         coroutine frame fewer per run in flight) while nobody listens, and settles the
-        answer with :meth:`failed` or :meth:`accepted`, which is what :meth:`run` would
-        do."""
+        answer with :func:`charge_failed` or :func:`charge_answer`, as :meth:`run`
+        does."""
         return (
             cfg.retry is None
             and cfg.backpressure is None
             and not ext.before_attempt
             and (cfg.hooks is NO_HOOKS or not cfg.hooks.validate_response)
         )
-
-    def failed(self, run: ActiveRun, exc: Exception, inflight: Inflight) -> None:
-        """A plain attempt raised ``exc``: what it reported spending was still paid for."""
-        spent = getattr(exc, "usage", None)
-        if isinstance(spent, Usage):
-            state = self._state
-            inflight.usage = inflight.usage + spent
-            state.usage = state.usage + spent
-            spending = state.ext.spent
-            if spending:
-                charge_extensions(run, spending, inflight.step, spent, None, "failed-attempt")
-
-    def accepted(self, run: ActiveRun, response: GenerateResponse, inflight: Inflight) -> None:
-        """Add what the answer cost to the step and the run; a progress pulse."""
-        state = self._state
-        usage = response.usage
-        if usage is not None:
-            # The step may already have paid for something (a failed attempt, a context
-            # compaction's summary); only a step that paid nothing yet skips the sum.
-            spent = inflight.usage
-            inflight.usage = usage if spent is NO_USAGE else spent + usage
-            state.usage = state.usage + usage
-            if state.ext.spent:
-                # Settled once the answer is in the transcript (``StepLoop``): it was
-                # paid for, whatever a limit says.
-                state.to_settle = charge_extensions(
-                    run, state.ext.spent, inflight.step, usage, response.model, "attempt"
-                )
-        state.liveness._progress(state.step, state.usage)
 
     async def run(
         self, run: ActiveRun, request: GenerateRequest, inflight: Inflight
@@ -321,7 +292,7 @@ class GeneratePhase:
                 request = retry.next_request(request, exc, attempt)
                 for settle in settles:  # the failed attempt's spend, before the next one
                     await settle(run)
-        self.accepted(run, response, inflight)
+        charge_answer(state, run, response, inflight)
         usage = response.usage
         total = state.usage
         if "generate.completed" in hub.wanted:
@@ -373,3 +344,34 @@ class GeneratePhase:
             if "response.validated" in hub.wanted:
                 await hub.emit(ResponseValidated(run_id=run_id, step=step, time=state.now()))
         return response
+
+
+def charge_failed(state: RunState, run: ActiveRun, exc: Exception, inflight: Inflight) -> None:
+    """A plain attempt raised ``exc``: what it reported spending was still paid for."""
+    spent = getattr(exc, "usage", None)
+    if isinstance(spent, Usage):
+        inflight.usage = inflight.usage + spent
+        state.usage = state.usage + spent
+        spending = state.ext.spent
+        if spending:
+            charge_extensions(run, spending, inflight.step, spent, None, "failed-attempt")
+
+
+def charge_answer(
+    state: RunState, run: ActiveRun, response: GenerateResponse, inflight: Inflight
+) -> None:
+    """Add what the step's answer cost to the step and the run; a progress pulse."""
+    usage = response.usage
+    if usage is not None:
+        # The step may already have paid for something (a failed attempt, a context
+        # compaction's summary); only a step that paid nothing yet skips the sum.
+        spent = inflight.usage
+        inflight.usage = usage if spent is NO_USAGE else spent + usage
+        state.usage = state.usage + usage
+        if state.ext.spent:
+            # Settled once the answer is in the transcript (``StepLoop``): it was
+            # paid for, whatever a limit says.
+            state.to_settle = charge_extensions(
+                run, state.ext.spent, inflight.step, usage, response.model, "attempt"
+            )
+    state.liveness._progress(state.step, state.usage)

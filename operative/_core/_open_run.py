@@ -3,7 +3,7 @@
 ::
 
     open_run(...)            run nursery: leaving it means every child has ended
-    ├── loop task            RunTask.drive: the run scope, the step loop, clean-up
+    ├── loop task            drive (``_run_task``): the run scope, the step loop, clean-up
     ├── stall watchdog       (stall_policy=) returns once the run's liveness is terminal
     ├── extension tasks      (a durable run's writer, which renews its lease) return
     │                        once the run ends
@@ -16,7 +16,7 @@ lives exactly as long as the run.
 loop: when nothing else must run beside it either, the loop task's work runs in the
 caller's task, under the same run scope, and no nursery is opened::
 
-    run_to_end(...)          the caller's task: RunTask.drive, then the result
+    run_to_end(...)          the caller's task: drive (``_run_task``), then the result
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from ._options import RunConfig, configure_run
 from ._results import RunResult
 from ._run import ActiveRun
 from ._run_state import CancelReason, is_shutdown, only_cancelled
+from ._run_task import drive
 from ._types import FinishReason
 
 __all__ = [
@@ -249,7 +250,7 @@ async def run_configured(config: RunConfig, live: Conversation) -> RunResult:
         # The loop task's work, in the caller's task: ``drive`` enters the run scope,
         # records the result, and raises again what came from outside (a cancelled
         # caller; Ctrl-C in a group, as from a nursery) once the run has ended.
-        await run._task.drive(run, alone=True)
+        await drive(run, alone=True)
         return run._outcome()
     return await run_in_nursery(run)
 
@@ -264,7 +265,7 @@ async def run_in_nursery(run: ActiveRun) -> RunResult:
 def _start(run: ActiveRun, nursery: trio.Nursery) -> None:
     """Start the run's loop task and what runs beside it in the run's nursery."""
     config = run._state.config
-    nursery.start_soon(run._task.drive, run, name=f"operative run {run.run_id}")
+    nursery.start_soon(drive, run, name=f"operative run {run.run_id}")
     if config.stall_policy is not None:
         watchdog = create_stall_watchdog(run._liveness, config.stall_policy, on_abort=run.abort)
         # It returns by itself once the run's liveness is terminal.

@@ -3,7 +3,7 @@
 ::
 
     open_run(...)            run nursery (``_open_run``): every child has ended on leaving
-    └── loop task            ``RunTask.drive``: the run scope (``RunScope``): abort,
+    └── loop task            ``drive`` (``_run_task``): the run scope (``RunScope``): abort,
         │                    deadline, budgets; the run's end and its result
         └── step k           ``StepLoop``: generate → assistant message → tools → stop?
             ├── generate     ``GeneratePhase``: attempts, retries, backpressure, spend
@@ -14,14 +14,18 @@ Each part owns the state it writes:
 - ``RunState``: what several parts write — the configuration, the step counter, the
   spend, the steps, the step in flight, a pending switch — and the run's fixed wiring
   (event hub, liveness tracker, extensions); every part holds it;
-- ``RunScope``: the cancel scope, its deadlines, the first reason it was cancelled for;
-- ``FinalAnswer``: an answer replacing the last step's, the structured output, its
-  validation;
-- ``GeneratePhase``: nothing beyond one call (attempts are its locals); adds the spend;
-- ``ToolPhase``: the step's results (in ``Inflight``), the elicitation handler;
+- ``RunScope``: the cancel scope, its deadlines, the first reason it was cancelled for,
+  the run's result (recorded by the loop task, it ends the run);
+- ``FinalAnswer`` (in ``RunState``, made on first use): an answer replacing the last
+  step's, the structured output, its validation;
 - ``StepLoop``: the ids of the transcript's calls, the context manager, the steering
-  cursor;
-- ``RunTask``: the run's result (recorded, it ends the run scope).
+  cursor; and, made on first use (a plain step needs neither):
+- ``GeneratePhase``: nothing beyond one call (attempts are its locals); adds the spend;
+- ``ToolPhase``: the step's results (in ``Inflight``), the elicitation handler.
+
+A sealed run (``_run_scope``) shares one hub nobody hears and one liveness tracker
+nobody reads with every other sealed run: its parts are the handle, its state, its
+scope and its step loop.
 
 No part keeps the run handle (it is passed down to what extensions and tools are
 given), so a run that has ended is freed by reference counting, not by the collector.
@@ -43,7 +47,7 @@ from ..liveness import (
 )
 from ..liveness._tracker import UNREAD
 from ._errors import CleanupError, InvalidArgument, OutputValidationError
-from ._event_hub import EventHub, EventStream, Listener, Overflow
+from ._event_hub import UNHEARD, EventHub, EventStream, Listener, Overflow
 from ._events import Event
 from ._extension import (
     NO_EXTENSIONS,
@@ -53,17 +57,14 @@ from ._extension import (
     charge_extensions,
     extensions_for,
 )
-from ._final_answer import FinalAnswer
-from ._generate_phase import GeneratePhase
+from ._final_answer import answer_of
 from ._model import GenerateFunction
 from ._options import RunConfig
 from ._results import RunResult, StepResult
 from ._run_plan import RunPlan, derive_plan
 from ._run_scope import RunScope
 from ._run_state import CancelReason, RunState, run_clock
-from ._run_task import RunTask
 from ._step import StepLoop
-from ._tool_phase import ToolPhase
 from ._types import FinishReason, Usage
 
 if TYPE_CHECKING:
@@ -83,13 +84,11 @@ class ActiveRun:
     """
 
     __slots__ = (
-        "_answer",
         "_hub",
         "_liveness",
         "_loop",
         "_scope",
         "_state",
-        "_task",
         "conversation",
         "run_id",
     )
@@ -108,7 +107,6 @@ class ActiveRun:
         self.conversation: Conversation = conversation
         """The run's live conversation (shared with the caller when one was passed)."""
         now = run_clock()
-        hub = self._hub = EventHub()
         if plan is None:
             ext = extensions_for(config)
             plan = derive_plan(config, ext)
@@ -117,22 +115,23 @@ class ActiveRun:
                 clock=now,
                 durability="process-local" if ext.durable is None else "durable",
             )
+            hub = self._hub = EventHub()
         else:
-            # Driven in its caller's task when ``plan.alone``: then sealed if sealable,
-            # and nothing can read its liveness.
             ext = NO_EXTENSIONS
-            liveness = self._liveness = (
-                UNREAD if plan.alone and plan.sealable else LivenessTracker(run_id, clock=now)
-            )
+            if plan.alone and plan.sealable:
+                # Driven in its caller's task, sealed: nothing can hear or read it.
+                hub = self._hub = UNHEARD
+                liveness = self._liveness = UNREAD
+            else:
+                hub = self._hub = EventHub()
+                liveness = self._liveness = LivenessTracker(run_id, clock=now)
         state = self._state = RunState(config, run_id, conversation, now, hub, liveness, ext)
         state.plain_generate = plan.plain_generate
         state.plain_tools = plan.plain_tools
         state.context_free = plan.context_free
         state.sealable = plan.sealable
-        scope = self._scope = RunScope()
-        answer = self._answer = FinalAnswer(state)
-        loop = self._loop = StepLoop(state, answer, GeneratePhase(state), ToolPhase(state))
-        self._task = RunTask(state, scope, answer, loop)
+        self._scope = RunScope()
+        self._loop = StepLoop(state)
 
     def __repr__(self) -> str:
         liveness = self._liveness
@@ -241,7 +240,7 @@ class ActiveRun:
 
     def _outcome(self) -> RunResult:
         """The recorded result (the run has ended), or its clean-up's failure raised."""
-        result = self._task.result
+        result = self._scope.result
         assert result is not None
         if result.error.__class__ is CleanupError:
             raise result.error
@@ -258,7 +257,7 @@ class ActiveRun:
             CleanupError: the clean-up did not finish (the acknowledgement failed).
         """
         await self._scope.wait_ended()
-        result = self._task.result
+        result = self._scope.result
         assert result is not None
         if result.error.__class__ is CleanupError:
             raise result.error
@@ -320,7 +319,7 @@ class ActiveRun:
     @property
     def ended_result(self) -> RunResult | None:
         """The run's result once it has ended (synchronous; ``None`` before)."""
-        return self._task.result
+        return self._scope.result
 
     def watch_cancellation(self, watcher: Callable[[float | None], None] | None) -> None:
         """Have ``watcher`` told, synchronously, when the run scope is cancelled
@@ -475,9 +474,9 @@ class ActiveRun:
     def answer(self) -> str:
         """The run's final answer as it stands (the last step's content, or what replaced
         it)."""
-        override = self._answer.content_override
-        if override is not None:
-            return override
+        answer = self._state.answer
+        if answer is not None and answer.content_override is not None:
+            return answer.content_override
         steps = self._state.steps
         return steps[-1].content if steps else ""
 
@@ -485,9 +484,11 @@ class ActiveRun:
         """Make ``content`` the run's final answer (an output guardrail's rewrite); a run
         with a structured ``output`` type validates it again. The transcript is the
         caller's to change."""
-        self._answer.content_override = content
-        if self._state.config.output is not None:
-            self._answer.validate(content)
+        state = self._state
+        answer = answer_of(state)
+        answer.content_override = content
+        if state.config.output is not None:
+            answer.validate(state, content)
 
     @property
     def context_manager(self) -> ContextManager | None:
@@ -527,4 +528,4 @@ class ActiveRun:
 
     @property
     def _result(self) -> RunResult | None:
-        return self._task.result
+        return self._scope.result

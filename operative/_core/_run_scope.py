@@ -28,6 +28,7 @@ from ._tool_phase import keeps_its_calls
 if TYPE_CHECKING:
     from ._extension import Extensions
     from ._options import RunConfig
+    from ._results import RunResult
 
 __all__ = ["RunScope", "nothing_cancels"]
 
@@ -68,8 +69,8 @@ def nothing_cancels(config: RunConfig, ext: Extensions) -> bool:
 
 class RunScope:
     """A run's cancel scope, its deadlines, the first reason it was cancelled for, and
-    whether the run has ended (set by ``RunTask`` once the result is recorded, like a
-    ``trio.Event``)."""
+    the run's result, with whether it has ended (set by the loop task once the result is
+    recorded, like a ``trio.Event``)."""
 
     __slots__ = (
         "_ended",
@@ -77,6 +78,7 @@ class RunScope:
         "cancel_scope",
         "deadlines",
         "reason",
+        "result",
         "sealed",
         "watcher",
     )
@@ -91,6 +93,8 @@ class RunScope:
         """Why the scope was cancelled, first come (written by :meth:`cancel` only)."""
         self.deadlines: list[tuple[float, CancelReason]] | None = None
         """The deadlines added, with their reasons (made on the first one)."""
+        self.result: RunResult | None = None
+        """The run's result, once it has ended (recorded by the loop task, ``drive``)."""
         self._ended = False
         """True once the run has ended (``end``): cancelling then does nothing."""
         self._ended_event: trio.Event | None = None
@@ -148,7 +152,7 @@ class RunScope:
         return self._ended
 
     def end(self) -> None:
-        """The run has ended and its result is recorded (``RunTask`` only)."""
+        """The run has ended and its result is recorded (the loop task only)."""
         self._ended = True
         if self._ended_event is not None:
             self._ended_event.set()

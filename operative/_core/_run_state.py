@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..liveness import LivenessTracker
     from ._event_hub import EventHub
     from ._extension import Extensions, Settle, Switch
+    from ._final_answer import FinalAnswer
     from ._options import RunConfig
     from ._results import StepResult
 
@@ -124,6 +125,7 @@ class RunState:
     every other part only reads it. The rest is set once, here."""
 
     __slots__ = (
+        "answer",
         "config",
         "context_free",
         "conversation",
@@ -170,23 +172,26 @@ class RunState:
         self.ext = ext
         """The features attached to the run, by the boundaries they override."""
         self.started_at: float | None = None
-        """When the loop task started, on the run's clock. Written by ``RunTask``."""
+        """When the loop task started, on the run's clock. Written by the loop task (``drive``)."""
         self.step = 0
         """The step in progress (0 before the first). Written by ``StepLoop``."""
         self.usage = NO_USAGE
         """What the run spent so far. Written by ``GeneratePhase`` (model calls),
         ``StepLoop`` (a compaction's summary) and ``ActiveRun.charge``/``resume_from``."""
         self.steps: list[StepResult] = []
-        """The steps completed. Appended by ``StepLoop``, ``RunTask`` (a step cut short)
+        """The steps completed. Appended by ``StepLoop``, the loop task (a step cut short)
         and ``ActiveRun.resume_from`` (a journal's steps)."""
         self.inflight: Inflight | None = None
-        """The step in progress. Set by ``StepLoop``, taken by ``RunTask`` at the end."""
+        """The step in progress. Set by ``StepLoop``, taken by the loop task at the end."""
         self.switch: Switch | None = None
         """A switch a tool asked for in this step (``ActiveRun.request_switch``), applied
         and cleared by ``StepLoop`` at the step's end."""
         self.to_settle: tuple[Settle, ...] = ()
         """What extensions asked to do about the step's answer's spend once the answer
         is recorded. Written by ``GeneratePhase``, awaited and cleared by ``StepLoop``."""
+        self.answer: FinalAnswer | None = None
+        """What the run answers where its last step's content does not say it (an
+        answer replaced, a structured output): made on first use (``answer_of``)."""
         self.plain_generate = False
         """``GeneratePhase.plain_for(config, ext)``, kept with ``config``. Written by
         ``ActiveRun`` whenever it sets the configuration."""

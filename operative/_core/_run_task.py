@@ -2,7 +2,7 @@
 
 ::
 
-    loop task (RunTask.drive)
+    loop task (drive)
     ├── start      liveness, ``run.started``, the transcript repaired, deadlines set
     ├── run scope  ``run_started`` extensions (a budget adds its deadline),
     │              ``on_run_start`` hooks, the step loop (wrapped by ``wrap_loop``
@@ -13,7 +13,11 @@
                    terminal event sent, the event hub closed
 
 Whoever cancels the run scope first records why (``RunScope``), so the finish reason is
-exact. The task owns the run's result and ends the run scope once it is recorded.
+exact. The task records the run's result in the run scope, which ends it.
+
+These are functions of the run's handle, not a part of their own: the loop task keeps
+nothing of its own but locals (one object fewer a run), and reads the parts the handle
+is composed of (``_run``).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from ..hooks import call_hook
 from ..liveness import terminal_status
 from ..liveness._tracker import UNREAD
 from ._errors import CleanupError, HookError
+from ._event_hub import UNHEARD
 from ._events import (
     RunAborted,
     RunCompleted,
@@ -44,18 +49,16 @@ from ._events import (
     StepAborted,
 )
 from ._extension import ResumePoint
-from ._final_answer import FinalAnswer
+from ._final_answer import answer_of
 from ._results import RunResult, StepResult
-from ._run_scope import RunScope
 from ._run_state import CancelReason, RunState, is_shutdown
-from ._step import StepLoop
 from ._types import FinishReason
 
 if TYPE_CHECKING:
     from ..steering import SteeringOutcome
     from ._run import ActiveRun
 
-__all__ = ["RunTask"]
+__all__ = ["drive"]
 
 _UNFINISHED_DURABLE = (
     "committing its outcome took over cleanup_timeout={timeout:g}s; the stored run stays "
@@ -80,362 +83,334 @@ _STEERING_EVENTS: dict[str, Any] = {
 }
 
 
-class RunTask:
-    """What the run's loop task does around the step loop, and the result it records."""
+async def drive(run: ActiveRun, *, alone: bool = False) -> None:
+    """The loop task of ``run``: start, run the steps in the run scope, end. What
+    came from outside the run (its caller cancelled, Ctrl-C) is raised again after
+    the end. The parts of a run never keep its handle (it is passed down), so a run
+    that has ended is freed by reference counting, with no reference cycle.
 
-    __slots__ = (
-        "_answer",
-        "_loop",
-        "_scope",
-        "_state",
-        "result",
-    )
-
-    def __init__(
-        self,
-        state: RunState,
-        scope: RunScope,
-        answer: FinalAnswer,
-        loop: StepLoop,
-    ) -> None:
-        self._state = state
-        self._scope = scope
-        self._answer = answer
-        self._loop = loop
-        self.result: RunResult | None = None
-        """The run's result, once it has ended."""
-
-    async def drive(self, run: ActiveRun, *, alone: bool = False) -> None:
-        """The loop task of ``run``: start, run the steps in the run scope, end. What
-        came from outside the run (its caller cancelled, Ctrl-C) is raised again after
-        the end. The parts of a run never keep its handle (it is passed down), so a run
-        that has ended is freed by reference counting, with no reference cycle.
-
-        ``alone``: the run has no nursery (it runs in its caller's task); what escapes
-        it other than a cancellation comes out in a group, as from the run's nursery,
-        so the caller sees what it would see of a nursery-backed run."""
-        try:
-            finish: FinishReason | None = None
-            error: BaseException | None = None
-            escaping: BaseException | None = None
-            state = self._state
-            scope = self._scope
-            started_at = state.started_at = state.now()
-            state.liveness._start_at(started_at)
-            hub = state.hub
-            if "run.started" in hub.wanted:
-                hub.emit_nowait(
-                    RunStarted(
-                        run_id=state.run_id, time=started_at, agent_name=state.config.agent_name
-                    )
-                )
-            for message in state.conversation._messages:
-                if message.tool_calls:
-                    # A call left open by an earlier, cut-short turn is answered before the
-                    # model sees the transcript (providers reject open calls); the run never
-                    # leaves one.
-                    repair_dangling_tool_calls(
-                        state.conversation, "the turn that made this call ended before it settled"
-                    )
-                    # Ids an earlier turn used are taken.
-                    self._loop.take_call_ids()
-                    break
-            request = state.config.request_context
-            if request is not None and request.deadline is not None:
-                # The request's deadline is wall-clock time; the run scope's is trio's.
-                scope.add_deadline(
-                    state.now() + (request.deadline - time.time()),
-                    CancelReason(_ABORTED, "the request this run acts for passed its deadline"),
-                )
-            remove_steering_listener = (
-                None if state.config.steering is None else self._listen_to_steering()
-            )
-            sealed = alone and state.sealable
-            if not sealed and state.liveness is UNREAD:
-                raise AssertionError("a run whose liveness nobody reads must run sealed")
-            try:
-                # A sealed run (alone, and nothing but its caller can cancel it) enters
-                # no cancel scope of its own: see ``_run_scope``.
-                with scope.enter(sealed):
-                    try:
-                        ext = state.ext
-                        resume: ResumePoint | None = None
-                        for extension in ext.run_started:
-                            resume = await extension.run_started(run) or resume
-                        for hook in state.config.hooks.on_run_start:
-                            await call_hook(hook, state.hook_context())
-                        if ext.wrap_loop or resume is not None:
-                            loop: Callable[[], Awaitable[FinishReason]] = functools.partial(
-                                self._loop.run, run, resume
-                            )
-                            for extension in ext.wrap_loop:
-                                loop = extension.wrap_loop(run, loop)
-                            finish = await loop()
-                        else:
-                            finish = await self._loop.run(run)
-                    except Exception as exc:
-                        finish, error = await self._recover(exc)
-            except Exception as exc:
-                # A failure that met a cancellation of the run scope (e.g. a tool task that
-                # raised while an abort was landing): the scope took the Cancelled out of
-                # the group; what is left is the run's error, not the caller's.
-                finish, error = _ERROR, exc
-            except BaseException as exc:  # cancelled from outside the run, KeyboardInterrupt
-                escaping = exc
-            reason: str | None = None
-            if finish is not None and error is None and scope.reason is not None:
-                # Asked to stop (an abort, a stall, a budget) in the tick the loop came back
-                # in, with no checkpoint left to raise it: the first recorded reason stands.
-                finish, reason = scope.reason.finish_reason, scope.reason.message
-            if finish is None:
-                cancel = scope.reason
-                if escaping is not None:
-                    finish = _ABORTED
-                    reason = cancel.message if cancel else "the run's caller was cancelled"
-                else:
-                    if cancel is None:
-                        cancel = scope.deadline_reason()
-                        if cancel is not None and cancel.describe is not None:
-                            # A feature's deadline (a budget's) says how far past it the run went.
-                            cancel = CancelReason(cancel.finish_reason, cancel.describe())
-                    assert cancel is not None, "the run scope was cancelled without a reason"
-                    finish, reason = cancel.finish_reason, cancel.message
-            if remove_steering_listener is not None:
-                remove_steering_listener()
-            # Cancelled from outside with no abort asked for, or interrupted (Ctrl-C): the
-            # process is shutting down, and a durable run is left for another worker (or
-            # recover()) instead of ending here.
-            cancel = scope.reason
-            if cancel is not None:
-                shutdown = cancel.shutdown  # an abort asked for first still ends the run
-            else:
-                shutdown = escaping is not None and is_shutdown(escaping)
-            await self._finish(run, finish, error, reason, shutdown=shutdown)
-            if escaping is not None:
-                raise escaping
-        except trio.Cancelled:
-            raise
-        except BaseException as exc:
-            if not alone:
-                raise
-            # What the run's nursery would raise (see ``run_configured``).
-            raise BaseExceptionGroup("Exceptions from Trio nursery", [exc]) from None
-
-    def _listen_to_steering(self) -> Callable[[], None] | None:
-        """Announce the outcomes of the session's steering commands as run events."""
-        add = getattr(self._state.config.steering, "add_listener", None)
-        if add is None:
-            return None
-        state = self._state
+    ``alone``: the run has no nursery (it runs in its caller's task); what escapes
+    it other than a cancellation comes out in a group, as from the run's nursery,
+    so the caller sees what it would see of a nursery-backed run."""
+    try:
+        finish: FinishReason | None = None
+        error: BaseException | None = None
+        escaping: BaseException | None = None
+        state = run._state
+        scope = run._scope
+        started_at = state.started_at = state.now()
+        state.liveness._start_at(started_at)
         hub = state.hub
-
-        def announce(outcome: SteeringOutcome) -> None:
-            event_class = _STEERING_EVENTS.get(outcome.status)
-            if event_class is None or not hub.wants(outcome.event_type):
-                return
-            command = outcome.command
+        if "run.started" in hub.wanted:
             hub.emit_nowait(
-                event_class(
-                    run_id=state.run_id,
-                    step=state.step,
-                    time=state.now(),
-                    session_id=outcome.session_id,
-                    command_id=outcome.command_id,
-                    command=command.__struct_config__.tag,
-                    config_version=outcome.config_version,
-                    reason=outcome.reason,
-                )
+                RunStarted(run_id=state.run_id, time=started_at, agent_name=state.config.agent_name)
             )
-
-        remove: Callable[[], None] = add(announce)
-        return remove
-
-    async def _recover(self, exc: Exception) -> tuple[FinishReason, BaseException | None]:
-        """Offer a failure to the ``on_error`` hooks; one may turn it into an answer."""
-        hooks = self._state.config.hooks.on_error
-        if not hooks:
-            return _ERROR, exc
-        context = self._state.hook_context()
-        for hook in hooks:
-            try:
-                answer = await call_hook(hook, exc, context)
-            except Exception as hook_exc:
-                return _ERROR, hook_exc
-            if answer is not None:
-                if not isinstance(answer, str):
-                    return _ERROR, HookError(
-                        f"on_error hook {hook!r} returned {type(answer).__name__}; "
-                        "return a str (the final answer) or None"
-                    )
-                self._answer.content_override = answer
-                self._answer.recovered_error = f"{type(exc).__name__}: {exc}"
-                return FinishReason.STOP_CONDITION, None
-        return _ERROR, exc
-
-    async def _finish(
-        self,
-        run: ActiveRun,
-        finish: FinishReason,
-        error: BaseException | None,
-        reason: str | None,
-        *,
-        shutdown: bool = False,
-    ) -> None:
-        """Repair, record and announce the end of the run.
-
-        Everything here is synchronous except the ``run_stopped`` extensions and the
-        ``on_run_end`` hooks, then the ``run_ending`` extensions, which run shielded from
-        cancellation and bounded by ``cleanup_timeout``.
-        """
-        state = self._state
-        cfg = state.config
-        hub = state.hub
-        run_id = state.run_id
-        conversation = state.conversation
-        answer = self._answer
-        now = state.now()
-        inflight = state.inflight
-        state.inflight = None
-        why = reason or (f"{type(error).__name__}: {error}" if error is not None else "")
-        # A completed step announced itself (emission is all or nothing); only a step cut
-        # short is settled here.
-        if inflight is not None and not inflight.completed:
-            if inflight.generated:
-                if inflight.settled:
-                    # The step's results are in the transcript already; what cut it
-                    # short came after (its journal record, its event).
-                    results = tuple(r for r in inflight.results if r is not None)
-                else:
-                    results = tuple(
-                        r if r is not None else cancelled_result(call, why)
-                        for r, call in zip(
-                            inflight.results or [None] * len(inflight.calls),
-                            inflight.calls,
-                            strict=True,
-                        )
-                    )
-                    conversation.extend([tool_result_message(r) for r in results])
-                state.steps.append(
-                    StepResult(
-                        step=inflight.step,
-                        content=inflight.content,
-                        tool_calls=inflight.calls,
-                        results=results,
-                        usage=inflight.usage,
-                        run_usage=state.usage,
-                        aborted=True,
-                        stop_reason=inflight.stop_reason,
-                    )
+        for message in state.conversation._messages:
+            if message.tool_calls:
+                # A call left open by an earlier, cut-short turn is answered before the
+                # model sees the transcript (providers reject open calls); the run never
+                # leaves one.
+                repair_dangling_tool_calls(
+                    state.conversation, "the turn that made this call ended before it settled"
                 )
-            hub.emit_nowait(StepAborted(run_id=run_id, step=inflight.step, time=now, reason=why))
-
-        steps = tuple(state.steps)
-        content = answer.content_override
-        if content is None:
-            content = steps[-1].content if steps else ""
-        result = RunResult(
-            conversation=conversation,
-            steps=steps,
-            content=content,
-            usage=state.usage,
-            finish_reason=finish,
-            error=error,
-            output=answer.output,
-            schema_validation=answer.validation,
-            run_id=run_id,
-            abort_reason=reason,
+                # Ids an earlier turn used are taken.
+                run._loop.take_call_ids()
+                break
+        request = state.config.request_context
+        if request is not None and request.deadline is not None:
+            # The request's deadline is wall-clock time; the run scope's is trio's.
+            scope.add_deadline(
+                state.now() + (request.deadline - time.time()),
+                CancelReason(_ABORTED, "the request this run acts for passed its deadline"),
+            )
+        remove_steering_listener = (
+            None if state.config.steering is None else _listen_to_steering(state)
         )
-        unfinished: str | None = None
-        cause: BaseException | None = None
-        stopped = state.ext.run_stopped
-        if cfg.hooks.on_run_end or stopped:
-            with trio.CancelScope(shield=True), trio.move_on_after(cfg.cleanup_timeout) as cleanup:
-                for extension in stopped:
-                    try:
-                        await extension.run_stopped(run, result)
-                    except Exception as exc:
-                        if result.finish_reason is not _ERROR:
-                            result = msgspec.structs.replace(
-                                result, finish_reason=_ERROR, error=exc
-                            )
-                for hook in cfg.hooks.on_run_end:
-                    try:
-                        await call_hook(hook, result)
-                    except Exception as exc:
-                        logger.exception("on_run_end hook %r raised", hook)
-                        if result.finish_reason is not _ERROR:
-                            result = msgspec.structs.replace(
-                                result, finish_reason=_ERROR, error=exc
-                            )
-            if cleanup.cancelled_caught:
-                unfinished = (
-                    f"its on_run_end hooks did not finish within cleanup_timeout="
-                    f"{cfg.cleanup_timeout:g}s"
-                )
-        for extension in state.ext.run_ending:
-            failed: BaseException | None = None
-            with trio.CancelScope(shield=True), trio.move_on_after(cfg.cleanup_timeout) as cleanup:
+        sealed = alone and state.sealable
+        if not sealed and (state.liveness is UNREAD or hub is UNHEARD):
+            raise AssertionError("a run nobody can hear or read must run sealed")
+        try:
+            # A sealed run (alone, and nothing but its caller can cancel it) enters
+            # no cancel scope of its own: see ``_run_scope``.
+            with scope.enter(sealed):
                 try:
-                    result = await extension.run_ending(run, result, shutdown=shutdown)
+                    ext = state.ext
+                    resume: ResumePoint | None = None
+                    for extension in ext.run_started:
+                        resume = await extension.run_started(run) or resume
+                    for hook in state.config.hooks.on_run_start:
+                        await call_hook(hook, state.hook_context())
+                    if ext.wrap_loop or resume is not None:
+                        loop: Callable[[], Awaitable[FinishReason]] = functools.partial(
+                            run._loop.run, run, resume
+                        )
+                        for extension in ext.wrap_loop:
+                            loop = extension.wrap_loop(run, loop)
+                        finish = await loop()
+                    else:
+                        finish = await run._loop.run(run)
                 except Exception as exc:
-                    failed = exc
-            if cleanup.cancelled_caught:
-                template = _UNFINISHED_DURABLE if extension.durable else _UNFINISHED
-                unfinished = template.format(timeout=cfg.cleanup_timeout, extension=extension)
-            elif failed is not None:
-                cause = failed
-                template = _FAILED_DURABLE if extension.durable else _FAILED
-                unfinished = template.format(error=f"{type(failed).__name__}: {failed}")
-        if unfinished is not None:
-            logger.error("run %s ended (%s) but %s", run_id, result.finish_reason, unfinished)
-            failure = CleanupError(
-                f"run {run_id} ended ({result.finish_reason}) but {unfinished}",
-                run_id=run_id,
-                result=result,
-            )
-            failure.__cause__ = cause
-            result = msgspec.structs.replace(result, finish_reason=_ERROR, error=failure)
-        self.result = result
-        finish = result.finish_reason
-        # Read again only if the clean-up above could have taken time.
-        end = state.now() if cfg.hooks.on_run_end or stopped or state.ext.run_ending else now
-        step = state.step
-        usage = state.usage
-        # The terminal event is built only when someone listens (a stream ends on close).
-        announce = bool(hub.wanted)
-        if announce:
-            if finish is _ERROR:
-                terminal: Any = RunError(
-                    run_id=run_id,
-                    step=step,
-                    time=end,
-                    error=str(result.error),
-                    error_type=type(result.error).__name__,
-                    usage=usage,
-                    steps=len(steps),
-                )
-            elif finish is _ABORTED:
-                terminal = RunAborted(
-                    run_id=run_id,
-                    step=step,
-                    time=end,
-                    reason=reason or "",
-                    usage=usage,
-                    steps=len(steps),
-                )
+                    finish, error = await _recover(state, exc)
+        except Exception as exc:
+            # A failure that met a cancellation of the run scope (e.g. a tool task that
+            # raised while an abort was landing): the scope took the Cancelled out of
+            # the group; what is left is the run's error, not the caller's.
+            finish, error = _ERROR, exc
+        except BaseException as exc:  # cancelled from outside the run, KeyboardInterrupt
+            escaping = exc
+        reason: str | None = None
+        if finish is not None and error is None and scope.reason is not None:
+            # Asked to stop (an abort, a stall, a budget) in the tick the loop came back
+            # in, with no checkpoint left to raise it: the first recorded reason stands.
+            finish, reason = scope.reason.finish_reason, scope.reason.message
+        if finish is None:
+            cancel = scope.reason
+            if escaping is not None:
+                finish = _ABORTED
+                reason = cancel.message if cancel else "the run's caller was cancelled"
             else:
-                terminal = RunCompleted(
-                    run_id=run_id,
-                    step=step,
-                    time=end,
-                    finish_reason=finish,
-                    content=content,
-                    usage=usage,
-                    steps=len(steps),
-                    recovered_error=answer.recovered_error,
+                if cancel is None:
+                    cancel = scope.deadline_reason()
+                    if cancel is not None and cancel.describe is not None:
+                        # A feature's deadline (a budget's) says how far past it the run went.
+                        cancel = CancelReason(cancel.finish_reason, cancel.describe())
+                assert cancel is not None, "the run scope was cancelled without a reason"
+                finish, reason = cancel.finish_reason, cancel.message
+        if remove_steering_listener is not None:
+            remove_steering_listener()
+        # Cancelled from outside with no abort asked for, or interrupted (Ctrl-C): the
+        # process is shutting down, and a durable run is left for another worker (or
+        # recover()) instead of ending here.
+        cancel = scope.reason
+        if cancel is not None:
+            shutdown = cancel.shutdown  # an abort asked for first still ends the run
+        else:
+            shutdown = escaping is not None and is_shutdown(escaping)
+        await _finish(run, finish, error, reason, shutdown=shutdown)
+        if escaping is not None:
+            raise escaping
+    except trio.Cancelled:
+        raise
+    except BaseException as exc:
+        if not alone:
+            raise
+        # What the run's nursery would raise (see ``run_configured``).
+        raise BaseExceptionGroup("Exceptions from Trio nursery", [exc]) from None
+
+
+def _listen_to_steering(state: RunState) -> Callable[[], None] | None:
+    """Announce the outcomes of the session's steering commands as run events."""
+    add = getattr(state.config.steering, "add_listener", None)
+    if add is None:
+        return None
+    hub = state.hub
+
+    def announce(outcome: SteeringOutcome) -> None:
+        event_class = _STEERING_EVENTS.get(outcome.status)
+        if event_class is None or not hub.wants(outcome.event_type):
+            return
+        command = outcome.command
+        hub.emit_nowait(
+            event_class(
+                run_id=state.run_id,
+                step=state.step,
+                time=state.now(),
+                session_id=outcome.session_id,
+                command_id=outcome.command_id,
+                command=command.__struct_config__.tag,
+                config_version=outcome.config_version,
+                reason=outcome.reason,
+            )
+        )
+
+    remove: Callable[[], None] = add(announce)
+    return remove
+
+
+async def _recover(state: RunState, exc: Exception) -> tuple[FinishReason, BaseException | None]:
+    """Offer a failure to the ``on_error`` hooks; one may turn it into an answer."""
+    hooks = state.config.hooks.on_error
+    if not hooks:
+        return _ERROR, exc
+    context = state.hook_context()
+    for hook in hooks:
+        try:
+            answer = await call_hook(hook, exc, context)
+        except Exception as hook_exc:
+            return _ERROR, hook_exc
+        if answer is not None:
+            if not isinstance(answer, str):
+                return _ERROR, HookError(
+                    f"on_error hook {hook!r} returned {type(answer).__name__}; "
+                    "return a str (the final answer) or None"
                 )
-        state.liveness._end(terminal_status(finish), finish, step, usage, end)
-        if announce:
-            hub.emit_nowait(terminal)
-        self._scope.end()
-        hub.close()
+            replaced = answer_of(state)
+            replaced.content_override = answer
+            replaced.recovered_error = f"{type(exc).__name__}: {exc}"
+            return FinishReason.STOP_CONDITION, None
+    return _ERROR, exc
+
+
+async def _finish(
+    run: ActiveRun,
+    finish: FinishReason,
+    error: BaseException | None,
+    reason: str | None,
+    *,
+    shutdown: bool = False,
+) -> None:
+    """Repair, record and announce the end of the run.
+
+    Everything here is synchronous except the ``run_stopped`` extensions and the
+    ``on_run_end`` hooks, then the ``run_ending`` extensions, which run shielded from
+    cancellation and bounded by ``cleanup_timeout``.
+    """
+    state = run._state
+    cfg = state.config
+    hub = state.hub
+    run_id = state.run_id
+    conversation = state.conversation
+    answer = state.answer
+    now = state.now()
+    inflight = state.inflight
+    state.inflight = None
+    why = reason or (f"{type(error).__name__}: {error}" if error is not None else "")
+    # A completed step announced itself (emission is all or nothing); only a step cut
+    # short is settled here.
+    if inflight is not None and not inflight.completed:
+        if inflight.generated:
+            if inflight.settled:
+                # The step's results are in the transcript already; what cut it
+                # short came after (its journal record, its event).
+                results = tuple(r for r in inflight.results if r is not None)
+            else:
+                results = tuple(
+                    r if r is not None else cancelled_result(call, why)
+                    for r, call in zip(
+                        inflight.results or [None] * len(inflight.calls),
+                        inflight.calls,
+                        strict=True,
+                    )
+                )
+                conversation.extend([tool_result_message(r) for r in results])
+            state.steps.append(
+                StepResult(
+                    step=inflight.step,
+                    content=inflight.content,
+                    tool_calls=inflight.calls,
+                    results=results,
+                    usage=inflight.usage,
+                    run_usage=state.usage,
+                    aborted=True,
+                    stop_reason=inflight.stop_reason,
+                )
+            )
+        hub.emit_nowait(StepAborted(run_id=run_id, step=inflight.step, time=now, reason=why))
+
+    steps = tuple(state.steps)
+    content = None if answer is None else answer.content_override
+    if content is None:
+        content = steps[-1].content if steps else ""
+    result = RunResult(
+        conversation=conversation,
+        steps=steps,
+        content=content,
+        usage=state.usage,
+        finish_reason=finish,
+        error=error,
+        output=None if answer is None else answer.output,
+        schema_validation=None if answer is None else answer.validation,
+        run_id=run_id,
+        abort_reason=reason,
+    )
+    unfinished: str | None = None
+    cause: BaseException | None = None
+    stopped = state.ext.run_stopped
+    if cfg.hooks.on_run_end or stopped:
+        with trio.CancelScope(shield=True), trio.move_on_after(cfg.cleanup_timeout) as cleanup:
+            for extension in stopped:
+                try:
+                    await extension.run_stopped(run, result)
+                except Exception as exc:
+                    if result.finish_reason is not _ERROR:
+                        result = msgspec.structs.replace(result, finish_reason=_ERROR, error=exc)
+            for hook in cfg.hooks.on_run_end:
+                try:
+                    await call_hook(hook, result)
+                except Exception as exc:
+                    logger.exception("on_run_end hook %r raised", hook)
+                    if result.finish_reason is not _ERROR:
+                        result = msgspec.structs.replace(result, finish_reason=_ERROR, error=exc)
+        if cleanup.cancelled_caught:
+            unfinished = (
+                f"its on_run_end hooks did not finish within cleanup_timeout="
+                f"{cfg.cleanup_timeout:g}s"
+            )
+    for extension in state.ext.run_ending:
+        failed: BaseException | None = None
+        with trio.CancelScope(shield=True), trio.move_on_after(cfg.cleanup_timeout) as cleanup:
+            try:
+                result = await extension.run_ending(run, result, shutdown=shutdown)
+            except Exception as exc:
+                failed = exc
+        if cleanup.cancelled_caught:
+            template = _UNFINISHED_DURABLE if extension.durable else _UNFINISHED
+            unfinished = template.format(timeout=cfg.cleanup_timeout, extension=extension)
+        elif failed is not None:
+            cause = failed
+            template = _FAILED_DURABLE if extension.durable else _FAILED
+            unfinished = template.format(error=f"{type(failed).__name__}: {failed}")
+    if unfinished is not None:
+        logger.error("run %s ended (%s) but %s", run_id, result.finish_reason, unfinished)
+        failure = CleanupError(
+            f"run {run_id} ended ({result.finish_reason}) but {unfinished}",
+            run_id=run_id,
+            result=result,
+        )
+        failure.__cause__ = cause
+        result = msgspec.structs.replace(result, finish_reason=_ERROR, error=failure)
+    scope = run._scope
+    scope.result = result
+    finish = result.finish_reason
+    # Read again only if the clean-up above could have taken time.
+    end = state.now() if cfg.hooks.on_run_end or stopped or state.ext.run_ending else now
+    step = state.step
+    usage = state.usage
+    # The terminal event is built only when someone listens (a stream ends on close).
+    announce = bool(hub.wanted)
+    if announce:
+        if finish is _ERROR:
+            terminal: Any = RunError(
+                run_id=run_id,
+                step=step,
+                time=end,
+                error=str(result.error),
+                error_type=type(result.error).__name__,
+                usage=usage,
+                steps=len(steps),
+            )
+        elif finish is _ABORTED:
+            terminal = RunAborted(
+                run_id=run_id,
+                step=step,
+                time=end,
+                reason=reason or "",
+                usage=usage,
+                steps=len(steps),
+            )
+        else:
+            terminal = RunCompleted(
+                run_id=run_id,
+                step=step,
+                time=end,
+                finish_reason=finish,
+                content=content,
+                usage=usage,
+                steps=len(steps),
+                recovered_error=None if answer is None else answer.recovered_error,
+            )
+    state.liveness._end(terminal_status(finish), finish, step, usage, end)
+    if announce:
+        hub.emit_nowait(terminal)
+    scope.end()
+    hub.close()

@@ -11,7 +11,9 @@ validation at a stop). The extension boundaries are named where they are called.
 The loop owns what only it writes: the ids the transcript's calls hold (a call id names
 one call), the run's context manager, and the steering cursor (a paused run parks here,
 between steps). The step counter, the steps and the step in flight are the run's
-(``RunState``); the final answer's validation is ``FinalAnswer``'s.
+(``RunState``); the final answer's validation is ``FinalAnswer``'s. The generate and
+tool phases are made on first use: a plain step (see ``RunPlan``) calls the model and
+the toolbox in its own frame, and a run made only of plain steps never makes either.
 """
 
 from __future__ import annotations
@@ -34,13 +36,13 @@ from ._events import (
     StepStarted,
 )
 from ._extension import ResumePoint, charge_extensions
-from ._final_answer import FinalAnswer
-from ._generate_phase import GeneratePhase
+from ._final_answer import answer_of
+from ._generate_phase import GeneratePhase, charge_answer, charge_failed
 from ._model import GenerateRequest, GenerateResponse, checked_response
 from ._results import StepResult
 from ._run_state import NO_USAGE, Inflight, RunState
 from ._tool_calls import RefusedCalls, normalize_calls, unsendable
-from ._tool_phase import ToolPhase, select_specs
+from ._tool_phase import ToolPhase, select_specs, settle_one
 from ._types import FinishReason, ToolResult
 
 if TYPE_CHECKING:
@@ -55,7 +57,6 @@ class StepLoop:
     """The loop over one run's steps, driving its generate and tool phases."""
 
     __slots__ = (
-        "_answer",
         "_generate",
         "_state",
         "_steering",
@@ -65,17 +66,10 @@ class StepLoop:
         "context",
     )
 
-    def __init__(
-        self,
-        state: RunState,
-        answer: FinalAnswer,
-        generate: GeneratePhase,
-        tools: ToolPhase,
-    ) -> None:
+    def __init__(self, state: RunState) -> None:
         self._state = state
-        self._answer = answer
-        self._generate = generate
-        self._tools = tools
+        self._generate: GeneratePhase | None = None
+        self._tools: ToolPhase | None = None
         self.call_ids: set[str] = set()
         """The ids of the calls in the transcript (see :meth:`take_call_ids`)."""
         config = state.config
@@ -97,6 +91,13 @@ class StepLoop:
                 on_park=self._steering_parked,
                 on_unpark=self._steering_resumed,
             )
+
+    def _tool_phase(self) -> ToolPhase:
+        """The run's tool phase, made on first use."""
+        tools = self._tools
+        if tools is None:
+            tools = self._tools = ToolPhase(self._state)
+        return tools
 
     def take_call_ids(self) -> None:
         """Take the ids of the calls the transcript holds already: a server that says
@@ -184,19 +185,21 @@ class StepLoop:
                 )
                 if hooks.select_tools or hooks.prepare_step:
                     request, offered = await self._prepare(request)
-                generate = self._generate
                 if state.plain_generate and not hub.wanted:
                     # The model call itself, in this frame (see ``plain_for``).
                     try:
                         response = await cfg.generate(request)
                     except Exception as exc:
-                        generate.failed(run, exc, inflight)
+                        charge_failed(state, run, exc, inflight)
                         raise
                     if response.__class__ is not GenerateResponse:
                         # A GenerateResponse checked its fields when it was built.
                         response = checked_response(response)
-                    generate.accepted(run, response, inflight)
+                    charge_answer(state, run, response, inflight)
                 else:
+                    generate = self._generate
+                    if generate is None:
+                        generate = self._generate = GeneratePhase(state)
                     response = await generate.run(run, request, inflight)
 
             calls = response.tool_calls
@@ -240,7 +243,6 @@ class StepLoop:
 
             results: tuple[ToolResult, ...] = ()
             if calls:
-                tools = self._tools
                 if (
                     state.plain_tools
                     and len(calls) == 1
@@ -252,14 +254,15 @@ class StepLoop:
                     call = calls[0]
                     try:
                         result = await cfg.toolbox.execute(
-                            call, None if state.context_free else tools.execution(run, step)
+                            call,
+                            None if state.context_free else self._tool_phase().execution(run, step),
                         )
                     except RecursionError as exc:
                         result = unsendable(call, exc)
-                    results = tools.settled_one(inflight, result)
+                    results = settle_one(state, inflight, result)
                     conversation._append_built(tool_result_message(results[0]))
                 else:
-                    results = await tools.run(run, inflight, offered)
+                    results = await self._tool_phase().run(run, inflight, offered)
                     conversation._extend_built([tool_result_message(r) for r in results])
                 inflight.settled = True
             step_result = StepResult(
@@ -318,7 +321,9 @@ class StepLoop:
                             return stopped
                         break
                     if stop:
-                        if cfg.output is not None and not self._answer.accept(step_result):
+                        if cfg.output is not None and not answer_of(state).accept(
+                            state, step_result
+                        ):
                             break  # the model gets another attempt at the output
                         return FinishReason.STOP_CONDITION
                     index += 1  # noqa: SIM113 (by hand: no enumerate object a step)
@@ -333,9 +338,11 @@ class StepLoop:
                             f"on_maximum_steps hook {hook!r} returned "
                             f"{type(replacement).__name__}; return a str or None"
                         )
-                    self._answer.content_override = replacement
-        if cfg.output is not None and self._answer.validation is None and state.steps:
-            self._answer.validate(self._answer.content_override or state.steps[-1].content)
+                    answer_of(state).content_override = replacement
+        if cfg.output is not None and state.steps:
+            answer = answer_of(state)
+            if answer.validation is None:
+                answer.validate(state, answer.content_override or state.steps[-1].content)
         return FinishReason.MAXIMUM_STEPS
 
     async def stopped(
@@ -346,7 +353,8 @@ class StepLoop:
         ``first`` and ``pending``: the conditions before ``first`` were checked already
         (none held), and ``pending`` is what condition ``first`` returned (awaitable).
         """
-        cfg = self._state.config
+        state = self._state
+        cfg = state.config
         conditions = cfg.stop_when
         for index in range(first, len(conditions)):
             if pending is not None and index == first:
@@ -356,7 +364,7 @@ class StepLoop:
                 if stop.__class__ is not bool and inspect.isawaitable(stop):
                     stop = await stop
             if stop:
-                if cfg.output is not None and not self._answer.accept(step_result):
+                if cfg.output is not None and not answer_of(state).accept(state, step_result):
                     return None  # the model gets another attempt at the output
                 return FinishReason.STOP_CONDITION
         return None

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from ._options import RunConfig
     from ._run import ActiveRun
 
-__all__ = ["ToolPhase", "keeps_its_calls", "select_specs"]
+__all__ = ["ToolPhase", "keeps_its_calls", "select_specs", "settle_one"]
 
 
 def keeps_its_calls(toolbox: Toolbox) -> bool:
@@ -82,7 +82,7 @@ class ToolPhase:
         every tool is offered): no approval handler, no hook around tools, no extension
         at the tool boundaries. Kept in ``RunState.plain_tools``; the step loop then
         runs such a call in its own frame (one coroutine frame fewer a step) and settles
-        it with :meth:`settled_one`, which is what :meth:`run` would do."""
+        it with :func:`settle_one`, as :meth:`run` does."""
         hooks = cfg.hooks
         return (
             cfg.on_approval is None
@@ -119,21 +119,6 @@ class ToolPhase:
             emit=state.hub.emit,
             run=run,
         )
-
-    def settled_one(self, inflight: Inflight, result: ToolResult) -> tuple[ToolResult]:
-        """The plain phase's one result, storable, kept in ``inflight``; a progress pulse."""
-        value = result.value
-        kind = value.__class__
-        # ``sendable``'s own first test, inline: most values are plain.
-        if kind is int:
-            if not SMALL_INT_NEGATED < value < SMALL_INT:
-                result = sendable(result)  # a big int: can JSON hold it?
-        elif kind not in PLAIN_VALUES:
-            result = sendable(result)  # a container: is it JSON?
-        results = inflight.results = (result,)
-        state = self._state
-        state.liveness._progress(inflight.step, state.usage)
-        return results
 
     async def run(
         self, run: ActiveRun, inflight: Inflight, offered: frozenset[str] | None
@@ -340,6 +325,21 @@ def _approved(decision: Any) -> tuple[bool, str]:
         f"on_approval returned {decision!r}; return True (approve), False (deny) or an "
         "ApprovalDecision(approved=..., reason=...)"
     )
+
+
+def settle_one(state: RunState, inflight: Inflight, result: ToolResult) -> tuple[ToolResult]:
+    """The plain phase's one result, storable, kept in ``inflight``; a progress pulse."""
+    value = result.value
+    kind = value.__class__
+    # ``sendable``'s own first test, inline: most values are plain.
+    if kind is int:
+        if not SMALL_INT_NEGATED < value < SMALL_INT:
+            result = sendable(result)  # a big int: can JSON hold it?
+    elif kind not in PLAIN_VALUES:
+        result = sendable(result)  # a container: is it JSON?
+    results = inflight.results = (result,)
+    state.liveness._progress(inflight.step, state.usage)
+    return results
 
 
 def select_specs(specs: tuple[Any, ...], chosen: Any, hook: Any) -> tuple[Any, ...]:
