@@ -125,11 +125,7 @@ class ActiveRun:
             else:
                 hub = self._hub = EventHub()
                 liveness = self._liveness = LivenessTracker(run_id, clock=now)
-        state = self._state = RunState(config, run_id, conversation, now, hub, liveness, ext)
-        state.plain_generate = plan.plain_generate
-        state.plain_tools = plan.plain_tools
-        state.context_free = plan.context_free
-        state.sealable = plan.sealable
+        state = self._state = RunState(config, run_id, conversation, now, hub, liveness, ext, plan)
         self._scope = RunScope()
         self._loop = StepLoop(state)
 

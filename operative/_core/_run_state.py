@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ._final_answer import FinalAnswer
     from ._options import RunConfig
     from ._results import StepResult
+    from ._run_plan import RunPlan
 
 __all__ = [
     "NO_USAGE",
@@ -87,8 +88,8 @@ class CancelReason:
 class Inflight:
     """The step in progress: what clean-up needs to repair if the step is cut.
 
-    One per run, begun again at each step's entry (:meth:`begin`): a method call costs
-    less than making an object.
+    One per run, begun at each step's entry (:meth:`begin`): a method call costs less
+    than making an object. Made empty (``Inflight.__new__(Inflight)``) before the first.
     """
 
     __slots__ = (
@@ -116,8 +117,6 @@ class Inflight:
         self.results: Sequence[ToolResult | None] = ()
         """The step's results, in call order (the tool phase sets its list)."""
         self.usage = NO_USAGE
-
-    __init__ = begin  # the first step begins as the object is made
 
 
 class RunState:
@@ -155,6 +154,7 @@ class RunState:
         hub: EventHub,
         liveness: LivenessTracker,
         ext: Extensions,
+        plan: RunPlan,
     ) -> None:
         self.config = config
         """The run's configuration. Written by ``ActiveRun.reconfigure`` (a switch)."""
@@ -192,16 +192,18 @@ class RunState:
         self.answer: FinalAnswer | None = None
         """What the run answers where its last step's content does not say it (an
         answer replaced, a structured output): made on first use (``answer_of``)."""
-        self.plain_generate = False
-        """``GeneratePhase.plain_for(config, ext)``, kept with ``config``. Written by
-        ``ActiveRun`` whenever it sets the configuration."""
-        self.plain_tools = False
-        """``ToolPhase.plain_for(config, ext)``, kept with ``config``. Written by
-        ``ActiveRun`` whenever it sets the configuration."""
-        self.context_free = False
-        """``ToolPhase.context_free(config)``, kept with ``config``. Written by
-        ``ActiveRun`` whenever it sets the configuration."""
-        self.sealable = False
+        # What ``plan`` (``derive_plan(config, ext)``) says of ``config``, kept beside it
+        # (the loop reads these every step).
+        self.plain_generate = plan.plain_generate
+        """``GeneratePhase.plain_for(config, ext)``. Written by ``ActiveRun`` whenever it
+        sets the configuration."""
+        self.plain_tools = plan.plain_tools
+        """``ToolPhase.plain_for(config, ext)``. Written by ``ActiveRun`` whenever it
+        sets the configuration."""
+        self.context_free = plan.context_free
+        """``ToolPhase.context_free(config)``. Written by ``ActiveRun`` whenever it sets
+        the configuration."""
+        self.sealable = plan.sealable
         """``nothing_cancels(config, ext)`` for the configuration the run started with:
         run in its caller's task, it needs no cancel scope (``_run_scope``)."""
 

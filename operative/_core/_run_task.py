@@ -271,13 +271,12 @@ async def _finish(
     run_id = state.run_id
     conversation = state.conversation
     answer = state.answer
-    now = state.now()
     inflight = state.inflight
     state.inflight = None
-    why = reason or (f"{type(error).__name__}: {error}" if error is not None else "")
     # A completed step announced itself (emission is all or nothing); only a step cut
     # short is settled here.
     if inflight is not None and not inflight.completed:
+        why = reason or (f"{type(error).__name__}: {error}" if error is not None else "")
         if inflight.generated:
             if inflight.settled:
                 # The step's results are in the transcript already; what cut it
@@ -305,7 +304,9 @@ async def _finish(
                     stop_reason=inflight.stop_reason,
                 )
             )
-        hub.emit_nowait(StepAborted(run_id=run_id, step=inflight.step, time=now, reason=why))
+        hub.emit_nowait(
+            StepAborted(run_id=run_id, step=inflight.step, time=state.now(), reason=why)
+        )
 
     steps = tuple(state.steps)
     content = None if answer is None else answer.content_override
@@ -372,12 +373,14 @@ async def _finish(
     scope = run._scope
     scope.result = result
     finish = result.finish_reason
-    # Read again only if the clean-up above could have taken time.
-    end = state.now() if cfg.hooks.on_run_end or stopped or state.ext.run_ending else now
-    step = state.step
-    usage = state.usage
-    # The terminal event is built only when someone listens (a stream ends on close).
+    liveness = state.liveness
+    # The terminal event is built only when someone listens (a stream ends on close);
+    # the end is recorded only where someone can read it (not a sealed run's).
     announce = bool(hub.wanted)
+    if announce or liveness is not UNREAD:
+        end = state.now()
+        step = state.step
+        usage = state.usage
     if announce:
         if finish is _ERROR:
             terminal: Any = RunError(
@@ -409,7 +412,8 @@ async def _finish(
                 steps=len(steps),
                 recovered_error=None if answer is None else answer.recovered_error,
             )
-    state.liveness._end(terminal_status(finish), finish, step, usage, end)
+    if liveness is not UNREAD:
+        liveness._end(terminal_status(finish), finish, step, usage, end)
     if announce:
         hub.emit_nowait(terminal)
     scope.end()

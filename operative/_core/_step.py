@@ -128,7 +128,7 @@ class StepLoop:
         steering = self._steering
         ext = state.ext
         first = 1
-        inflight = Inflight(first)
+        inflight = Inflight.__new__(Inflight)  # begun at each step's entry
         if resume is not None:
             # A run rebuilt from a journal goes on from its last recorded step; one that
             # had already met a stop condition when it was cut ends here (unless that
