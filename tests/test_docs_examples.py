@@ -133,6 +133,7 @@ def test_index_sample_runs_as_a_program(capsys: pytest.CaptureFixture[str]) -> N
     assert capsys.readouterr().out.splitlines() == expected
 
 
+@pytest.mark.heavy  # real processes on the real clock, about 11 s: .ci/run's second step
 async def test_mcp_page_samples_run_against_real_servers(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

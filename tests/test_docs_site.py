@@ -32,7 +32,9 @@ PAGES = {"index": "", "tutorial": "tutorial/", "reference-tools": "reference/too
 # Pygments' token classes for Python keywords, names and strings.
 PYGMENTS_CLASSES = ("k", "kn", "kd", "nf", "nc", "s", "s1", "s2", "sd", "mi", "c1", "o")
 
-pytestmark = pytest.mark.slow
+# Building the site and loading it in Chromium takes about half a minute: .ci/run's
+# second step (``heavy``), beside the real servers.
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 
 @pytest.fixture(scope="module")

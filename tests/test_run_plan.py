@@ -156,6 +156,38 @@ async def test_a_sealed_agent_run_has_a_tracker_nobody_reads_and_a_hub_nobody_he
     assert not UNHEARD.has_streams
 
 
+async def test_a_sealed_run_listened_to_as_it_is_made_gets_a_hub_of_its_own() -> None:
+    # What operative.testing's RunRecorder.capture_all does: attach as runs are made.
+    from operative.testing import RunRecorder
+
+    agent = create_agent(generate=one_call, tools=[add])
+    recorder = RunRecorder()
+    with recorder.capture_all():
+        result = await agent.run("go")
+    assert result.finish_reason == "stop-condition"
+    types = recorder.types(result)
+    assert types[0] == "run.started"
+    assert types[-1] == "run.completed"
+    assert types.count("step.completed") == 2
+    recorder.check(result)
+    assert not UNHEARD.wanted
+    assert not UNHEARD._closed
+
+
+async def test_a_listener_after_a_sealed_run_started_fails_loudly() -> None:
+    config, live = configure()
+    plan = plan_for(config)
+    assert plan is not None
+    run = ActiveRun(config, live, plan, "r1")
+    assert run._hub is UNHEARD
+    run._state.started_at = 0.0  # as ``drive`` records at the start
+    with pytest.raises(AssertionError, match="after it started"):
+        run.add_listener("*", print)
+    with pytest.raises(AssertionError, match="after it started"):
+        run.events()
+    assert run._hub is UNHEARD
+
+
 def test_nothing_can_be_attached_to_the_hub_nobody_hears() -> None:
     with pytest.raises(AssertionError, match="listener"):
         UNHEARD.add_listener("*", print)

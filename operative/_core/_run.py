@@ -156,7 +156,7 @@ class ActiveRun:
         Listeners are plain callables, called in the run's task; one that raises is
         logged and counted, never allowed to break the run. Returns a remover.
         """
-        return self._hub.add_listener(type, listener)
+        return self._heard().add_listener(type, listener)
 
     def once(self, type: str, listener: Listener) -> Any:
         """Call ``listener(event)`` for the first event of ``type`` only, then drop it.
@@ -164,7 +164,7 @@ class ActiveRun:
         Returns a remover, like :meth:`add_listener`; :meth:`remove_listener` also
         removes it before it fired.
         """
-        return self._hub.once(type, listener)
+        return self._heard().once(type, listener)
 
     def remove_listener(self, type: str, listener: Listener) -> None:
         """Remove ``listener`` for ``type`` (one registration, by :meth:`add_listener` or
@@ -173,7 +173,22 @@ class ActiveRun:
 
     def events(self, *types: str, capacity: int = 256, overflow: Overflow = "block") -> EventStream:
         """Iterate the run's events (all, or only ``types``) until the terminal one."""
-        return self._hub.stream(types, capacity=capacity, overflow=overflow)
+        return self._heard().stream(types, capacity=capacity, overflow=overflow)
+
+    def _heard(self) -> EventHub:
+        """The hub to attach a listener or a stream to. A sealed run shares the hub
+        nobody hears until something listens: the run recorder of ``operative.testing``
+        attaches to runs as they are made, and such a run gets a hub of its own then,
+        before it starts (its loop reads the hub once, as it starts)."""
+        hub = self._hub
+        if hub is UNHEARD:
+            if self._state.started_at is not None:
+                raise AssertionError(
+                    "a listener was attached to a sealed run after it started: only "
+                    "what is attached as the run is made (before it starts) can hear it"
+                )
+            hub = self._hub = self._state.hub = EventHub()
+        return hub
 
     def snapshot(self) -> LivenessSnapshot:
         """How the run is doing now; never blocks, never changes anything."""
