@@ -92,6 +92,13 @@ class StepLoop:
                 on_unpark=self._steering_resumed,
             )
 
+    def _generate_phase(self) -> GeneratePhase:
+        """The run's generate phase, made on first use."""
+        generate = self._generate
+        if generate is None:
+            generate = self._generate = GeneratePhase(self._state)
+        return generate
+
     def _tool_phase(self) -> ToolPhase:
         """The run's tool phase, made on first use."""
         tools = self._tools
@@ -122,41 +129,29 @@ class StepLoop:
         cfg = state.config
         hub = state.hub
         conversation = state.conversation
-        run_id = state.run_id
         hooks = cfg.hooks
         specs = cfg.toolbox.specs()
-        steering = self._steering
         ext = state.ext
-        first = 1
         inflight = Inflight.__new__(Inflight)  # begun at each step's entry
-        if resume is not None:
-            # A run rebuilt from a journal goes on from its last recorded step; one that
-            # had already met a stop condition when it was cut ends here (unless that
-            # step switched agents: the agent that handed off is not consulted).
-            first = resume.next_step
-            if resume.check_stop and state.steps:
-                stopped = await self.stopped(state.steps[-1])
-                if stopped is not None:
-                    return stopped
-        for step in range(first, cfg.maximum_steps + 1):
+        # A run rebuilt from a journal goes on from its last recorded step; one that had
+        # already met a stop condition when it was cut ends here (unless that step
+        # switched agents: the agent that handed off is not consulted).
+        if resume is not None and resume.check_stop and state.steps:
+            stopped = await self.stopped(state.steps[-1])
+            if stopped is not None:
+                return stopped
+        for step in range(1 if resume is None else resume.next_step, cfg.maximum_steps + 1):
             for extension in ext.step_started:
                 await extension.step_started(run, step)
             await trio.lowlevel.checkpoint()
             state.step = step
             state.liveness._progress(step, state.usage)
-            if steering is not None:
-                # A paused run parks here, between steps, with nothing in flight.
-                for applied in await steering.at_step_entry(step):
-                    if "steering.applied" in hub.wanted:
-                        await hub.emit(applied)
-            if cfg.selection is not None:
-                from ..steering import check_selection
-
-                check_selection(cfg.selection, step=step)
+            if self._steering is not None or cfg.selection is not None:
+                await self._at_step_entry(step)
             inflight.begin(step)
             state.inflight = inflight
             if "step.started" in hub.wanted:
-                await hub.emit(StepStarted(run_id=run_id, step=step, time=state.now()))
+                await hub.emit(StepStarted(run_id=state.run_id, step=step, time=state.now()))
             if ext.step_entered:
                 for extension in ext.step_entered:
                     await extension.step_entered(run, step)
@@ -178,7 +173,7 @@ class StepLoop:
                     conversation=history,
                     tools=specs,
                     step=step,
-                    run_id=run_id,
+                    run_id=state.run_id,
                     settings=cfg.settings,
                     output_schema=cfg.output_schema,
                     output_mode=cfg.output_mode,
@@ -197,10 +192,7 @@ class StepLoop:
                         response = checked_response(response)
                     charge_answer(state, run, response, inflight)
                 else:
-                    generate = self._generate
-                    if generate is None:
-                        generate = self._generate = GeneratePhase(state)
-                    response = await generate.run(run, request, inflight)
+                    response = await self._generate_phase().run(run, request, inflight)
 
             calls = response.tool_calls
             if calls:
@@ -208,38 +200,34 @@ class StepLoop:
             inflight.calls = calls
             content = inflight.content = response.content
             if content.__class__ is str:
-                metadata = response.metadata
                 conversation._append_built(
                     Message(
                         id=new_message_id(),
                         role="assistant",
                         content=content,
                         tool_calls=calls,
-                        metadata=dict(metadata) if metadata else {},
+                        metadata=dict(response.metadata) if response.metadata else {},
                     )
                 )
             else:  # content parts: checked on the way in
                 conversation.append_assistant_message(content, calls, metadata=response.metadata)
             inflight.generated = True
-            stop_reason = inflight.stop_reason = response.stop_reason
+            inflight.stop_reason = response.stop_reason
             for extension in ext.generated:
                 await extension.generated(run, step, response, inflight.usage)
             if "step.generated" in hub.wanted:
                 await hub.emit(
                     StepGenerated(
-                        run_id=run_id,
+                        run_id=state.run_id,
                         step=step,
                         time=state.now(),
                         content=response.content,
                         tool_calls=calls,
-                        stop_reason=stop_reason,
+                        stop_reason=response.stop_reason,
                     )
                 )
             if state.to_settle:
-                # The answer is recorded; if it spent past a limit, its calls do not run.
-                settles, state.to_settle = state.to_settle, ()
-                for settle in settles:
-                    await settle(run)
+                await self._settle(run)
 
             results: tuple[ToolResult, ...] = ()
             if calls:
@@ -272,7 +260,7 @@ class StepLoop:
                 results=results,
                 usage=inflight.usage,
                 run_usage=state.usage,
-                stop_reason=stop_reason,
+                stop_reason=response.stop_reason,
             )
             for extension in ext.step_completed:
                 await extension.step_completed(run, step_result)
@@ -281,21 +269,19 @@ class StepLoop:
             if "step.completed" in hub.wanted:
                 await hub.emit(
                     StepCompleted(
-                        run_id=run_id,
+                        run_id=state.run_id,
                         step=step,
                         time=state.now(),
                         content=step_result.content,
                         tool_calls=calls,
                         results=results,
                         usage=step_result.usage,
-                        stop_reason=stop_reason,
+                        stop_reason=response.stop_reason,
                     )
                 )
             state.inflight = None
             if hooks.on_step:
-                context = state.hook_context()
-                for hook in hooks.on_step:
-                    await call_hook(hook, step_result, context)
+                await self._on_step(step_result)
 
             switch = state.switch
             if switch is not None:
@@ -328,9 +314,49 @@ class StepLoop:
                         return FinishReason.STOP_CONDITION
                     index += 1  # noqa: SIM113 (by hand: no enumerate object a step)
 
-        if hooks.on_maximum_steps:
+        if hooks.on_maximum_steps or cfg.output is not None:
+            await self._at_maximum_steps()
+        return FinishReason.MAXIMUM_STEPS
+
+    # The step loop's rare blocks, kept out of its frame (a run in flight holds it).
+
+    async def _at_step_entry(self, step: int) -> None:
+        """Between steps, with nothing in flight: a paused run parks here and steering
+        commands apply; a selection pinned by the session is checked."""
+        state = self._state
+        steering = self._steering
+        if steering is not None:
+            for applied in await steering.at_step_entry(step):
+                if "steering.applied" in state.hub.wanted:
+                    await state.hub.emit(applied)
+        selection = state.config.selection
+        if selection is not None:
+            from ..steering import check_selection
+
+            check_selection(selection, step=step)
+
+    async def _settle(self, run: ActiveRun) -> None:
+        """What extensions asked about the step's answer's spend, now that the answer is
+        recorded: if it spent past a limit, the step's calls do not run."""
+        state = self._state
+        settles, state.to_settle = state.to_settle, ()
+        for settle in settles:
+            await settle(run)
+
+    async def _on_step(self, step_result: StepResult) -> None:
+        state = self._state
+        context = state.hook_context()
+        for hook in state.config.hooks.on_step:
+            await call_hook(hook, step_result, context)
+
+    async def _at_maximum_steps(self) -> None:
+        """``maximum_steps`` ran: ``on_maximum_steps`` hooks may replace the answer, and
+        a run with an output type validates the answer it ends with."""
+        state = self._state
+        cfg = state.config
+        if cfg.hooks.on_maximum_steps:
             context = state.hook_context()
-            for hook in hooks.on_maximum_steps:
+            for hook in cfg.hooks.on_maximum_steps:
                 replacement = await call_hook(hook, context)
                 if replacement is not None:
                     if not isinstance(replacement, str):
@@ -343,7 +369,6 @@ class StepLoop:
             answer = answer_of(state)
             if answer.validation is None:
                 answer.validate(state, answer.content_override or state.steps[-1].content)
-        return FinishReason.MAXIMUM_STEPS
 
     async def stopped(
         self, step_result: StepResult, first: int = 0, pending: Any = None
