@@ -115,7 +115,7 @@ async def test_an_open_run_aborted_before_its_loop_starts_still_aborts() -> None
 
 def test_asking_a_sealed_run_to_stop_fails_loudly() -> None:
     scope = RunScope()
-    assert scope.enter(True) is not None
+    assert scope.enter(True) is None
     assert scope.sealed
     with pytest.raises(AssertionError, match="sealed run"):
         scope.cancel(CancelReason(FinishReason.ABORTED, "no"))

@@ -197,21 +197,6 @@ async def _execute_into(results: list[Any], i: int, call: ToolCall) -> None:
 # --------------------------------------------------------------------------------------
 
 
-class _NoScope:
-    """What a run nobody can abort runs in: nothing."""
-
-    __slots__ = ()
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc_info: object) -> None:
-        return None
-
-
-_NO_SCOPE = _NoScope()
-
-
 async def run(
     generate: Callable[[GenerateRequest], Awaitable[GenerateResponse]],
     history: tuple[Message, ...],
@@ -233,7 +218,11 @@ async def run(
     # §1: the loop task runs in the "run scope" (abort, run deadline, budgets are cancel
     # scopes): whoever holds it can abort the run as a whole. A run nobody can abort has
     # no scope to hold.
-    with _NO_SCOPE if scope is None else scope:
+    # (``with scope:`` written out, PEP 343's expansion: a run with no scope enters no
+    # context manager, as operative's sealed runs.)
+    if scope is not None:
+        scope.__enter__()
+    try:
         for step in range(1, maximum_steps + 1):
             # §1: the steering gate at every step's entry is a checkpoint (cancellable).
             await trio.lowlevel.checkpoint()
@@ -282,6 +271,12 @@ async def run(
             if not calls:  # the stop condition: an answer with no tool calls
                 finish = "stop-condition"
                 break
+    except BaseException as exc:
+        if scope is None or not scope.__exit__(type(exc), exc, exc.__traceback__):
+            raise
+    else:
+        if scope is not None:
+            scope.__exit__(None, None, None)
     if (scope is not None and scope.cancelled_caught) or pending:
         # §2 invariant 1, "whatever ended the run": a step cut short answers the calls it
         # left open (§1: the clean-up "repairing the transcript").

@@ -36,6 +36,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import trio
+
 from ..conversation import Conversation
 from ..hooks import HookContext
 from ..liveness import (
@@ -106,8 +108,9 @@ class ActiveRun:
         run_id = self.run_id = config.run_id if run_id is None else run_id
         self.conversation: Conversation = conversation
         """The run's live conversation (shared with the caller when one was passed)."""
-        now = run_clock()
+        now: Callable[[], float]
         if plan is None:
+            now = run_clock()
             ext = extensions_for(config)
             plan = derive_plan(config, ext)
             liveness = self._liveness = LivenessTracker(
@@ -119,10 +122,13 @@ class ActiveRun:
         else:
             ext = NO_EXTENSIONS
             if plan.alone and plan.sealable:
-                # Driven in its caller's task, sealed: nothing can hear or read it.
+                # Driven in its caller's task, sealed: nothing can hear or read it, and
+                # its clock is read about once (no bound clock kept for it).
+                now = trio.current_time
                 hub = self._hub = UNHEARD
                 liveness = self._liveness = UNREAD
             else:
+                now = run_clock()
                 hub = self._hub = EventHub()
                 liveness = self._liveness = LivenessTracker(run_id, clock=now)
         state = self._state = RunState(config, run_id, conversation, now, hub, liveness, ext, plan)

@@ -33,21 +33,6 @@ if TYPE_CHECKING:
 __all__ = ["RunScope", "nothing_cancels"]
 
 
-class _NoScope:
-    """What a sealed run's loop runs in instead of a cancel scope: nothing."""
-
-    __slots__ = ()
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc_info: object) -> None:
-        return None
-
-
-_NO_SCOPE = _NoScope()
-
-
 def nothing_cancels(config: RunConfig, ext: Extensions) -> bool:
     """True when nothing but the caller can end a run of ``config`` early: no feature
     is attached (budgets, guardrails, durability, tracing and tool sources all are
@@ -125,15 +110,15 @@ class RunScope:
         if self.watcher is not None:
             self.watcher(when)
 
-    def enter(self, sealed: bool) -> trio.CancelScope | _NoScope:
-        """What the loop runs in: the run's cancel scope, or nothing when ``sealed``
-        (:func:`nothing_cancels` holds for a run in its caller's task) and nobody has
-        cancelled the run or given it a deadline before it started."""
+    def enter(self, sealed: bool) -> trio.CancelScope | None:
+        """What the loop runs in: the run's cancel scope, or nothing (``None``) when
+        ``sealed`` (:func:`nothing_cancels` holds for a run in its caller's task) and
+        nobody has cancelled the run or given it a deadline before it started."""
         scope = self.cancel_scope
         if scope is None:
             if sealed:
                 self.sealed = True
-                return _NO_SCOPE
+                return None
             scope = self.cancel_scope = trio.CancelScope()
         return scope
 

@@ -129,10 +129,14 @@ async def drive(run: ActiveRun, *, alone: bool = False) -> None:
         sealed = alone and state.sealable
         if not sealed and (state.liveness is UNREAD or hub is UNHEARD):
             raise AssertionError("a run nobody can hear or read must run sealed")
+        # A sealed run (alone, and nothing but its caller can cancel it) enters no cancel
+        # scope of its own (see ``_run_scope``): ``with cancel_scope:`` is written out
+        # (PEP 343's expansion), so a sealed run pays for no context manager at all.
+        cancel_scope = scope.enter(sealed)
         try:
-            # A sealed run (alone, and nothing but its caller can cancel it) enters
-            # no cancel scope of its own: see ``_run_scope``.
-            with scope.enter(sealed):
+            if cancel_scope is not None:
+                cancel_scope.__enter__()
+            try:
                 try:
                     ext = state.ext
                     resume: ResumePoint | None = None
@@ -151,6 +155,14 @@ async def drive(run: ActiveRun, *, alone: bool = False) -> None:
                         finish = await run._loop.run(run)
                 except Exception as exc:
                     finish, error = await _recover(state, exc)
+            except BaseException as exc:
+                if cancel_scope is None or not cancel_scope.__exit__(
+                    type(exc), exc, exc.__traceback__
+                ):
+                    raise
+            else:
+                if cancel_scope is not None:
+                    cancel_scope.__exit__(None, None, None)
         except Exception as exc:
             # A failure that met a cancellation of the run scope (e.g. a tool task that
             # raised while an abort was landing): the scope took the Cancelled out of
