@@ -538,11 +538,12 @@ class EventHub:
 
 
 class UnheardHub(EventHub):
-    """The event hub of a run nothing can listen to: a *sealed* run (see ``_run_scope``),
-    whose handle never leaves the kernel, so no listener or stream is ever attached and
-    ``wanted`` stays empty: the loop builds no event, and what clean-up sends anyway (a
-    step cut short) reaches nobody. It never changes, so every sealed run shares
-    :data:`UNHEARD`; attaching anything to it is a bug and fails loudly."""
+    """The event hub of a run nobody listens to: a *sealed* run (see ``_run_scope``),
+    whose handle never leaves the kernel. ``wanted`` stays empty: the loop builds no
+    event, and what clean-up sends anyway (a step cut short) reaches nobody. It never
+    changes, so every sealed run shares :data:`UNHEARD`; a run listened to as it is made
+    (the test recorder's ``capture_all``) is given a hub of its own first
+    (``ActiveRun._heard``), so attaching anything to this one is a bug and fails loudly."""
 
     __slots__ = ()
 

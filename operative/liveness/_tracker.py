@@ -531,10 +531,10 @@ class UnreadTracker(LivenessTracker):
     """The tracker of a run nothing can read: a *sealed* run (see
     ``operative._core._run_scope``), whose handle never leaves the kernel, so no
     snapshot, subscription or watchdog ever looks at it, and no feature that declares a
-    wait (approvals, elicitation, steering) is attached to it. The loop's own
-    bookkeeping, its start, its progress pulses (three a step) and its end, is all that
-    reaches it, and records nothing. It holds no state, so every sealed run shares
-    :data:`UNREAD`; any other method fails (its state was never set)."""
+    wait (approvals, elicitation, steering) is attached to it. The loop's start and its
+    progress pulses are all that reach it, and record nothing (the loop task does not
+    record the end of a run it knows is unread). It holds no state, so every sealed run
+    shares :data:`UNREAD`; any other method fails (its state was never set)."""
 
     __slots__ = ()
 
@@ -548,16 +548,6 @@ class UnreadTracker(LivenessTracker):
         return None
 
     def _progress(self, step: int, usage: Usage) -> None:
-        return None
-
-    def _end(
-        self,
-        status: LivenessStatus,
-        finish_reason: FinishReason | None,
-        step: int | None,
-        usage: Usage | None,
-        now: float | None = None,
-    ) -> None:
         return None
 
 
