@@ -117,8 +117,13 @@ class Database:
         """The database, as messages name it."""
         raise NotImplementedError
 
-    async def call(self, work: Callable[[Any], _T]) -> _T:
-        """``work(connection)`` in a worker thread, which the caller always waits for."""
+    async def call(self, work: Callable[[Any], _T], *, brief: bool = False) -> _T:
+        """``work(connection)`` in a worker thread, which the caller always waits for.
+
+        ``brief``: ``work`` is a small write of a few rows, which a backend may commit in
+        the Trio thread when that cannot wait on anything (see
+        :class:`~._sqlite.SqliteDatabase`); others ignore it.
+        """
         raise NotImplementedError
 
     def transaction(self, conn: Any, work: Callable[[Any], _T]) -> _T:
@@ -132,9 +137,10 @@ class Database:
 
     # -- built on those ----------------------------------------------------------------
 
-    async def write(self, work: Callable[[Any], _T]) -> _T:
-        """``work(connection)`` in one write transaction, in a worker thread."""
-        return await self.call(lambda conn: self.transaction(conn, work))
+    async def write(self, work: Callable[[Any], _T], *, brief: bool = False) -> _T:
+        """``work(connection)`` in one write transaction, in a worker thread (``brief``:
+        see :meth:`call`)."""
+        return await self.call(lambda conn: self.transaction(conn, work), brief=brief)
 
     async def read(self, work: Callable[[Any], _T]) -> _T:
         """``work(connection)`` in one read snapshot, in a worker thread."""

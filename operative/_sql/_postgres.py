@@ -126,7 +126,9 @@ class PostgresDatabase(Database):
             raise
         return conn
 
-    async def call(self, work: Callable[[Any], _T]) -> _T:
+    async def call(self, work: Callable[[Any], _T], *, brief: bool = False) -> _T:
+        # ``brief`` changes nothing: every statement is a round trip to the server, which
+        # may wait on locks or the network, so it always runs in a worker thread.
         async with held(self._limiter):
             self.check_open()
             await trio.lowlevel.checkpoint_if_cancelled()  # no thread for a cancelled call

@@ -262,7 +262,7 @@ class SqlEngine(SqlDurable):
             )
             return renewed, cancel
 
-        return await self._db.call(work)
+        return await self._db.call(work, brief=True)
 
     async def finish(
         self,
@@ -327,7 +327,7 @@ class SqlEngine(SqlDurable):
         def work(conn: Any) -> None:
             conn.execute(self._q["release"], (lease.run_id, lease.fence))
 
-        await self._db.call(work)  # one statement: its own transaction
+        await self._db.call(work, brief=True)  # one statement: its own transaction
 
     async def cancel(self, run_id: str, reason: str = "cancelled") -> RunRecord:
         """Ask a run to stop (see the protocol)."""

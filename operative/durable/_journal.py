@@ -221,7 +221,9 @@ class SqlDurable(SqlBacked):
         with trio.CancelScope(shield=True):
             try:
                 with scope:
-                    results = await self._db.call(lambda conn: self._write_batch(conn, batch))
+                    results = await self._db.call(
+                        lambda conn: self._write_batch(conn, batch), brief=True
+                    )
                 if scope.cancelled_caught:
                     gone = OperativeError("every writer of this batch was cancelled")
                     results = [outcome.Error(gone) for _ in batch]
@@ -275,7 +277,9 @@ class SqlDurable(SqlBacked):
         item.taken = True
         self._busy = True
         try:
-            (result,) = await self._db.call(lambda conn: self._write_batch(conn, [item]))
+            (result,) = await self._db.call(
+                lambda conn: self._write_batch(conn, [item]), brief=True
+            )
         finally:
             self._busy = False
             self.batches += 1
@@ -308,7 +312,7 @@ class SqlDurable(SqlBacked):
         committer runs (``work`` raises an ``OperativeError`` to refuse: only its own
         savepoint is rolled back)."""
         if self._queue is None:
-            return await self._db.write(work)
+            return await self._db.write(work, brief=True)
         value: _T = await self._submit(_Work(work))
         return value
 
@@ -521,7 +525,7 @@ class SqlCheckpointStore(SqlDurable):
             self._insert_rows(conn, lease.run_id, seq, rows)
             return cancel
 
-        return await self._db.write(work)
+        return await self._db.write(work, brief=True)
 
     async def read(self, run_id: str, *, after: int = -1) -> list[JournalEntry]:
         """The run's entries with ``seq > after``, in order."""

@@ -35,6 +35,7 @@ def _database(
         busy_timeout=busy_timeout,
         schemas=[DURABLE],
         text_factory=str,
+        brief_writes=True,  # the journal's commits run in the Trio thread when they can
     )
 
 

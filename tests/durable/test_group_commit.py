@@ -68,7 +68,16 @@ def _gated_store(db: DurableDb, gate: _Gate) -> Any:
                 raise gate.fail
             return super()._write_batch(conn, batch)
 
-    return Gated(db.location)
+    return _in_threads(db, Gated(db.location))
+
+
+def _in_threads(db: DurableDb, store: Any) -> Any:
+    """``store``, committing in worker threads only. A batch in flight is one in a worker
+    thread: on SQLite a brief write commits in the Trio thread (and a gate there would
+    hold the whole loop), so these stores send every write to a thread."""
+    if db.name == "sqlite":
+        store._db._brief_writes = False
+    return store
 
 
 async def _in_flight(gate: _Gate) -> None:
@@ -207,7 +216,7 @@ async def test_a_writer_cancelled_during_a_group_commit(durable_db: DurableDb) -
                 gate.wait_here()
             return super()._write_batch(conn, batch)
 
-    engine, store = durable_db.engine(), Gated(durable_db.location)
+    engine, store = durable_db.engine(), _in_threads(durable_db, Gated(durable_db.location))
     async with engine, store:
         leases = await _start(engine, ["blocker", "flying", "other", "waiting"])
         raised: list[str] = []
@@ -296,7 +305,7 @@ async def test_a_run_aborted_during_its_group_commit_knows_it_committed(
                 gate.wait_here()
             return super()._write_batch(conn, batch)
 
-    store = HoldStepOne(durable_db.location)
+    store = _in_threads(durable_db, HoldStepOne(durable_db.location))
     await base.aclose()
     async with engine, store:
         durable = Durable(engine=engine, checkpoint_store=store, run_id="held")
