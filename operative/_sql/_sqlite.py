@@ -1,13 +1,14 @@
 """``SqliteDatabase``: a pool of stdlib ``sqlite3`` connections to one file, in WAL mode.
 
 Connections: at most ``max_connections``, opened with ``check_same_thread=False``. The
-pool's :class:`trio.CapacityLimiter` hands each connection to exactly one user at a time
-(a worker thread, or the Trio thread for a brief write), so no connection is ever used
-twice at once and no extra lock is needed. Every process opens its own connections; WAL
-and ``BEGIN IMMEDIATE`` make one file safe for many processes. A new connection checks
-the file (see :mod:`._sqlite_file`), puts it in WAL mode with ``synchronous=NORMAL`` (a
-crash of the machine may lose the last commits, never corrupt the file; a killed process
-loses nothing it committed) and brings its schemas up to date (see :mod:`._migrate`).
+pool's :class:`trio.CapacityLimiter` hands each connection to exactly one worker thread
+at a time, and a brief write (below) uses only an idle connection, which is back in the
+pool before any other task runs: no connection is ever used twice at once, and no extra
+lock is needed. Every process opens its own connections; WAL and ``BEGIN IMMEDIATE``
+make one file safe for many processes. A new connection checks the file (see
+:mod:`._sqlite_file`), puts it in WAL mode with ``synchronous=NORMAL`` (a crash of the
+machine may lose the last commits, never corrupt the file; a killed process loses
+nothing it committed) and brings its schemas up to date (see :mod:`._migrate`).
 
 Busy: SQLite's own busy wait cannot be interrupted, so connections have none: a call
 that finds another writer holding the lock pauses in its worker thread (1 ms, doubling
@@ -15,16 +16,19 @@ up to 100 ms; a cancel ends the pause at once) and tries again, until ``busy_tim
 has passed (an :class:`~operative.OperativeError` saying the file stayed locked) or the
 caller is cancelled.
 
-Brief writes (``brief_writes=True``, the durable journal's): a commit of a few rows in
-WAL mode is about 12 µs of work that waits on nothing, while a worker thread's round trip
-costs about 80 µs, so ``call(work, brief=True)`` runs ``work`` in the Trio thread on an
-idle connection. It cannot wait there: with no busy wait, a file locked by another writer
-answers at once, and the call goes on in a worker thread as any other. Ctrl-C cannot
-tear it either: it runs KI-protected, so a ``KeyboardInterrupt`` arrives after the
-commit, never inside it. And it never checkpoints: those connections have SQLite's
-automatic checkpoint off (a checkpoint syncs the file twice), and instead every so many
-calls one runs a passive checkpoint first, in its worker thread (the interval adapts so
-that each finds about 1,000 pages in the log, SQLite's own threshold).
+Brief writes (``brief_writes=True``: the durable journal's). A commit of a few rows in
+WAL mode does not sync the file and waits on nothing (about 40 µs here for a journal
+append), while a worker thread's round trip costs about 80 µs, so ``call(work,
+brief=True)`` runs ``work`` in the Trio thread on an idle connection. It cannot wait
+there: with no busy wait, a file locked by another writer answers at once, and the call
+goes on in a worker thread like any other. Ctrl-C cannot tear it: it runs KI-protected,
+so a ``KeyboardInterrupt`` arrives after the commit, never inside it. It makes no
+scheduler pass (a cancelled caller writes nothing; one that was not gets its result),
+as :class:`~._database.held` makes none for a free lock. And it never checkpoints:
+those connections have SQLite's automatic checkpoint off (a checkpoint syncs the file
+twice); instead, every so many calls, one runs a passive checkpoint first, in its worker
+thread (the interval adapts so that each finds about 1,000 pages in the log, SQLite's
+own threshold).
 
 Cancellation: a call in a worker thread is always waited for. A cancelled caller
 interrupts the connection (``sqlite3.Connection.interrupt``), the thread rolls back
@@ -258,39 +262,33 @@ class SqliteDatabase(Database):
             if calls >= self._checkpoint_every:
                 checkpoint, self._calls = True, 0
             elif brief and self._idle:
-                value = await self._write_here(work)
+                await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled call writes nothing
+                value = self._write_here(work)
                 if value is not _LOCKED:
                     return value  # type: ignore[return-value]
         async with held(self._limiter):
             self.check_open()
             return await self._in_worker_thread(work, checkpoint)
 
-    async def _write_here(self, work: Callable[[Any], _T]) -> _T | _Locked:
-        """``work`` on an idle connection in the Trio thread, or ``_LOCKED`` when the
-        call must go to a worker thread (the file is locked, or no connection is idle)."""
-        await trio.lowlevel.checkpoint_if_cancelled()
-        limiter = self._limiter
+    def _write_here(self, work: Callable[[Any], _T]) -> _T | _Locked:
+        """``work`` on an idle connection in the Trio thread, or ``_LOCKED`` when the call
+        must go to a worker thread (the file is locked, or no connection is idle).
+
+        No limiter: the connection is idle (no worker thread holds it) and back in the
+        pool before any other task runs. No scheduler pass either, as :class:`held`
+        makes none for a free lock: the write is bounded, and its callers (a run's loop)
+        pass through the scheduler at every step.
+        """
+        if self._closed or not self._idle:
+            return _LOCKED  # closed: the worker-thread path says so
+        conn = self._idle.pop()
         try:
-            limiter.acquire_nowait()
-        except trio.WouldBlock:
-            return _LOCKED
-        try:
-            self.check_open()
-            if not self._idle:
-                return _LOCKED
-            conn = self._idle.pop()
-            try:
-                value = _run_here(conn, work)
-            except sqlite3.DatabaseError as exc:
-                raise_for_database_file(self._path, exc)
-                raise
-            finally:
-                self._idle.append(conn)
+            return _run_here(conn, work)
+        except sqlite3.DatabaseError as exc:
+            raise_for_database_file(self._path, exc)
+            raise
         finally:
-            limiter.release()
-        if value is not _LOCKED:
-            await trio.lowlevel.cancel_shielded_checkpoint()  # committed: no Cancelled now
-        return value
+            self._idle.append(conn)
 
     async def _in_worker_thread(self, work: Callable[[Any], _T], checkpoint: bool) -> _T:
         """``work`` in a worker thread (the limiter held), after a passive checkpoint when
