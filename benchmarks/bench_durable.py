@@ -463,37 +463,35 @@ async def measure_per_step(
     pairs = {name: opener() for name, opener in openers.items()}
     floors = floors or {}
     async with contextlib.AsyncExitStack() as stack:
+        for engine, store in pairs.values():  # opened as a worker opens them
+            await stack.enter_async_context(engine)
+            await stack.enter_async_context(store)
         writers = {name: await stack.enter_async_context(make()) for name, make in floors.items()}
-        try:
-            long, short = operative_model(STEPS), operative_model(1)
-            backends: dict[str, tuple[DurableEngine, CheckpointStore] | None] = {"memory": None}
-            backends.update(pairs)
-            backends.update({f"{name}, idempotent tool": pair for name, pair in pairs.items()})
-            cases: dict[str, Callable[[], Awaitable[Any]]] = {}
-            for name, pair in backends.items():
-                idempotent = name.endswith("idempotent tool")
-                cases[name] = functools.partial(one_run, long, pair, idempotent)
-                cases[f"{name}_1"] = functools.partial(one_run, short, pair, idempotent)
-            if writers:
-                floor_long = floor_model(STEPS)
-                cases["floor memory"] = functools.partial(floor_run, floor_long)
-                for name, write in writers.items():
-                    cases[f"floor {name}"] = functools.partial(floor_durable_run, floor_long, write)
-            samples: dict[str, list[int]] = {name: [] for name in cases}
-            for _ in range(warmup):
-                for fn in cases.values():
-                    await fn()
-            gc.collect()
-            # Interleave the cases so drift (frequency scaling, neighbours) hits them alike.
-            for _ in range(repetitions):
-                for name, fn in cases.items():
-                    start = time.perf_counter_ns()
-                    await fn()
-                    samples[name].append(time.perf_counter_ns() - start)
-        finally:
-            for engine, store in pairs.values():
-                await engine.aclose()
-                await store.aclose()
+        long, short = operative_model(STEPS), operative_model(1)
+        backends: dict[str, tuple[DurableEngine, CheckpointStore] | None] = {"memory": None}
+        backends.update(pairs)
+        backends.update({f"{name}, idempotent tool": pair for name, pair in pairs.items()})
+        cases: dict[str, Callable[[], Awaitable[Any]]] = {}
+        for name, pair in backends.items():
+            idempotent = name.endswith("idempotent tool")
+            cases[name] = functools.partial(one_run, long, pair, idempotent)
+            cases[f"{name}_1"] = functools.partial(one_run, short, pair, idempotent)
+        if writers:
+            floor_long = floor_model(STEPS)
+            cases["floor memory"] = functools.partial(floor_run, floor_long)
+            for name, write in writers.items():
+                cases[f"floor {name}"] = functools.partial(floor_durable_run, floor_long, write)
+        samples: dict[str, list[int]] = {name: [] for name in cases}
+        for _ in range(warmup):
+            for fn in cases.values():
+                await fn()
+        gc.collect()
+        # Interleave the cases so drift (frequency scaling, neighbours) hits them alike.
+        for _ in range(repetitions):
+            for name, fn in cases.items():
+                start = time.perf_counter_ns()
+                await fn()
+                samples[name].append(time.perf_counter_ns() - start)
     us = {name: median(values) / 1000 for name, values in samples.items()}
     memory, memory_1 = us["memory"], us["memory_1"]
     # Spreads: the repetitions cut into consecutive rounds, each figure a median per round.

@@ -25,10 +25,14 @@ goes on in a worker thread like any other. Ctrl-C cannot tear it: it runs KI-pro
 so a ``KeyboardInterrupt`` arrives after the commit, never inside it. It makes no
 scheduler pass (a cancelled caller writes nothing; one that was not gets its result),
 as :class:`~._database.held` makes none for a free lock. And it never checkpoints:
-those connections have SQLite's automatic checkpoint off (a checkpoint syncs the file
-twice); instead, every so many calls, one runs a passive checkpoint first, in its worker
-thread (the interval adapts so that each finds about 1,000 pages in the log, SQLite's
-own threshold).
+those connections have SQLite's automatic checkpoint off (a checkpoint copies the log
+into the file and syncs both: about 10 ms for 1,000 pages here, a third of a commit's
+cost when spread over the commits). Instead, every so many calls (the interval adapts so
+that each checkpoint finds about 1,000 pages in the log, SQLite's own threshold) a
+passive checkpoint falls due, and :meth:`SqliteDatabase.maintain`, a task of the owner's
+nursery (the durable engine's and store's, opened with ``async with``), makes it in a
+worker thread while the calls go on: in WAL mode a checkpoint blocks no writer. Without
+that task, the call that falls due makes the checkpoint first, in its worker thread.
 
 Cancellation: a call in a worker thread is always waited for. A cancelled caller
 interrupts the connection (``sqlite3.Connection.interrupt``), the thread rolls back
@@ -40,6 +44,7 @@ a cancel before it starts, and once it has committed it returns its result.
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
@@ -58,6 +63,8 @@ from ._sqlite_file import check_database_file, raise_for_database_file
 
 __all__ = ["SqliteDatabase", "check_busy_timeout", "check_path", "run_in_worker_thread"]
 
+logger = logging.getLogger("operative.sql")
+
 _T = TypeVar("_T")
 _FIRST_PAUSE = 0.001  # seconds before a locked call's second try; doubles each time
 _LONGEST_PAUSE = 0.1
@@ -65,6 +72,10 @@ _BUSY_CODES = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED (primary codes)
 _CHECKPOINT_PAGES = 1000  # what a checkpoint should find in the log (SQLite's default)
 _FIRST_CHECKPOINT = 256  # calls before the first checkpoint of a brief-writes database
 _CHECKPOINT_INTERVALS = (16, 4096)  # fewest and most calls between two checkpoints
+
+
+def _nothing(conn: sqlite3.Connection) -> None:
+    """The work of a call made only for its checkpoint."""
 
 
 class _Locked:
@@ -164,6 +175,7 @@ class SqliteDatabase(Database):
         "_name",
         "_path",
         "_text_factory",
+        "_wake_checkpointer",
     )
 
     def __init__(
@@ -187,6 +199,7 @@ class SqliteDatabase(Database):
         self._brief_writes = brief_writes
         self._calls = 0  # calls since the last checkpoint (brief_writes only)
         self._checkpoint_every = _FIRST_CHECKPOINT
+        self._wake_checkpointer: trio.Event | None = None  # set while maintain() runs
 
     @property
     def path(self) -> str:
@@ -260,8 +273,13 @@ class SqliteDatabase(Database):
         if self._brief_writes:
             self._calls = calls = self._calls + 1
             if calls >= self._checkpoint_every:
-                checkpoint, self._calls = True, 0
-            elif brief and self._idle:
+                self._calls = 0
+                wake = self._wake_checkpointer
+                if wake is None:
+                    checkpoint = True  # no checkpointer task runs: this call makes it
+                else:
+                    wake.set()
+            if brief and not checkpoint and self._idle:
                 await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled call writes nothing
                 value = self._write_here(work)
                 if value is not _LOCKED:
@@ -269,6 +287,28 @@ class SqliteDatabase(Database):
         async with held(self._limiter):
             self.check_open()
             return await self._in_worker_thread(work, checkpoint)
+
+    async def maintain(self) -> None:
+        """Make the passive checkpoints that calls fall due for, in a worker thread, until
+        cancelled; meanwhile the calls go on (a checkpoint blocks no writer in WAL mode).
+        Without this task, the call that falls due makes the checkpoint first."""
+        if not self._brief_writes or self._wake_checkpointer is not None:
+            await trio.lowlevel.checkpoint()
+            return
+        try:
+            while True:
+                wake = self._wake_checkpointer = trio.Event()
+                await wake.wait()
+                async with held(self._limiter):
+                    if self._closed:
+                        return
+                    try:
+                        await self._in_worker_thread(_nothing, checkpoint=True)
+                    except Exception:
+                        # The log keeps every commit; the next checkpoint tries again.
+                        logger.warning("checkpointing %r failed", self._path, exc_info=True)
+        finally:
+            self._wake_checkpointer = None
 
     def _write_here(self, work: Callable[[Any], _T]) -> _T | _Locked:
         """``work`` on an idle connection in the Trio thread, or ``_LOCKED`` when the call

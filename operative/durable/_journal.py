@@ -109,8 +109,8 @@ class SqlDurable(SqlBacked):
     class's statements in the database's dialect.
     """
 
-    __slots__ = ("_busy", "_clock", "_closing", "_nursery_manager", "_q", "_queue", "_token",
-                 "_wake", "batches")  # fmt: skip
+    __slots__ = ("_busy", "_clock", "_closing", "_maintenance", "_nursery_manager", "_q",
+                 "_queue", "_token", "_wake", "batches")  # fmt: skip
 
     _templates: ClassVar[Mapping[str, str]] = _TEMPLATES
 
@@ -128,6 +128,7 @@ class SqlDurable(SqlBacked):
         self._busy = False
         """A batch is committing (the committer's, or a lone writer's own)."""
         self._nursery_manager: Any = None
+        self._maintenance = trio.CancelScope()
         self.batches = 0
         """Group commits made (each one transaction)."""
 
@@ -153,7 +154,14 @@ class SqlDurable(SqlBacked):
         self._closing = False
         self._queue = []
         nursery.start_soon(self._committer, name=f"operative group commit {self._db.label}")
+        self._maintenance = trio.CancelScope()
+        nursery.start_soon(self._maintain, name=f"operative maintenance {self._db.label}")
         return self
+
+    async def _maintain(self) -> None:
+        """The database's own work beside the calls (SQLite's checkpoints), until closed."""
+        with self._maintenance:
+            await self._db.maintain()
 
     async def __aexit__(
         self,
@@ -168,6 +176,7 @@ class SqlDurable(SqlBacked):
                 # batch it writes (shielded), and fails what waits: never written.
                 self._closing = True
                 self._wake.set()
+                self._maintenance.cancel()
                 await manager.__aexit__(None, None, None)  # the block's error goes on
         finally:
             await super().__aexit__(exc_type, exc, tb)

@@ -277,7 +277,11 @@ class RunWriter:
         run finishes or its nursery is cancelled; a write it did not take is left to its
         caller."""
         writes = self._writes
-        assert writes is not None
+        if writes is None:
+            # Stopped before this task first ran: the run was over without ever passing
+            # through the scheduler (its commits made in its loop task, none waiting).
+            await trio.lowlevel.checkpoint()
+            return
         try:
             with self._scope:
                 try:

@@ -157,8 +157,11 @@ async def test_a_cancelled_brief_write_writes_nothing(tmp_path: Path) -> None:
 
 async def _log_pages_after(path: Path, appends: int, checkpoint_every: int) -> int:
     """Pages in the log of a new file after ``appends`` appends, checkpointed every
-    ``checkpoint_every`` calls; and that exactly those calls went to a worker thread."""
-    async with SqliteEngine(path) as engine, SqliteCheckpointStore(path) as store:
+    ``checkpoint_every`` calls by the calls that fall due (the store is not opened with
+    ``async with``: no task makes them); and that exactly those calls went to a worker
+    thread."""
+    async with SqliteEngine(path) as engine:
+        store = SqliteCheckpointStore(path)
         lease = await _started_run(engine)
         await store.append(lease, 1, [StepDone(step=1)])
         db = store._db
@@ -189,6 +192,7 @@ async def _log_pages_after(path: Path, appends: int, checkpoint_every: int) -> i
         finally:
             outside.close()
         assert [e.seq for e in await store.read("r1")] == list(range(2 + appends))
+        await store.aclose()
         return int(pages)
 
 
@@ -199,3 +203,43 @@ async def test_checkpoints_run_in_a_worker_thread_and_keep_the_log_short(
     every_50 = await _log_pages_after(tmp_path / "every50.db", 60, 50)
     # After the checkpoint at the 50th call the log starts again: it holds the last ten.
     assert 0 < every_50 < never / 3
+
+
+async def test_an_open_store_checkpoints_in_its_own_task_while_writes_go_on(
+    tmp_path: Path, threads: list[str]
+) -> None:
+    """Opened with ``async with``, the store's maintenance task makes the checkpoint a
+    call falls due for, in a worker thread; the call itself commits in the Trio thread."""
+    seen: list[int] = []
+
+    class Noting(SqliteCheckpointStore):
+        def _write_batch(self, conn: Any, batch: Any) -> Any:
+            seen.append(threading.get_ident())
+            return super()._write_batch(conn, batch)
+
+    path = tmp_path / "d.db"
+    async with SqliteEngine(path) as engine, Noting(path) as store:
+        lease = await _started_run(engine)
+        await store.append(lease, 1, [StepDone(step=1)])
+        db = store._db
+        assert isinstance(db, SqliteDatabase)
+        db._calls, db._checkpoint_every = 0, 50
+        seen.clear()
+        threads.clear()
+        for seq in range(2, 62):
+            await store.append(lease, seq, [StepDone(step=seq)])
+        assert seen == [MAIN] * 60  # every append, the one that fell due too
+        with trio.fail_after(5):
+            # A worker thread's progress: nothing in trio to wait on but the time.
+            while db._checkpoint_every == 50:  # noqa: ASYNC110 (not reported yet)
+                await trio.sleep(0.01)
+        assert threads == ["SqliteDatabase._in_worker_thread.<locals>.run"]
+        for seq in range(62, 72):  # the next writer starts the log again
+            await store.append(lease, seq, [StepDone(step=seq)])
+        outside = sqlite3.connect(path)
+        try:
+            _, pages, _ = outside.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        finally:
+            outside.close()
+    never = await _log_pages_after(tmp_path / "never.db", 70, 1_000_000)
+    assert 0 < pages < never / 3  # the log holds the last ten appends
