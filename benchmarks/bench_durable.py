@@ -463,9 +463,9 @@ async def measure_per_step(
     pairs = {name: opener() for name, opener in openers.items()}
     floors = floors or {}
     async with contextlib.AsyncExitStack() as stack:
-        for engine, store in pairs.values():  # opened as a worker opens them
-            await stack.enter_async_context(engine)
-            await stack.enter_async_context(store)
+        for engine, store in pairs.values():  # closed at the end (not entered: no group commit)
+            stack.push_async_callback(engine.aclose)
+            stack.push_async_callback(store.aclose)
         writers = {name: await stack.enter_async_context(make()) for name, make in floors.items()}
         long, short = operative_model(STEPS), operative_model(1)
         backends: dict[str, tuple[DurableEngine, CheckpointStore] | None] = {"memory": None}
