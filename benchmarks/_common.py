@@ -6,11 +6,13 @@ without) importing the library.
 
 from __future__ import annotations
 
+import gc
 import json
 import platform
 import statistics
 import sys
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -126,3 +128,22 @@ def print_table(title: str, header: Sequence[str], rows: Iterable[Sequence[Any]]
 
 def write_json(path: str | Path, data: Any) -> None:
     Path(path).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+async def interleaved(
+    cases: Mapping[str, Callable[[], Awaitable[Any]]], warmup: int, repetitions: int
+) -> dict[str, list[int]]:
+    """Nanoseconds of each case's runs: ``warmup`` untimed rounds of every case, a
+    collection, then ``repetitions`` timed rounds, the cases interleaved in each so that
+    drift (frequency scaling, neighbours) hits them alike."""
+    samples: dict[str, list[int]] = {name: [] for name in cases}
+    for _ in range(warmup):
+        for fn in cases.values():
+            await fn()
+    gc.collect()
+    for _ in range(repetitions):
+        for name, fn in cases.items():
+            start = time.perf_counter_ns()
+            await fn()
+            samples[name].append(time.perf_counter_ns() - start)
+    return samples

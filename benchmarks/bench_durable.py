@@ -65,7 +65,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_storage
-from _common import machine, median, print_table, write_json
+from _common import interleaved, machine, median, print_table, write_json
 from bench_loop import (
     FLOOR_TOOLS,
     add,
@@ -481,17 +481,7 @@ async def measure_per_step(
             cases["floor memory"] = functools.partial(floor_run, floor_long)
             for name, write in writers.items():
                 cases[f"floor {name}"] = functools.partial(floor_durable_run, floor_long, write)
-        samples: dict[str, list[int]] = {name: [] for name in cases}
-        for _ in range(warmup):
-            for fn in cases.values():
-                await fn()
-        gc.collect()
-        # Interleave the cases so drift (frequency scaling, neighbours) hits them alike.
-        for _ in range(repetitions):
-            for name, fn in cases.items():
-                start = time.perf_counter_ns()
-                await fn()
-                samples[name].append(time.perf_counter_ns() - start)
+        samples = await interleaved(cases, warmup, repetitions)
     us = {name: median(values) / 1000 for name, values in samples.items()}
     memory, memory_1 = us["memory"], us["memory_1"]
     # Spreads: the repetitions cut into consecutive rounds, each figure a median per round.

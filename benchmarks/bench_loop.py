@@ -54,7 +54,7 @@ from typing import Any
 import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, median, print_table, read_status_kib, write_json
+from _common import interleaved, machine, median, print_table, read_status_kib, write_json
 
 import operative
 from operative import (
@@ -251,12 +251,6 @@ async def floor_run(generate: Any, maximum_steps: int = 25) -> str:
 # --------------------------------------------------------------------------------------
 
 
-async def _time_ns(fn: Callable[[], Awaitable[Any]]) -> int:
-    start = time.perf_counter_ns()
-    await fn()
-    return time.perf_counter_ns() - start
-
-
 async def measure_per_step(repetitions: int, warmup: int) -> dict[str, Any]:
     op20, op1 = operative_model(STEPS), operative_model(1)
     fl20, fl1 = floor_model(STEPS), floor_model(1)
@@ -272,15 +266,7 @@ async def measure_per_step(repetitions: int, warmup: int) -> dict[str, Any]:
         "operative_agent": lambda: operative_agent_run(op20),
         "operative_agent_1": lambda: operative_agent_run(op1),
     }
-    samples: dict[str, list[int]] = {name: [] for name in cases}
-    for _ in range(warmup):
-        for fn in cases.values():
-            await fn()
-    gc.collect()
-    # Interleave the cases so drift (frequency scaling, neighbours) hits them alike.
-    for _ in range(repetitions):
-        for name, fn in cases.items():
-            samples[name].append(await _time_ns(fn))
+    samples = await interleaved(cases, warmup, repetitions)
     runs_us = {name: median(values) / 1000 for name, values in samples.items()}
     out: dict[str, Any] = {"steps": STEPS, "repetitions": repetitions, "warmup": warmup}
     for name in ("floor", "operative", "operative_events", "operative_guarded", "operative_agent"):

@@ -247,7 +247,7 @@ class SqliteDatabase(Database):
             # wait at all. call() pauses and tries again (see the module docstring).
             timeout=0,
             isolation_level=None,  # autocommit; transactions issue BEGIN themselves
-            check_same_thread=False,  # one user at a time, guaranteed by the limiter
+            check_same_thread=False,  # one user at a time: the limiter, or idle in the pool
         )
         try:
             conn.text_factory = self._text_factory
