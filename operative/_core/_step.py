@@ -43,7 +43,7 @@ from ._results import StepResult
 from ._run_state import NO_USAGE, Inflight, RunState
 from ._tool_calls import RefusedCalls, normalize_calls, unsendable
 from ._tool_phase import ToolPhase, select_specs, settle_one
-from ._types import FinishReason, ToolResult
+from ._types import NO_METADATA, FinishReason, ToolResult
 
 if TYPE_CHECKING:
     from ..context import ContextManager
@@ -206,7 +206,7 @@ class StepLoop:
                         role="assistant",
                         content=content,
                         tool_calls=calls,
-                        metadata=dict(response.metadata) if response.metadata else {},
+                        metadata=dict(response.metadata) if response.metadata else NO_METADATA,
                     )
                 )
             else:  # content parts: checked on the way in

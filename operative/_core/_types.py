@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import enum
 import math
-from typing import Any, Literal
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, NoReturn
 
 import msgspec
 
 from ._errors import InvalidArgument
 
 __all__ = [
+    "NO_METADATA",
     "NO_USAGE",
     "ApprovalDecision",
     "Authority",
@@ -93,6 +95,41 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 NO_USAGE = Usage()
 """Nothing spent. Frozen, so every run, step and tracker can start from this one."""
+
+
+class _NoMetadata(dict[str, Any]):
+    """The metadata of every message and history that has none: one shared, empty
+    ``dict`` (it encodes and compares as ``{}``) that refuses changes, since every
+    record without metadata holds this one object. A transcript keeps ten of them in
+    a five-step run; sharing saves a dict each."""
+
+    __slots__ = ()
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise InvalidArgument(
+            "this metadata is empty and shared by every record without metadata, so it "
+            "is read-only: build the record with metadata={...} instead "
+            "(msgspec.structs.replace(message, metadata={...}))"
+        )
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _read_only
+    __ior__ = _read_only
+
+    def __reduce__(self) -> tuple[Callable[[], dict[str, Any]], tuple[()]]:
+        return _no_metadata, ()  # unpickled and copied as the shared object
+
+
+def _no_metadata() -> dict[str, Any]:
+    return NO_METADATA
+
+
+NO_METADATA: dict[str, Any] = _NoMetadata()
+"""Empty, read-only and shared: the default metadata of a message or history."""
+
+
+def own_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """``metadata`` as a record keeps it: a ``dict`` of its own, or the shared empty one."""
+    return dict(metadata) if metadata else NO_METADATA
 
 
 class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):

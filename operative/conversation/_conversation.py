@@ -7,7 +7,7 @@ from types import MappingProxyType
 from typing import Any, cast
 
 from .._core._errors import InvalidArgument
-from .._core._types import ToolCall, ToolResult
+from .._core._types import NO_METADATA, ToolCall, ToolResult, own_metadata
 from ._history import HISTORY_SCHEMA_VERSION, ConversationHistory
 from ._message import (
     ContentPart,
@@ -58,7 +58,8 @@ class Conversation:
         self._messages: list[Message] = (
             [_checked_message(m) for m in messages] if messages != () else []
         )
-        self._metadata: dict[str, Any] = dict(metadata) if metadata else {}
+        # The shared empty dict until a key is set (``update_metadata`` makes one).
+        self._metadata: dict[str, Any] = dict(metadata) if metadata else NO_METADATA
         self._snapshot: ConversationHistory | None = None
         self._metadata_copy: dict[str, Any] | None = None
         """The metadata the last snapshot holds, shared by the next ones until it changes."""
@@ -83,7 +84,7 @@ class Conversation:
         if snapshot is None:
             metadata = self._metadata_copy
             if metadata is None:
-                metadata = self._metadata_copy = dict(self._metadata)
+                metadata = self._metadata_copy = own_metadata(self._metadata)
             snapshot = self._snapshot = ConversationHistory(
                 messages=tuple(self._messages), metadata=metadata
             )
@@ -105,11 +106,13 @@ class Conversation:
 
     @metadata.setter
     def metadata(self, value: Mapping[str, Any]) -> None:
-        self._metadata = dict(value)
+        self._metadata = dict(value)  # its own, even empty: update_metadata fills it
         self._snapshot = self._metadata_copy = None
 
     def update_metadata(self, values: Mapping[str, Any] = _EMPTY, /, **more: Any) -> None:
         """Set metadata keys (like ``dict.update``)."""
+        if self._metadata is NO_METADATA:
+            self._metadata = {}
         self._metadata.update(values, **more)
         self._snapshot = self._metadata_copy = None
 

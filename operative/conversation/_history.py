@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 
 from .._core._codec import check_schema_version
+from .._core._types import NO_METADATA, own_metadata
 from ._message import Message
 
 __all__ = ["HISTORY_SCHEMA_VERSION", "ConversationHistory"]
@@ -26,13 +27,18 @@ class ConversationHistory(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
     messages: tuple[Message, ...] = ()
     """The transcript, oldest first."""
-    metadata: Mapping[str, Any] = msgspec.field(default_factory=dict)
-    """Caller-defined, JSON-encodable data about the conversation (always a ``dict``)."""
+    metadata: Mapping[str, Any] = NO_METADATA
+    """Caller-defined, JSON-encodable data about the conversation (always a ``dict``;
+    without metadata, the shared empty one, which refuses changes)."""
     schema_version: int = HISTORY_SCHEMA_VERSION
     """Always written, so a reader can tell which rules the bytes follow."""
 
     def __post_init__(self) -> None:
         if self.schema_version != HISTORY_SCHEMA_VERSION:
             check_schema_version("ConversationHistory", self.schema_version, HISTORY_SCHEMA_VERSION)
-        if self.metadata.__class__ is not dict:  # keep it encodable whatever mapping was given
-            msgspec.structs.force_setattr(self, "metadata", dict(self.metadata))
+        metadata = self.metadata
+        if metadata.__class__ is not dict:  # keep it encodable whatever mapping was given
+            if metadata is not NO_METADATA:
+                msgspec.structs.force_setattr(self, "metadata", own_metadata(metadata))
+        elif not metadata:  # an empty dict of its own: share the empty one instead
+            msgspec.structs.force_setattr(self, "metadata", NO_METADATA)

@@ -9,7 +9,7 @@ from typing import Any, Literal, TypeAlias
 
 import msgspec
 
-from .._core._types import ToolCall, ToolOutcome, ToolResult
+from .._core._types import NO_METADATA, ToolCall, ToolOutcome, ToolResult, own_metadata
 
 __all__ = [
     "ContentPart",
@@ -80,8 +80,9 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults
     """On a tool message: the tool that was called."""
     outcome: ToolOutcome | None = None
     """On a tool message: how the call settled."""
-    metadata: Mapping[str, Any] = msgspec.field(default_factory=dict)
-    """Caller-defined, JSON-encodable data (always a ``dict``; treat it as read-only)."""
+    metadata: Mapping[str, Any] = NO_METADATA
+    """Caller-defined, JSON-encodable data (always a ``dict``; treat it as read-only:
+    a message without metadata shares one empty ``dict`` that refuses changes)."""
 
     def __post_init__(self) -> None:
         # Runs on every decode too, so the common case is kept to a few comparisons.
@@ -92,8 +93,12 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults
                 )
         elif self.tool_calls and self.role != "assistant":
             raise ValueError(f"only assistant messages carry tool_calls, not {self.role} ones")
-        if self.metadata.__class__ is not dict:
-            msgspec.structs.force_setattr(self, "metadata", dict(self.metadata))
+        metadata = self.metadata
+        if metadata.__class__ is not dict:
+            if metadata is not NO_METADATA:
+                msgspec.structs.force_setattr(self, "metadata", own_metadata(metadata))
+        elif not metadata:  # an empty dict of its own: share the empty one instead
+            msgspec.structs.force_setattr(self, "metadata", NO_METADATA)
         content: Any = self.content
         if content.__class__ is list:  # built in Python with a list: keep it immutable
             msgspec.structs.force_setattr(self, "content", tuple(content))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -194,3 +195,55 @@ def test_metadata_given_as_any_mapping_is_stored_as_a_dict() -> None:
     assert type(history.metadata) is dict
     assert type(message.metadata) is dict
     assert msgspec.json.encode(history) == b'{"messages":[],"metadata":{"a":1},"schema_version":1}'
+
+
+def test_records_without_metadata_share_one_read_only_empty_dict() -> None:
+    """A message or history without metadata holds the shared empty dict: it encodes,
+    compares and copies as ``{}``, refuses changes with a clear error, and an empty dict
+    given (or decoded) is replaced by it, so the encoding is as before."""
+    import copy
+    import pickle
+
+    from operative._core._types import NO_METADATA
+
+    bare = Message(id="1", role="user", content="hi")
+    given = Message(id="2", role="user", content="hi", metadata={})
+    decoded = msgspec.json.decode(
+        b'{"id":"3","role":"user","content":"hi","metadata":{}}', type=Message
+    )
+    history = ConversationHistory(messages=(bare,), metadata={})
+    for record in (bare, given, decoded, history, ConversationHistory()):
+        assert record.metadata is NO_METADATA
+        assert isinstance(record.metadata, dict)
+        assert record.metadata == {}
+    assert msgspec.json.encode(given) == b'{"id":"2","role":"user","content":"hi"}'
+    assert pickle.loads(pickle.dumps(bare)).metadata is NO_METADATA
+    assert copy.deepcopy(bare).metadata is NO_METADATA
+    changes: tuple[Callable[[dict[str, Any]], object], ...] = (
+        lambda m: m.__setitem__("k", 1),
+        lambda m: m.update(k=1),
+        lambda m: m.setdefault("k", 1),
+        lambda m: m.pop("k"),
+        lambda m: m.clear(),
+        lambda m: m.__ior__({"k": 1}),
+    )
+    for change in changes:
+        with pytest.raises(InvalidArgument, match="read-only"):
+            change(NO_METADATA)
+    assert bare.metadata is NO_METADATA
+    # A mapping of another kind is copied into a dict of its own; a non-empty one is kept.
+    from types import MappingProxyType
+
+    proxied = Message(id="4", role="user", metadata=MappingProxyType({"k": 1}))
+    assert proxied.metadata.__class__ is dict
+    assert proxied.metadata == {"k": 1}
+    assert Message(id="5", role="user", metadata=MappingProxyType({})).metadata is NO_METADATA
+
+
+def test_a_conversation_without_metadata_makes_a_dict_on_its_first_key() -> None:
+    conversation = Conversation()
+    assert conversation.current.metadata is conversation.current.metadata
+    conversation.remove_metadata("missing")
+    conversation.update_metadata(k=1)
+    assert conversation.current.metadata == {"k": 1}
+    assert Conversation().current.metadata == {}
