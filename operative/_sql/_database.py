@@ -131,11 +131,6 @@ class Database:
         back when it raises (in the worker thread)."""
         raise NotImplementedError
 
-    async def maintain(self) -> None:
-        """The work the database does beside its calls, until cancelled: a task of the
-        owner's nursery, so that no call waits for it (none by default)."""
-        await trio.lowlevel.checkpoint()
-
     def snapshot(self, conn: Any, work: Callable[[Any], _T]) -> _T:
         """``work(conn)`` in one read-only snapshot of the database (in the worker thread)."""
         raise NotImplementedError

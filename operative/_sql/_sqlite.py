@@ -29,10 +29,11 @@ those connections have SQLite's automatic checkpoint off (a checkpoint copies th
 into the file and syncs both: about 10 ms for 1,000 pages here, a third of a commit's
 cost when spread over the commits). Instead, every so many calls (the interval adapts so
 that each checkpoint finds about 1,000 pages in the log, SQLite's own threshold) a
-passive checkpoint falls due, and :meth:`SqliteDatabase.maintain`, a task of the owner's
-nursery (the durable engine's and store's, opened with ``async with``), makes it in a
-worker thread while the calls go on: in WAL mode a checkpoint blocks no writer. Without
-that task, the call that falls due makes the checkpoint first, in its worker thread.
+checkpoint falls due, and the call that falls due makes it first, in its worker thread,
+while the object's other calls wait for it. It is a ``RESTART`` checkpoint, which keeps
+writers out while it copies, so the next write starts the log over: a passive checkpoint
+beside a steady stream of writes never finds the log fully copied, and the log then
+grows without end (a few hundred MB a minute under a benchmark's load).
 
 Cancellation: a call in a worker thread is always waited for. A cancelled caller
 interrupts the connection (``sqlite3.Connection.interrupt``), the thread rolls back
@@ -72,10 +73,34 @@ _BUSY_CODES = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED (primary codes)
 _CHECKPOINT_PAGES = 1000  # what a checkpoint should find in the log (SQLite's default)
 _FIRST_CHECKPOINT = 256  # calls before the first checkpoint of a brief-writes database
 _CHECKPOINT_INTERVALS = (16, 4096)  # fewest and most calls between two checkpoints
+_CHECKPOINT_PATIENCE = 0.5  # seconds a checkpoint tries for the write lock and readers
 
 
 def _nothing(conn: sqlite3.Connection) -> None:
     """The work of a call made only for its checkpoint."""
+
+
+def _checkpoint(conn: sqlite3.Connection, stop: threading.Event) -> int:
+    """Copy the log into the file so that the next write starts the log over; return
+    the pages the log held.
+
+    A ``RESTART`` checkpoint holds the write lock while it copies and then waits for
+    readers to leave the log; the database object's own calls wait for it meanwhile
+    (:meth:`SqliteDatabase.call`), and another object's writes find the file locked and
+    pause (see the module docstring). A passive checkpoint beside the writes is not
+    enough: a log restarts only when a write finds every page in it copied, and under a
+    steady stream of writes each passive checkpoint leaves the pages written while it
+    ran, so the log grows without end. With no busy wait, a checkpoint that meets a
+    write or a reader (another object's, another process's) copies what it can and says
+    so (``busy``); it tries again after a pause (1 ms, doubling), for at most
+    ``_CHECKPOINT_PATIENCE``, or until cancelled (``stop``): the next one tries again."""
+    deadline = time.monotonic() + _CHECKPOINT_PATIENCE
+    pause = _FIRST_PAUSE
+    while True:
+        busy, pages, _ = conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
+        if not busy or time.monotonic() >= deadline or stop.wait(pause):
+            return int(pages)
+        pause = min(pause * 2, _LONGEST_PAUSE)
 
 
 class _Locked:
@@ -172,10 +197,10 @@ class SqliteDatabase(Database):
         "_busy_timeout",
         "_calls",
         "_checkpoint_every",
+        "_checkpointing",
         "_name",
         "_path",
         "_text_factory",
-        "_wake_checkpointer",
     )
 
     def __init__(
@@ -199,7 +224,7 @@ class SqliteDatabase(Database):
         self._brief_writes = brief_writes
         self._calls = 0  # calls since the last checkpoint (brief_writes only)
         self._checkpoint_every = _FIRST_CHECKPOINT
-        self._wake_checkpointer: trio.Event | None = None  # set while maintain() runs
+        self._checkpointing: trio.Event | None = None  # set once a checkpoint is over
 
     @property
     def path(self) -> str:
@@ -269,46 +294,30 @@ class SqliteDatabase(Database):
         return conn
 
     async def call(self, work: Callable[[Any], _T], *, brief: bool = False) -> _T:
-        checkpoint = False
         if self._brief_writes:
+            while (checkpointing := self._checkpointing) is not None:
+                await checkpointing.wait()  # a checkpoint of this object's is under way
             self._calls = calls = self._calls + 1
             if calls >= self._checkpoint_every:
+                # This call makes the checkpoint first, in its worker thread; this
+                # object's other calls wait for it (see _checkpoint).
                 self._calls = 0
-                wake = self._wake_checkpointer
-                if wake is None:
-                    checkpoint = True  # no checkpointer task runs: this call makes it
-                else:
-                    wake.set()
-            if brief and not checkpoint and self._idle:
+                checkpointing = self._checkpointing = trio.Event()
+                try:
+                    async with held(self._limiter):
+                        self.check_open()
+                        return await self._in_worker_thread(work, checkpoint=True)
+                finally:
+                    self._checkpointing = None
+                    checkpointing.set()
+            if brief and self._idle:
                 await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled call writes nothing
                 value = self._write_here(work)
                 if value is not _LOCKED:
                     return value  # type: ignore[return-value]
         async with held(self._limiter):
             self.check_open()
-            return await self._in_worker_thread(work, checkpoint)
-
-    async def maintain(self) -> None:
-        """Make the passive checkpoints that calls fall due for, in a worker thread, until
-        cancelled; meanwhile the calls go on (a checkpoint blocks no writer in WAL mode).
-        Without this task, the call that falls due makes the checkpoint first."""
-        if not self._brief_writes or self._wake_checkpointer is not None:
-            await trio.lowlevel.checkpoint()
-            return
-        try:
-            while True:
-                wake = self._wake_checkpointer = trio.Event()
-                await wake.wait()
-                async with held(self._limiter):
-                    if self._closed:
-                        return
-                    try:
-                        await self._in_worker_thread(_nothing, checkpoint=True)
-                    except Exception:
-                        # The log keeps every commit; the next checkpoint tries again.
-                        logger.warning("checkpointing %r failed", self._path, exc_info=True)
-        finally:
-            self._wake_checkpointer = None
+            return await self._in_worker_thread(work, checkpoint=False)
 
     def _write_here(self, work: Callable[[Any], _T]) -> _T | _Locked:
         """``work`` on an idle connection in the Trio thread, or ``_LOCKED`` when the call
@@ -347,7 +356,7 @@ class SqliteDatabase(Database):
                     if conn is None:
                         conn = holder[0] = self._connect()
                     if pending:
-                        pages[0] = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1]
+                        pages[0] = _checkpoint(conn, stop)
                         pending = False
                     return work(conn)
                 except sqlite3.DatabaseError as exc:
@@ -379,10 +388,15 @@ class SqliteDatabase(Database):
             conn = holder[0]
             if conn is not None:
                 await self._give_back(conn)
-        if pages[0] >= 0:  # aim the next checkpoint at about _CHECKPOINT_PAGES pages
+        if pages[0] >= 0:
+            # Aim the next checkpoint at about _CHECKPOINT_PAGES pages: at once when the
+            # log was longer, by at most twice the calls when shorter (another database
+            # object on the file, such as the engine's beside the store's, may have just
+            # started the log over).
             fewest, most = _CHECKPOINT_INTERVALS
-            every = self._checkpoint_every * _CHECKPOINT_PAGES // max(pages[0], 1)
-            self._checkpoint_every = max(fewest, min(most, every))
+            every = self._checkpoint_every
+            aimed = every * _CHECKPOINT_PAGES // max(pages[0], 1)
+            self._checkpoint_every = max(fewest, min(most, aimed, 2 * every))
         if cancelled:
             await trio.lowlevel.checkpoint()  # raises the pending Cancelled
         return result.unwrap()

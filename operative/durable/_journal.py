@@ -87,7 +87,7 @@ class _Work:
         self.work = work
         self.taken = False
         self.waiting: _Waiting | None = None
-        self.done = trio.Event()
+        self.done: trio.Event | None = None  # made when queued (a lone writer never waits)
         self.result: outcome.Outcome[Any] | None = None
 
 
@@ -109,8 +109,8 @@ class SqlDurable(SqlBacked):
     class's statements in the database's dialect.
     """
 
-    __slots__ = ("_busy", "_clock", "_closing", "_maintenance", "_nursery_manager", "_q",
-                 "_queue", "_token", "_wake", "batches")  # fmt: skip
+    __slots__ = ("_busy", "_clock", "_closing", "_nursery_manager", "_q", "_queue", "_token",
+                 "_wake", "batches")  # fmt: skip
 
     _templates: ClassVar[Mapping[str, str]] = _TEMPLATES
 
@@ -128,7 +128,6 @@ class SqlDurable(SqlBacked):
         self._busy = False
         """A batch is committing (the committer's, or a lone writer's own)."""
         self._nursery_manager: Any = None
-        self._maintenance = trio.CancelScope()
         self.batches = 0
         """Group commits made (each one transaction)."""
 
@@ -154,14 +153,7 @@ class SqlDurable(SqlBacked):
         self._closing = False
         self._queue = []
         nursery.start_soon(self._committer, name=f"operative group commit {self._db.label}")
-        self._maintenance = trio.CancelScope()
-        nursery.start_soon(self._maintain, name=f"operative maintenance {self._db.label}")
         return self
-
-    async def _maintain(self) -> None:
-        """The database's own work beside the calls (SQLite's checkpoints), until closed."""
-        with self._maintenance:
-            await self._db.maintain()
 
     async def __aexit__(
         self,
@@ -176,7 +168,6 @@ class SqlDurable(SqlBacked):
                 # batch it writes (shielded), and fails what waits: never written.
                 self._closing = True
                 self._wake.set()
-                self._maintenance.cancel()
                 await manager.__aexit__(None, None, None)  # the block's error goes on
         finally:
             await super().__aexit__(exc_type, exc, tb)
@@ -259,6 +250,7 @@ class SqlDurable(SqlBacked):
         assert queue is not None
         if not queue and not self._busy:
             return await self._commit_alone(item)
+        item.done = trio.Event()
         queue.append(item)
         self._wake.set()
         try:
@@ -298,7 +290,14 @@ class SqlDurable(SqlBacked):
 
     def _write_batch(self, conn: Any, batch: Sequence[Any]) -> list[outcome.Outcome[Any]]:
         """Commit ``batch`` (of :class:`_Work`) in one transaction, each write in a
-        savepoint of its own: one that raises is rolled back alone and gets its error."""
+        savepoint of its own: one that raises is rolled back alone and gets its error.
+        A batch of one (a writer alone) needs no savepoint: its transaction is rolled
+        back whole."""
+        if len(batch) == 1:
+            try:
+                return [outcome.Value(self._db.transaction(conn, batch[0].work))]
+            except OperativeError as exc:  # a refusal (a lost lease, a taken id)
+                return [outcome.Error(exc)]
 
         def each(conn: Any) -> list[outcome.Outcome[Any]]:
             results: list[outcome.Outcome[Any]] = []
@@ -422,7 +421,7 @@ class _Append:
         self.waiting: _Waiting | None = None
         self.taken = False
         """In a batch being committed: its outcome is the batch's to give."""
-        self.done = trio.Event()
+        self.done: trio.Event | None = None  # made when queued (a lone writer never waits)
         self.result: outcome.Outcome[str | None] | None = None
 
 
@@ -455,6 +454,19 @@ class SqlCheckpointStore(SqlDurable):
                     outcome.capture(self._pg_append, conn, item.lease, item.seq, item.rows)
                     for item in batch
                 ]
+        if len(batch) == 1:  # a writer alone: its transaction is rolled back whole
+            (item,) = batch
+            try:
+                return [
+                    outcome.Value(
+                        self._db.transaction(
+                            conn,
+                            lambda conn: self._fenced_insert(conn, item.lease, item.seq, item.rows),
+                        )
+                    )
+                ]
+            except (LeaseLostError, ConflictError) as exc:
+                return [outcome.Error(exc)]
         return self._db.transaction(conn, lambda conn: self._sqlite_batch(conn, batch))
 
     def _pg_append(self, conn: Any, lease: Lease, seq: int, rows: Sequence[_Row]) -> str | None:
@@ -508,8 +520,7 @@ class SqlCheckpointStore(SqlDurable):
         for item in batch:
             conn.execute("SAVEPOINT operative_append")
             try:
-                cancel = self._check_fence(conn, item.lease)
-                self._insert_rows(conn, item.lease.run_id, item.seq, item.rows)
+                cancel = self._fenced_insert(conn, item.lease, item.seq, item.rows)
             except (LeaseLostError, ConflictError) as exc:
                 conn.execute("ROLLBACK TO operative_append")
                 results.append(outcome.Error(exc))
@@ -517,6 +528,12 @@ class SqlCheckpointStore(SqlDurable):
                 results.append(outcome.Value(cancel))
             conn.execute("RELEASE operative_append")
         return results
+
+    def _fenced_insert(self, conn: Any, lease: Lease, seq: int, rows: Sequence[_Row]) -> str | None:
+        """Insert ``rows`` if ``lease`` still holds its run; return its cancel reason."""
+        cancel = self._check_fence(conn, lease)
+        self._insert_rows(conn, lease.run_id, seq, rows)
+        return cancel
 
     async def append(self, lease: Lease, seq: int, records: Sequence[JournalRecord]) -> str | None:
         """Append ``records`` from ``seq`` on if ``lease`` still holds (see the protocol)."""
@@ -528,13 +545,9 @@ class SqlCheckpointStore(SqlDurable):
             return value
         if self._db.dialect.name == "postgres":
             return await self._db.call(lambda conn: self._pg_append(conn, lease, seq, rows))
-
-        def work(conn: Any) -> str | None:
-            cancel = self._check_fence(conn, lease)
-            self._insert_rows(conn, lease.run_id, seq, rows)
-            return cancel
-
-        return await self._db.write(work, brief=True)
+        return await self._db.write(
+            lambda conn: self._fenced_insert(conn, lease, seq, rows), brief=True
+        )
 
     async def read(self, run_id: str, *, after: int = -1) -> list[JournalEntry]:
         """The run's entries with ``seq > after``, in order."""

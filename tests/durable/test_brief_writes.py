@@ -5,7 +5,8 @@ file's lock, so :class:`SqliteDatabase` runs ``brief`` calls on an idle connecti
 Trio thread (no worker thread's round trip), KI-protected. A locked file sends the call
 to a worker thread, which waits for the lock as before; a cancelled caller writes
 nothing; checkpoints never run in the Trio thread (the connections' automatic checkpoint
-is off) but every so many calls in a worker thread, and still keep the log short.
+is off) but every so many calls in a worker thread, with the object's other calls held
+back, so the log starts over and stays short.
 """
 
 from __future__ import annotations
@@ -205,41 +206,46 @@ async def test_checkpoints_run_in_a_worker_thread_and_keep_the_log_short(
     assert 0 < every_50 < never / 3
 
 
-async def test_an_open_store_checkpoints_in_its_own_task_while_writes_go_on(
-    tmp_path: Path, threads: list[str]
+async def test_a_checkpoint_keeps_the_objects_other_calls_out_so_the_log_restarts(
+    tmp_path: Path, threads: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Opened with ``async with``, the store's maintenance task makes the checkpoint a
-    call falls due for, in a worker thread; the call itself commits in the Trio thread."""
-    seen: list[int] = []
-
-    class Noting(SqliteCheckpointStore):
-        def _write_batch(self, conn: Any, batch: Any) -> Any:
-            seen.append(threading.get_ident())
-            return super()._write_batch(conn, batch)
-
+    """Opened with ``async with`` and written by several runs at once, the store still
+    makes each checkpoint in the call that falls due, in its worker thread, while its
+    other calls wait: so the log starts over after every checkpoint. (A checkpoint made
+    beside a steady stream of writes never finds the log fully copied, and the log then
+    grows without end.)"""
+    monkeypatch.setattr("operative._sql._sqlite._CHECKPOINT_INTERVALS", (50, 50))
     path = tmp_path / "d.db"
-    async with SqliteEngine(path) as engine, Noting(path) as store:
-        lease = await _started_run(engine)
-        await store.append(lease, 1, [StepDone(step=1)])
+    writers, appends = 4, 60
+    async with SqliteEngine(path) as engine, SqliteCheckpointStore(path) as store:
+        leases = [await _started_run(engine, f"r{k}") for k in range(writers)]
         db = store._db
         assert isinstance(db, SqliteDatabase)
+        for lease in leases:
+            await store.append(lease, 1, [StepDone(step=1)])
         db._calls, db._checkpoint_every = 0, 50
-        seen.clear()
         threads.clear()
-        for seq in range(2, 62):
-            await store.append(lease, seq, [StepDone(step=seq)])
-        assert seen == [MAIN] * 60  # every append, the one that fell due too
-        with trio.fail_after(5):
-            # A worker thread's progress: nothing in trio to wait on but the time.
-            while db._checkpoint_every == 50:  # noqa: ASYNC110 (not reported yet)
-                await trio.sleep(0.01)
-        assert threads == ["SqliteDatabase._in_worker_thread.<locals>.run"]
-        for seq in range(62, 72):  # the next writer starts the log again
-            await store.append(lease, seq, [StepDone(step=seq)])
+        overlapped: list[bool] = []
+
+        async def write(lease: Any) -> None:
+            for seq in range(2, 2 + appends):
+                overlapped.append(db._checkpointing is not None)
+                await store.append(lease, seq, [StepDone(step=seq)])
+
+        async with trio.open_nursery() as nursery:
+            for lease in leases:
+                nursery.start_soon(write, lease)
+        # Calls came while a checkpoint was under way, and waited for it.
+        assert any(overlapped)
+        # One worker thread per checkpoint: every 50 of the 240 calls.
+        assert threads == ["SqliteDatabase._in_worker_thread.<locals>.run"] * 4
+        for lease in leases:
+            seqs = [e.seq for e in await store.read(lease.run_id)]
+            assert seqs == list(range(2 + appends))
         outside = sqlite3.connect(path)
         try:
             _, pages, _ = outside.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         finally:
             outside.close()
-    never = await _log_pages_after(tmp_path / "never.db", 70, 1_000_000)
-    assert 0 < pages < never / 3  # the log holds the last ten appends
+    never = await _log_pages_after(tmp_path / "never.db", writers * appends, 1_000_000)
+    assert 0 < pages < never / 3  # the log holds the 40 appends since the last checkpoint
