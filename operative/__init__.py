@@ -55,7 +55,6 @@ from ._core._model import GenerateResponse as GenerateResponse
 from ._core._open_run import open_run as open_run
 from ._core._open_run import run_to_end as run_to_end
 from ._core._options import RunConfig as RunConfig
-from ._core._options import RunOptions as RunOptions
 from ._core._results import RunResult as RunResult
 from ._core._results import SchemaValidation as SchemaValidation
 from ._core._results import StepResult as StepResult
@@ -90,6 +89,7 @@ from .tools import tool as tool
 
 if typing.TYPE_CHECKING:
     from ._agent_context import AgentRunContext as AgentRunContext
+    from ._core._run_options import RunOptions as RunOptions
     from ._lazy._agent import create_lazy_agent as create_lazy_agent
     from ._lazy._agent import create_lazy_generate as create_lazy_generate
     from .budgets import Budget as Budget
@@ -295,6 +295,7 @@ _DEFERRED: dict[str, tuple[str, str | None]] = {
     "OnElicitation": (".tools._elicitation", "OnElicitation"),
     "StallPolicy": (".liveness._watchdog", "StallPolicy"),
     "RetryOptions": (".retry", "RetryOptions"),
+    "RunOptions": ("._core._run_options", "RunOptions"),
     "ConditionalTextValueStore": (".kvstore", "ConditionalTextValueStore"),
     "MemoryStore": (".kvstore", "MemoryStore"),
     "retry": (".retry", None),

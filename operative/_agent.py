@@ -25,7 +25,6 @@ from ._core._open_run import (
 from ._core._options import (
     DEFAULT_MAXIMUM_STEPS,
     RunConfig,
-    RunOptions,
     config_for_run,
     configure_run,
     make_toolbox,
@@ -44,6 +43,7 @@ from .tools._source import split_tool_sources
 
 if TYPE_CHECKING:
     from ._agent_context import AgentRunContext
+    from ._core._run_options import RunOptions
 
 __all__ = ["Agent", "AgentInput", "AgentRunContext", "RunHandle", "RunnableAgent", "create_agent"]
 

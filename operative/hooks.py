@@ -28,7 +28,7 @@ import itertools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, overload
 
-import attrs
+import msgspec
 
 from ._core._errors import InvalidArgument
 from ._core._model import GenerateRequest, GenerateResponse
@@ -59,8 +59,7 @@ HookName: TypeAlias = Literal[
 HOOK_NAMES: frozenset[str] = frozenset(HookName.__args__)  # type: ignore[attr-defined]
 
 
-@attrs.frozen(kw_only=True)
-class HookContext:
+class HookContext(msgspec.Struct, frozen=True, kw_only=True):
     """Where a hook is called from: the run, the step, the transcript so far."""
 
     run_id: str

@@ -61,3 +61,23 @@ def test_every_error_derives_from_operative_error() -> None:
         value = getattr(operative, attribute)
         if isinstance(value, type) and issubclass(value, BaseException):
             assert issubclass(value, operative.OperativeError), attribute
+
+
+def test_run_options_loads_on_first_use_and_names_every_option() -> None:
+    """``RunOptions`` (a TypedDict, for type checkers) is built only when asked for; the
+    option names a run accepts are exactly its keys."""
+    import subprocess
+    import sys
+
+    import operative
+    from operative._core._options import _OPTION_NAMES
+    from operative._core._run_options import RunOptions
+
+    assert frozenset(RunOptions.__annotations__) == _OPTION_NAMES
+    assert operative.RunOptions is RunOptions
+    code = (
+        "import sys, operative; print('operative._core._run_options' in sys.modules); "
+        "operative.RunOptions; print('operative._core._run_options' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]

@@ -56,7 +56,7 @@ import operator
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
 
-import attrs
+import msgspec
 
 from ._types import FinishReason, ToolCall, ToolResult, Usage
 
@@ -110,8 +110,7 @@ class Feature(Protocol):
         ...
 
 
-@attrs.frozen
-class ResumePoint:
+class ResumePoint(msgspec.Struct, frozen=True):
     """Where a run rebuilt from a journal goes on: ``next_step``, and whether its last
     recorded step is checked against the stop conditions first (not after a handoff)."""
 
@@ -347,11 +346,13 @@ _NO_OPS = _boundaries_of(Extension)
 NO_EXTENSIONS = Extensions(())
 
 
-@attrs.frozen
 class _Made:
     """An extension the kernel made itself, standing in the list of features."""
 
-    made: Extension
+    __slots__ = ("made",)
+
+    def __init__(self, made: Extension) -> None:
+        self.made = made
 
     def extension(self, config: RunConfig) -> Extension:
         return self.made

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-import attrs
+import msgspec
 import trio
 
 from ..hooks import HookContext
@@ -69,8 +69,7 @@ def run_clock() -> Callable[[], float]:
         return trio.current_time
 
 
-@attrs.frozen
-class CancelReason:
+class CancelReason(msgspec.Struct, frozen=True):
     """Why the run scope was cancelled; the first reason recorded wins.
 
     ``shutdown`` marks a cancellation that ends the process, not the run (Ctrl-C in
@@ -80,7 +79,7 @@ class CancelReason:
     finish_reason: FinishReason
     message: str
     shutdown: bool = False
-    describe: Callable[[], str] | None = attrs.field(default=None, eq=False, repr=False)
+    describe: Callable[[], str] | None = None
     """For a deadline: says why once it has ended the run (a budget tells how far past
     its limit the run went); the run reports that instead of ``message``."""
 

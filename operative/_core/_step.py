@@ -140,7 +140,12 @@ class StepLoop:
             stopped = await self.stopped(state.steps[-1])
             if stopped is not None:
                 return stopped
-        for step in range(1 if resume is None else resume.next_step, cfg.maximum_steps + 1):
+        # By hand, not over a range: no iterator held by every run in flight. The limit
+        # is read once, as a range would (a switch's new config does not move it).
+        last = cfg.maximum_steps
+        step = 0 if resume is None else resume.next_step - 1
+        while step < last:
+            step += 1
             for extension in ext.step_started:
                 await extension.step_started(run, step)
             await trio.lowlevel.checkpoint()
