@@ -132,7 +132,7 @@ class StepLoop:
         hooks = cfg.hooks
         specs = cfg.toolbox.specs()
         ext = state.ext
-        inflight = Inflight.__new__(Inflight)  # begun at each step's entry
+        inflight = Inflight()  # begun at each step's entry
         # A run rebuilt from a journal goes on from its last recorded step; one that had
         # already met a stop condition when it was cut ends here (unless that step
         # switched agents: the agent that handed off is not consulted).
