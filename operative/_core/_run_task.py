@@ -57,6 +57,7 @@ from ._types import FinishReason
 if TYPE_CHECKING:
     from ..steering import SteeringOutcome
     from ._run import ActiveRun
+    from ._run_scope import RunScope
 
 __all__ = ["drive"]
 
@@ -98,36 +99,9 @@ async def drive(run: ActiveRun, *, alone: bool = False) -> None:
         escaping: BaseException | None = None
         state = run._state
         scope = run._scope
-        started_at = state.started_at = state.now()
-        state.liveness._start_at(started_at)
-        hub = state.hub
-        if "run.started" in hub.wanted:
-            hub.emit_nowait(
-                RunStarted(run_id=state.run_id, time=started_at, agent_name=state.config.agent_name)
-            )
-        for message in state.conversation._messages:
-            if message.tool_calls:
-                # A call left open by an earlier, cut-short turn is answered before the
-                # model sees the transcript (providers reject open calls); the run never
-                # leaves one.
-                repair_dangling_tool_calls(
-                    state.conversation, "the turn that made this call ended before it settled"
-                )
-                # Ids an earlier turn used are taken.
-                run._loop.take_call_ids()
-                break
-        request = state.config.request_context
-        if request is not None and request.deadline is not None:
-            # The request's deadline is wall-clock time; the run scope's is trio's.
-            scope.add_deadline(
-                state.now() + (request.deadline - time.time()),
-                CancelReason(_ABORTED, "the request this run acts for passed its deadline"),
-            )
-        remove_steering_listener = (
-            None if state.config.steering is None else _listen_to_steering(state)
-        )
+        remove_steering_listener = _start(run)
         sealed = alone and state.sealable
-        if not sealed and (state.liveness is UNREAD or hub is UNHEARD):
+        if not sealed and (state.liveness is UNREAD or state.hub is UNHEARD):
             raise AssertionError("a run nobody can hear or read must run sealed")
         # A sealed run (alone, and nothing but its caller can cancel it) enters no cancel
         # scope of its own (see ``_run_scope``): ``with cancel_scope:`` is written out
@@ -170,34 +144,9 @@ async def drive(run: ActiveRun, *, alone: bool = False) -> None:
             finish, error = _ERROR, exc
         except BaseException as exc:  # cancelled from outside the run, KeyboardInterrupt
             escaping = exc
-        reason: str | None = None
-        if finish is not None and error is None and scope.reason is not None:
-            # Asked to stop (an abort, a stall, a budget) in the tick the loop came back
-            # in, with no checkpoint left to raise it: the first recorded reason stands.
-            finish, reason = scope.reason.finish_reason, scope.reason.message
-        if finish is None:
-            cancel = scope.reason
-            if escaping is not None:
-                finish = _ABORTED
-                reason = cancel.message if cancel else "the run's caller was cancelled"
-            else:
-                if cancel is None:
-                    cancel = scope.deadline_reason()
-                    if cancel is not None and cancel.describe is not None:
-                        # A feature's deadline (a budget's) says how far past it the run went.
-                        cancel = CancelReason(cancel.finish_reason, cancel.describe())
-                assert cancel is not None, "the run scope was cancelled without a reason"
-                finish, reason = cancel.finish_reason, cancel.message
         if remove_steering_listener is not None:
             remove_steering_listener()
-        # Cancelled from outside with no abort asked for, or interrupted (Ctrl-C): the
-        # process is shutting down, and a durable run is left for another worker (or
-        # recover()) instead of ending here.
-        cancel = scope.reason
-        if cancel is not None:
-            shutdown = cancel.shutdown  # an abort asked for first still ends the run
-        else:
-            shutdown = escaping is not None and is_shutdown(escaping)
+        finish, reason, shutdown = _ending(scope, finish, error, escaping)
         await _finish(run, finish, error, reason, shutdown=shutdown)
         if escaping is not None:
             raise escaping
@@ -208,6 +157,78 @@ async def drive(run: ActiveRun, *, alone: bool = False) -> None:
             raise
         # What the run's nursery would raise (see ``run_configured``).
         raise BaseExceptionGroup("Exceptions from Trio nursery", [exc]) from None
+
+
+def _start(run: ActiveRun) -> Callable[[], None] | None:
+    """The run starts (in the loop task, before the run scope): its clock and liveness,
+    ``run.started``, the transcript repaired, the request's deadline set. Returns what
+    removes the steering listener, if the run listens (kept out of ``drive``'s frame,
+    which every run in flight holds)."""
+    state = run._state
+    started_at = state.started_at = state.now()
+    state.liveness._start_at(started_at)
+    hub = state.hub
+    if "run.started" in hub.wanted:
+        hub.emit_nowait(
+            RunStarted(run_id=state.run_id, time=started_at, agent_name=state.config.agent_name)
+        )
+    for message in state.conversation._messages:
+        if message.tool_calls:
+            # A call left open by an earlier, cut-short turn is answered before the
+            # model sees the transcript (providers reject open calls); the run never
+            # leaves one.
+            repair_dangling_tool_calls(
+                state.conversation, "the turn that made this call ended before it settled"
+            )
+            # Ids an earlier turn used are taken.
+            run._loop.take_call_ids()
+            break
+    request = state.config.request_context
+    if request is not None and request.deadline is not None:
+        # The request's deadline is wall-clock time; the run scope's is trio's.
+        run._scope.add_deadline(
+            state.now() + (request.deadline - time.time()),
+            CancelReason(_ABORTED, "the request this run acts for passed its deadline"),
+        )
+    return None if state.config.steering is None else _listen_to_steering(state)
+
+
+def _ending(
+    scope: RunScope,
+    finish: FinishReason | None,
+    error: BaseException | None,
+    escaping: BaseException | None,
+) -> tuple[FinishReason, str | None, bool]:
+    """How the run ends, once its scope has exited: the finish reason, the message that
+    says why (``None``: the finish says it all), and whether the process is shutting
+    down (then a durable run is left for another worker instead of ending here)."""
+    reason: str | None = None
+    if finish is not None and error is None and scope.reason is not None:
+        # Asked to stop (an abort, a stall, a budget) in the tick the loop came back
+        # in, with no checkpoint left to raise it: the first recorded reason stands.
+        finish, reason = scope.reason.finish_reason, scope.reason.message
+    if finish is None:
+        cancel = scope.reason
+        if escaping is not None:
+            finish = _ABORTED
+            reason = cancel.message if cancel else "the run's caller was cancelled"
+        else:
+            if cancel is None:
+                cancel = scope.deadline_reason()
+                if cancel is not None and cancel.describe is not None:
+                    # A feature's deadline (a budget's) says how far past it the run went.
+                    cancel = CancelReason(cancel.finish_reason, cancel.describe())
+            assert cancel is not None, "the run scope was cancelled without a reason"
+            finish, reason = cancel.finish_reason, cancel.message
+    # Cancelled from outside with no abort asked for, or interrupted (Ctrl-C): the
+    # process is shutting down, and a durable run is left for another worker (or
+    # recover()) instead of ending here.
+    cancel = scope.reason
+    if cancel is not None:
+        shutdown = cancel.shutdown  # an abort asked for first still ends the run
+    else:
+        shutdown = escaping is not None and is_shutdown(escaping)
+    return finish, reason, shutdown
 
 
 def _listen_to_steering(state: RunState) -> Callable[[], None] | None:
