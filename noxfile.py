@@ -106,7 +106,10 @@ def bench(session: nox.Session) -> None:
     session.run("python", "benchmarks/bench_codec.py", *smoke)
     session.run("python", "benchmarks/bench_providers.py", *smoke)
     session.run("python", "benchmarks/bench_durable.py", *smoke, "--json", out("durable"))
-    session.run("python", "benchmarks/bench_import.py", *smoke, "--json", out("import"))
+    # Instructions too (valgrind, when installed): the one import figure a loaded
+    # machine does not move; the time ratios swing by half between rounds.
+    counted = [] if quick else ["--instructions"]
+    session.run("python", "benchmarks/bench_import.py", *smoke, *counted, "--json", out("import"))
     session.run(
         "python",
         "benchmarks/bench_temporal.py",

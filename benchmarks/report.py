@@ -975,13 +975,23 @@ def render_import(r: Results) -> str:
         ratio = "1×" if s == "floor" else ratio_text(figure(x["x_floor"]))
         rows.append([f"`{x.get('statement', s)}`", spread_text(figure(x["ms"]), 0) + " ms", ratio])
     attempts = r.get(source, *prefix).get("attempts", "?")
-    return "\n".join(
-        [
-            *table(["", "ms (median, min–max)", "× `import trio`"], rows),
-            "",
-            f"{plural(attempts, 'round')} of one fresh interpreter per statement, in turn.",
-        ]
+    lines = [
+        *table(["", "ms (median, min–max)", "× `import trio`"], rows),
+        "",
+        f"{plural(attempts, 'round')} of one fresh interpreter per statement, in turn.",
+    ]
+    counts = r.data.get("import", {}).get("instructions") or {}
+    base, trio, ours = (
+        counts.get(k) for k in ("python (baseline)", "import trio", "import operative")
     )
+    if isinstance(base, int) and isinstance(trio, int) and isinstance(ours, int) and trio > base:
+        lines[-1] += (
+            f" Instructions (valgrind, once; they move by about 0.1% between runs, the times"
+            f" above by half): `import operative` {number((ours - base) / 1e6, 1)} M net of"
+            f" `python -c pass`, `import trio` {number((trio - base) / 1e6, 1)} M:"
+            f" {ratio_text(figure((ours - base) / (trio - base)))}."
+        )
+    return "\n".join(lines)
 
 
 def render_durable(r: Results) -> str:

@@ -376,3 +376,32 @@ def test_report_renders_from_every_benchmarks_quick_json(tmp_path: Path) -> None
     filled = page.read_text()
     assert "| operative |" in filled
     assert [n for n, _, _ in report.blocks(filled)] == [n for n, _, _ in report.blocks(original)]
+
+
+def test_the_import_section_gives_the_instruction_ratio_when_counted(tmp_path: Path) -> None:
+    """``bench_import.py --instructions`` counts each process once; the report sets the
+    import's share (net of ``python -c pass``) against trio's, and says nothing of it
+    when valgrind was not there."""
+    sample = _sample()
+    counted = {
+        "machine": {},
+        "attempts": 7,
+        "floor": {"statement": "import trio", "ms": {"median": 100.0, "min": 90.0, "max": 110.0}},
+        "operative": {
+            "statement": "import operative",
+            "ms": {"median": 130.0, "min": 120.0, "max": 140.0},
+            "x_floor": {"median": 1.3, "min": 1.2, "max": 1.4, "rounds": 7},
+        },
+        "instructions": {
+            "python (baseline)": 90_000_000,
+            "import trio": 510_000_000,
+            "import operative": 615_000_000,
+        },
+    }
+    text = report.render("import", report.Results(_write(tmp_path, {**sample, "import": counted})))
+    assert (
+        "`import operative` 525.0 M net of `python -c pass`, `import trio` 420.0 M: 1.25×"
+    ) in text
+    counted["instructions"] = {"python (baseline)": None, "import trio": None}
+    text = report.render("import", report.Results(_write(tmp_path, {**sample, "import": counted})))
+    assert "Instructions" not in text
