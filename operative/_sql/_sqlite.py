@@ -33,7 +33,7 @@ checkpoint falls due, and the call that falls due makes it first, in its worker 
 while the object's other calls wait for it. It is a ``RESTART`` checkpoint, which keeps
 writers out while it copies, so the next write starts the log over: a passive checkpoint
 beside a steady stream of writes never finds the log fully copied, and the log then
-grows without end (a few hundred MB a minute under a benchmark's load).
+grows without end (about 200 MB in a minute of a benchmark's writes).
 
 Cancellation: a call in a worker thread is always waited for. A cancelled caller
 interrupts the connection (``sqlite3.Connection.interrupt``), the thread rolls back
@@ -45,7 +45,6 @@ a cancel before it starts, and once it has committed it returns its result.
 
 from __future__ import annotations
 
-import logging
 import os
 import sqlite3
 import threading
@@ -64,8 +63,6 @@ from ._sqlite_file import check_database_file, raise_for_database_file
 
 __all__ = ["SqliteDatabase", "check_busy_timeout", "check_path", "run_in_worker_thread"]
 
-logger = logging.getLogger("operative.sql")
-
 _T = TypeVar("_T")
 _FIRST_PAUSE = 0.001  # seconds before a locked call's second try; doubles each time
 _LONGEST_PAUSE = 0.1
@@ -74,10 +71,6 @@ _CHECKPOINT_PAGES = 1000  # what a checkpoint should find in the log (SQLite's d
 _FIRST_CHECKPOINT = 256  # calls before the first checkpoint of a brief-writes database
 _CHECKPOINT_INTERVALS = (16, 4096)  # fewest and most calls between two checkpoints
 _CHECKPOINT_PATIENCE = 0.5  # seconds a checkpoint tries for the write lock and readers
-
-
-def _nothing(conn: sqlite3.Connection) -> None:
-    """The work of a call made only for its checkpoint."""
 
 
 def _checkpoint(conn: sqlite3.Connection, stop: threading.Event) -> int:
