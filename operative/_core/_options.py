@@ -166,21 +166,10 @@ def make_toolbox(
 
 
 _NO_HOOKS = Hooks()
-_OPTION_NAMES = frozenset(
-    # RunOptions' keys (a test holds them equal): the TypedDict itself is typing's and
-    # costs half a millisecond to build, so it loads only when asked for.
+_OPTION_NAMES = HOOK_NAMES | frozenset(
+    # With the hooks, RunOptions' keys (a test holds them equal): the TypedDict itself is
+    # typing's and costs half a millisecond to build, so it loads only when asked for.
     (
-        "prepare_step",
-        "select_tools",
-        "validate_response",
-        "before_tool_execution",
-        "validate_tool_result",
-        "after_tool_execution",
-        "on_step",
-        "on_run_start",
-        "on_run_end",
-        "on_error",
-        "on_maximum_steps",
         "hooks",
         "output",
         "output_mode",
