@@ -12,7 +12,8 @@ a nursery of its own: appends of every run that arrive while a transaction commi
 and the next transaction commits all of them (as PostgreSQL's own group commit shares one
 WAL flush). Fencing stays per run inside the shared transaction: on SQLite each append
 gets a savepoint, its fence checked and its rows inserted, and an append whose lease was
-lost or whose ``seq`` is taken is rolled back to its savepoint alone; on PostgreSQL one
+lost or whose ``seq`` is taken is rolled back to its savepoint alone (a writer alone
+needs none: its whole transaction is rolled back); on PostgreSQL one
 statement checks every run's fence (``FOR UPDATE``) and inserts the rows of the runs whose
 fence holds, and a batch that fails (a taken ``seq``, a deadlock) is written again one
 append per statement, so each writer gets its own outcome. A batch that fails as a whole
