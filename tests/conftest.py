@@ -15,6 +15,7 @@ import os
 import pwd
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -25,6 +26,15 @@ import attrs
 import pytest
 
 # -- PostgreSQL ---------------------------------------------------------------------------
+
+
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    # A suite started in the background by a shell without job control (``cmd &`` in a
+    # script) inherits SIGINT ignored, and so would every process it starts: the Ctrl-C
+    # tests (the command line, the MCP server, the Temporal worker) would see their
+    # SIGINT ignored. Python's own handler, as a terminal would give: a child then
+    # starts with SIGINT at its default.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _require_postgres() -> bool:
