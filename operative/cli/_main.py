@@ -16,6 +16,7 @@ import trio
 from .. import DatabaseFileError, OperativeError
 from ._defaults import DEMO_PROMPT
 from ._errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError
+from ._interrupt import until_interrupted
 from ._invocation import invocation
 from ._mcp import add_mcp_command
 from ._output import Output
@@ -237,7 +238,7 @@ def main(
     else:
         command = functools.partial(handler, args, out)
     try:
-        code: int = trio.run(command)
+        code = trio.run(until_interrupted, command)
     except BaseExceptionGroup as group:
         # Ctrl-C reaches the command through whatever nurseries were open: unwrap it.
         if group.split(KeyboardInterrupt)[0] is not None:
@@ -250,7 +251,7 @@ def main(
         return _interrupted(out)
     except OperativeError as exc:
         return _failed(out, exc)
-    return code
+    return _interrupted(out) if code is None else code
 
 
 def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
