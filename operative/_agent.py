@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Protocol, Unpack, runtime_checkable
 
@@ -202,36 +202,39 @@ class Agent:
             **options,
         }
 
-    async def run(
+    def run(
         self, input: AgentInput, *, context: AgentRunContext | None = None, abort_on: Any = None
-    ) -> RunResult:
-        """Run to the end and return the result (``abort_on=``: see :meth:`open_run`).
+    ) -> Coroutine[Any, Any, RunResult]:
+        """Run to the end and return the result: ``await agent.run(input)``
+        (``abort_on=``: see :meth:`open_run`).
 
-        With nothing to run beside it (no ``abort_on``, stall policy or durable lease),
-        the loop runs in the caller's task, with no nursery (see ``run_to_end``).
+        A plain method that returns the run's coroutine: the input is checked when it is
+        called (a bad one raises there, at the earliest moment), the run starts when the
+        coroutine is awaited. With nothing to run beside it (no ``abort_on``, stall
+        policy or durable lease), the loop runs in the awaiting task with no nursery (see
+        ``run_to_end``), and the coroutine is the loop task's own: a run in flight holds
+        no frame for this method.
         """
         template = self._template
-        if template is not None and context is None and abort_on is None:
-            # Validated when the agent was defined: only what is per run is made here.
-            conversation = self._conversation(input)
-            if isinstance(input, ConversationHistory):
-                check_history(conversation._messages)
-            if not self._opens_model:
-                # ``run_configured``, in this frame: one coroutine fewer per run in flight.
-                plan = self._plan
-                if plan is not None and installed_instrumentation() is None:
-                    # Nothing attaches to the run: it shares the template.
-                    run = ActiveRun(template, conversation, plan, new_run_id())
-                    alone = plan.alone
-                else:
-                    run = _new_run(config_for_run(template), conversation)
-                    alone = runs_alone(run)
-                if alone:
-                    await drive(run, alone=True)
-                    return run._outcome()
-                return await run_in_nursery(run)
-            return await run_configured(config_for_run(template), conversation)
-        return await run_to_end(**self._run_options(input, context, None, abort_on))
+        if template is None or context is not None or abort_on is not None:
+            return run_to_end(**self._run_options(input, context, None, abort_on))
+        # Validated when the agent was defined: only what is per run is made here.
+        conversation = self._conversation(input)
+        if isinstance(input, ConversationHistory):
+            check_history(conversation._messages)
+        if self._opens_model:
+            return run_configured(config_for_run(template), conversation)
+        plan = self._plan
+        if plan is not None and installed_instrumentation() is None:
+            # Nothing attaches to the run: it shares the template.
+            run = ActiveRun(template, conversation, plan, new_run_id())
+            alone = plan.alone
+        else:
+            run = _new_run(config_for_run(template), conversation)
+            alone = runs_alone(run)
+        if alone:
+            return drive(run, alone=True)
+        return run_in_nursery(run)
 
     async def load(self) -> Agent:
         """This agent, whose definition is loaded already.

@@ -137,6 +137,35 @@ async def test_bad_input_type() -> None:
         await agent.run(42)  # type: ignore[arg-type]
 
 
+async def test_run_checks_its_input_when_called_and_starts_when_awaited() -> None:
+    """``agent.run(...)`` refuses bad input at the call (in the task that made the
+    mistake, not in a task it was handed to) and starts nothing until it is awaited;
+    what it returns is a plain coroutine, for ``await`` and for ``start_soon``."""
+    calls: list[int] = []
+
+    async def counting(request: GenerateRequest) -> GenerateResponse:
+        calls.append(request.step)
+        return GenerateResponse(content="ok")
+
+    for agent in (
+        create_agent(generate=counting),
+        create_agent(generate=counting, instructions="brief", tools=[lookup]),
+        create_agent(generate=counting, stall_policy=operative.StallPolicy(stall_after=30)),
+    ):
+        with pytest.raises(operative.InvalidArgument, match="agent input"):
+            agent.run(42)  # type: ignore[arg-type]
+        pending = agent.run("hello")
+        await trio.lowlevel.checkpoint()
+        assert calls == []
+        result = await pending
+        assert result.content == "ok"
+        assert calls == [1]
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(agent.run, "again")
+        assert calls == [1, 1]
+        calls.clear()
+
+
 class Weather(msgspec.Struct):
     city: str
     high_c: int

@@ -250,8 +250,7 @@ async def run_configured(config: RunConfig, live: Conversation) -> RunResult:
         # The loop task's work, in the caller's task: ``drive`` enters the run scope,
         # records the result, and raises again what came from outside (a cancelled
         # caller; Ctrl-C in a group, as from a nursery) once the run has ended.
-        await drive(run, alone=True)
-        return run._outcome()
+        return await drive(run, alone=True)
     return await run_in_nursery(run)
 
 

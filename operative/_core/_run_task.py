@@ -26,7 +26,7 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import msgspec
 import trio
@@ -84,15 +84,20 @@ _STEERING_EVENTS: dict[str, Any] = {
 }
 
 
-async def drive(run: ActiveRun, *, alone: bool = False) -> None:
+@overload
+async def drive(run: ActiveRun, *, alone: Literal[True]) -> RunResult: ...
+@overload
+async def drive(run: ActiveRun, *, alone: Literal[False] = False) -> None: ...
+async def drive(run: ActiveRun, *, alone: bool = False) -> RunResult | None:
     """The loop task of ``run``: start, run the steps in the run scope, end. What
     came from outside the run (its caller cancelled, Ctrl-C) is raised again after
     the end. The parts of a run never keep its handle (it is passed down), so a run
     that has ended is freed by reference counting, with no reference cycle.
 
-    ``alone``: the run has no nursery (it runs in its caller's task); what escapes
-    it other than a cancellation comes out in a group, as from the run's nursery,
-    so the caller sees what it would see of a nursery-backed run."""
+    ``alone``: the run has no nursery (it runs in its caller's task), and this returns
+    its result (an ``Agent.run`` coroutine is this one: no frame around it); what
+    escapes it other than a cancellation comes out in a group, as from the run's
+    nursery, so the caller sees what it would see of a nursery-backed run."""
     try:
         finish: FinishReason | None = None
         error: BaseException | None = None
@@ -157,6 +162,8 @@ async def drive(run: ActiveRun, *, alone: bool = False) -> None:
             raise
         # What the run's nursery would raise (see ``run_configured``).
         raise BaseExceptionGroup("Exceptions from Trio nursery", [exc]) from None
+    # Outside the ``try``: a clean-up's failure (``CleanupError``) is raised bare.
+    return run._outcome() if alone else None
 
 
 def _start(run: ActiveRun) -> Callable[[], None] | None:
