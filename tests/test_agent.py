@@ -153,7 +153,7 @@ async def test_run_checks_its_input_when_called_and_starts_when_awaited() -> Non
         create_agent(generate=counting, stall_policy=operative.StallPolicy(stall_after=30)),
     ):
         with pytest.raises(operative.InvalidArgument, match="agent input"):
-            agent.run(42)  # type: ignore[arg-type]
+            agent.run(42)  # type: ignore[arg-type, unused-coroutine]
         pending = agent.run("hello")
         await trio.lowlevel.checkpoint()
         assert calls == []
