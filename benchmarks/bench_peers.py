@@ -39,6 +39,14 @@ the floor on Trio.
    (operative, trio, the benchmark's model and tools, the standard library, ...) and
    line, and GC-tracked objects per run by type (``gc.get_objects()``).
 
+8. **The batch in instructions** (``--instructions``, both floors and operative, when
+   valgrind is installed). The 2,000-run batch of scenario 6 under ``trio.testing.MockClock``
+   (virtual time: no run waits for the wall clock, so the work is the same on any
+   machine), counted by valgrind's cachegrind: instructions, first-level data cache misses
+   and last-level misses per run, net of the same process with an empty batch. What a
+   loaded machine cannot move: the time ratios of scenario 6 swing by a third between
+   rounds on a shared VM; these stay within a percent.
+
 The per-step figures also come as per-round ratios (median and range over the rounds),
 for the 20-step run and for the 1-step run (the fixed cost of a run).
 
@@ -70,6 +78,8 @@ import gc
 import importlib
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -693,6 +703,90 @@ def child_durable_langgraph(repetitions: int, warmup: int) -> dict[str, Any]:
     return {"per_step": out, "notes": notes}
 
 
+def child_virtual_batch(adapter: ModuleType, runs: int) -> dict[str, Any]:
+    """Scenario 6's batch under virtual time: ``runs`` concurrent 5-step runs with the
+    model's 20 ms slept on a ``trio.testing.MockClock``, after a warm-up batch and with
+    the heap frozen (``gc.freeze``), as ``child_batch_rounds`` does. ``runs`` of 0 runs
+    everything but the batch: the baseline a count is taken net of."""
+    import trio
+    import trio.testing
+
+    if adapter.RUNNER != "trio":
+        raise RuntimeError(f"{adapter.NAME}: the virtual-time batch needs a Trio system")
+    run = adapter.make_steps(CONCURRENT_STEPS, MODEL_LATENCY)
+
+    async def batch(n: int) -> None:
+        async with trio.open_nursery() as nursery:
+            for _ in range(n):
+                nursery.start_soon(run)
+
+    trio.run(batch, 10, clock=trio.testing.MockClock(autojump_threshold=0))
+    gc.collect()
+    gc.freeze()
+    before = sum(stat["collections"] for stat in gc.get_stats())
+    trio.run(batch, runs, clock=trio.testing.MockClock(autojump_threshold=0))
+    collections = sum(stat["collections"] for stat in gc.get_stats()) - before
+    _check_calls(adapter, (10 + runs) * (CONCURRENT_STEPS - 1))
+    return {"runs": runs, "gc_collections": collections}
+
+
+_CACHEGRIND = {
+    "instructions": re.compile(r"I\s+refs:\s+([\d,]+)"),
+    "d1_misses": re.compile(r"D1\s+misses:\s+([\d,]+)"),
+    "ll_misses": re.compile(r"LL\s+misses:\s+([\d,]+)"),
+}
+
+
+def _cachegrind(system: str, runs: int) -> dict[str, int]:
+    """valgrind's counts for one ``virtual-batch`` child process of ``runs`` runs."""
+    done = subprocess.run(
+        [
+            "valgrind",
+            "--tool=cachegrind",
+            "--cache-sim=yes",
+            "--cachegrind-out-file=/dev/null",
+            sys.executable,
+            str(HERE),
+            "--child",
+            system,
+            "virtual-batch",
+            "--runs",
+            str(runs),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=1800,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{system} virtual-batch under valgrind failed:\n{done.stderr[-3000:]}")
+    counts = {}
+    for key, pattern in _CACHEGRIND.items():
+        found = pattern.search(done.stderr)
+        if found is None:
+            raise RuntimeError(f"cachegrind printed no {key}:\n{done.stderr[-2000:]}")
+        counts[key] = int(found.group(1).replace(",", ""))
+    counts["gc_collections"] = json.loads(done.stdout.strip().splitlines()[-1])["gc_collections"]
+    return counts
+
+
+def batch_instructions(systems: Sequence[str], runs: int) -> dict[str, Any]:
+    """Scenario 8: per system, the batch's counts per run net of an empty batch, and each
+    count's ratio to the floor's (one process each: the counts vary by under 1%)."""
+    out: dict[str, Any] = {"runs": runs, "steps": CONCURRENT_STEPS, "clock": "MockClock"}
+    for s in systems:
+        full, empty = _cachegrind(s, runs), _cachegrind(s, 0)
+        out[s] = {f"{key}_per_run": (full[key] - empty[key]) / runs for key in _CACHEGRIND} | {
+            "gc_collections": full["gc_collections"]
+        }
+    floor = out["floor"]
+    for s in systems:
+        out[s]["x_floor"] = {
+            key: out[s][f"{key}_per_run"] / floor[f"{key}_per_run"] for key in _CACHEGRIND
+        }
+    return out
+
+
 def child(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("system")
@@ -718,6 +812,8 @@ def child(argv: Sequence[str]) -> int:
             out = child_parallel(adapter, args.repetitions)
         elif args.scenario == "memory":
             out = child_memory(adapter, args.runs, args.repetitions)
+        elif args.scenario == "virtual-batch":
+            out = child_virtual_batch(adapter, args.runs)
         else:
             out = child_concurrency(adapter, args.runs, args.limit)
     print(json.dumps(out))
@@ -1029,6 +1125,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--imports", type=int, default=None, help="import attempts (7)")
     parser.add_argument("--no-postgres", action="store_true", help="operative on SQLite only")
     parser.add_argument("--no-durable", action="store_true", help="skip scenario 5")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="also count the batch under virtual time with valgrind (scenario 8)",
+    )
     parser.add_argument("--json", metavar="PATH")
     parser.add_argument("--markdown", metavar="PATH")
     parser.add_argument("--plot", metavar="PATH")
@@ -1138,6 +1239,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["memory"][s] = in_child(
             s, "memory", "--runs", str(memory_runs), "--repetitions", "12"
         )
+    if args.instructions:
+        if shutil.which("valgrind") is None:
+            notes.append("--instructions: valgrind is not installed; the batch was not counted")
+        else:
+            progress(f"{n:,} concurrent runs: {', '.join(ours)} under valgrind, virtual time")
+            results["batch_instructions"] = batch_instructions(ours, n)
     progress(f"import time: {', '.join(systems)}, {attempts} rounds")
     results["import"] = import_rounds(systems, attempts)
     results["import_ms"] = {s: results["import"][s]["best_ms"] for s in systems}

@@ -40,7 +40,10 @@ process, summarised as a spread. The keys read, by file (``?`` marks an optional
     ``x_floor_kib_per_run?``, ``fresh_rounds?``, ``wall_s_rounds?``,
     ``kib_per_run_rounds?``); ``batch_rounds.{runs, rounds}`` and
     ``batch_rounds.<system>.{wall_s, cpu_s, gc_s, gc_share_callbacks, gc_share_disabled,
-    gc_collections_per_batch, x_floor_wall}``; ``memory.<system>.{in_flight,
+    gc_collections_per_batch, x_floor_wall}``; ``batch_instructions?.{runs, steps}`` and
+    ``batch_instructions.<system>.{instructions_per_run, d1_misses_per_run,
+    ll_misses_per_run, gc_collections, x_floor.{instructions, d1_misses, ll_misses}}``;
+    ``memory.<system>.{in_flight,
     bytes_per_run, by_origin_bytes_per_run, top_types[{type, objects_per_run,
     bytes_per_run}], top_lines[{where, bytes_per_run}]}``; ``import`` (as ``import.json``);
     ``durable.operative.per_step.<memory|sqlite|postgres>``,
@@ -901,8 +904,49 @@ def render_gc(r: Results) -> str:
             "`gc.callbacks` sees between each collection's start and stop over the batch's "
             "CPU time, and one minus the CPU time with `gc.disable()` over the CPU time with "
             "it on (that one also counts what collections do to the caches).",
+            *_batch_counts(r),
         ]
     )
+
+
+def _batch_counts(r: Results) -> list[str]:
+    """The batch counted under virtual time (``bench_peers.py --instructions``), when it
+    was: instructions and cache misses per run, each with its ratio to the floor."""
+    try:
+        counted = r.get("peers", "batch_instructions")
+    except Missing:
+        return []
+    rows = []
+    for s in r.get("peers", "systems"):
+        if s not in counted:
+            continue
+        x = counted[s]
+        rows.append(
+            [
+                s,
+                f"{x['instructions_per_run'] / 1000:,.0f}k ({x['x_floor']['instructions']:.2f}×)",
+                f"{x['d1_misses_per_run'] / 1000:,.1f}k ({x['x_floor']['d1_misses']:.2f}×)",
+                f"{x['ll_misses_per_run']:,.0f} ({x['x_floor']['ll_misses']:.2f}×)",
+                f"{x['gc_collections']:,}",
+            ]
+        )
+    header = [
+        f"{counted['runs']:,} runs × {counted.get('steps', 5)} steps, virtual time",
+        "instructions per run",
+        "L1 data misses per run",
+        "last-level misses per run",
+        "collections",
+    ]
+    return [
+        "",
+        *table(header, rows),
+        "",
+        "The same batch under `trio.testing.MockClock` (no run waits for the wall clock), "
+        "one process per system, counted by valgrind's cachegrind net of the same process "
+        "with an empty batch: work a loaded machine cannot move (the counts vary by under "
+        "1% between processes; the time ratios above, by a third). Misses are "
+        "cachegrind's simulated caches.",
+    ]
 
 
 def render_memory(r: Results) -> str:

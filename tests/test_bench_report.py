@@ -405,3 +405,32 @@ def test_the_import_section_gives_the_instruction_ratio_when_counted(tmp_path: P
     counted["instructions"] = {"python (baseline)": None, "import trio": None}
     text = report.render("import", report.Results(_write(tmp_path, {**sample, "import": counted})))
     assert "Instructions" not in text
+
+
+def test_the_gc_section_gives_the_batch_counted_under_virtual_time(tmp_path: Path) -> None:
+    """``bench_peers.py --instructions`` counts the batch per run with valgrind; the GC
+    section adds a table of those counts and their ratios, and nothing when not counted."""
+    sample = _sample()
+    text = report.render("gc", report.Results(_write(tmp_path, sample)))
+    assert "virtual time" not in text
+    sample["peers"]["batch_instructions"] = {
+        "runs": 2000,
+        "steps": 5,
+        "floor": {
+            "instructions_per_run": 1_100_000.0,
+            "d1_misses_per_run": 25_000.0,
+            "ll_misses_per_run": 110.0,
+            "gc_collections": 380,
+            "x_floor": {"instructions": 1.0, "d1_misses": 1.0, "ll_misses": 1.0},
+        },
+        "operative": {
+            "instructions_per_run": 1_232_000.0,
+            "d1_misses_per_run": 30_000.0,
+            "ll_misses_per_run": 150.0,
+            "gc_collections": 420,
+            "x_floor": {"instructions": 1.12, "d1_misses": 1.2, "ll_misses": 1.36},
+        },
+    }
+    text = report.render("gc", report.Results(_write(tmp_path, sample)))
+    assert "| operative | 1,232k (1.12×) | 30.0k (1.20×) | 150 (1.36×) | 420 |" in text
+    assert "| floor | 1,100k (1.00×) | 25.0k (1.00×) | 110 (1.00×) | 380 |" in text
