@@ -23,11 +23,12 @@ _ITEM = st.one_of(_CALL, _CALL, _CALL, _CALL, st.just("not a call"))
 
 
 @settings(max_examples=400, deadline=None)
-@given(calls=st.lists(_ITEM, max_size=6), taken=st.sets(_IDS))
+@given(calls=st.lists(_ITEM, max_size=6), taken=st.sets(_IDS), as_list=st.booleans())
 def test_every_call_keeps_its_place_and_gets_a_run_unique_id(
-    calls: list[Any], taken: set[str]
+    calls: list[Any], taken: set[str], as_list: bool
 ) -> None:
-    seen = set(taken)
+    """``seen`` is a list while a run has few ids, a set after: the same either way."""
+    seen: list[str] | set[str] = sorted(taken) if as_list else set(taken)
     bad = [i for i, call in enumerate(calls) if not isinstance(call, ToolCall)]
     if bad:
         with pytest.raises(InvalidResponseError, match=rf"tool_calls\[{bad[0]}\] is str"):
@@ -39,7 +40,8 @@ def test_every_call_keeps_its_place_and_gets_a_run_unique_id(
     ids = [c.id for c in out]
     assert len(set(ids)) == len(ids)
     assert not set(ids) & taken
-    assert seen == taken | set(ids)
+    assert set(seen) == taken | set(ids)
+    assert len(seen) == len(taken) + len(ids)
     used = set(taken)
     for before, after in zip(calls, out, strict=True):
         if before.id and before.id not in used:
@@ -63,3 +65,34 @@ def test_a_plain_step_returns_the_calls_it_was_given() -> None:
     seen: set[str] = set()
     assert normalize_calls(calls, seen) is calls
     assert seen == {"a", "b"}
+
+
+async def test_ids_stay_unique_across_many_steps_of_a_server_that_repeats_them() -> None:
+    """A server that says ``call_0`` on every one of 40 steps (and twice in one step):
+    every call in the transcript has its own id, past the point where the run's ids move
+    from a list to a set."""
+    from operative import GenerateRequest, GenerateResponse, create_agent, stop_when, tool
+
+    @tool
+    async def ping(n: int) -> int:
+        """Echo."""
+        return n
+
+    async def generate(request: GenerateRequest) -> GenerateResponse:
+        if request.step > 40:
+            return GenerateResponse(content="done")
+        calls = [ToolCall(id="call_0", name="ping", arguments={"n": request.step})]
+        if request.step % 10 == 0:
+            calls.append(ToolCall(id="call_0", name="ping", arguments={"n": -request.step}))
+        return GenerateResponse(tool_calls=tuple(calls))
+
+    agent = create_agent(
+        generate=generate, tools=[ping], stop_when=stop_when.no_tool_calls(), maximum_steps=50
+    )
+    result = await agent.run("go")
+    asked = [call.id for step in result.steps for call in step.tool_calls]
+    answered = [r.call_id for step in result.steps for r in step.results]
+    assert len(asked) == 44
+    assert len(set(asked)) == 44
+    assert answered == asked
+    assert asked[0] == "call_0"

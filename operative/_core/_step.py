@@ -52,6 +52,9 @@ if TYPE_CHECKING:
 
 __all__ = ["StepLoop"]
 
+_FEW_IDS = 16
+"""Call ids kept in a list, looked up by scanning; more go in a set."""
+
 
 class StepLoop:
     """The loop over one run's steps, driving its generate and tool phases."""
@@ -70,8 +73,10 @@ class StepLoop:
         self._state = state
         self._generate: GeneratePhase | None = None
         self._tools: ToolPhase | None = None
-        self.call_ids: set[str] = set()
-        """The ids of the calls in the transcript (see :meth:`take_call_ids`)."""
+        self.call_ids: list[str] | set[str] = []
+        """The ids of the calls in the transcript (see :meth:`take_call_ids`): a list
+        while there are at most ``_FEW_IDS`` (a run in flight holds 72 B, not a set's 216),
+        then a set."""
         config = state.config
         # Optional subsystems are imported only by runs that use them.
         self.context: ContextManager | None = None
@@ -109,10 +114,11 @@ class StepLoop:
     def take_call_ids(self) -> None:
         """Take the ids of the calls the transcript holds already: a server that says
         ``call_0`` every turn must not produce two calls with one id in the transcript."""
-        call_ids = self.call_ids
+        call_ids = set(self.call_ids)
         for message in self._state.conversation.messages:
             if message.tool_calls:
                 call_ids.update(call.id for call in message.tool_calls)
+        self.call_ids = call_ids
 
     def _steering_parked(self, state: object) -> None:
         self._steering_wait = self._state.liveness.declare_wait("steering")
@@ -201,7 +207,10 @@ class StepLoop:
 
             calls = response.tool_calls
             if calls:
-                calls = normalize_calls(calls, self.call_ids)
+                call_ids = self.call_ids
+                calls = normalize_calls(calls, call_ids)
+                if len(call_ids) > _FEW_IDS and call_ids.__class__ is list:
+                    self.call_ids = set(call_ids)
             inflight.calls = calls
             content = inflight.content = response.content
             if content.__class__ is str:

@@ -47,9 +47,11 @@ SMALL_INT_NEGATED = -SMALL_INT
 _SHALLOW = 2 * MAX_JSON_DEPTH + 1
 
 
-def normalize_calls(calls: Sequence[ToolCall], seen: set[str]) -> tuple[ToolCall, ...]:
+def normalize_calls(calls: Sequence[ToolCall], seen: list[str] | set[str]) -> tuple[ToolCall, ...]:
     """Check the calls' fields and give every call a run-unique id (``seen``: the ids
-    the run's transcript holds; the calls' ids are added to it).
+    the run's transcript holds; the calls' ids are added to it). ``seen`` is a list
+    while it is short (a third of a set's bytes for a run in flight, see
+    ``StepLoop.call_ids``), a set once it is not.
 
     Some servers reuse ids (``call_0`` every turn) or send none; a call id must name
     exactly one call in the transcript, so repeats and blanks get fresh ids. A field
@@ -62,6 +64,7 @@ def normalize_calls(calls: Sequence[ToolCall], seen: set[str]) -> tuple[ToolCall
     """
     if type(calls) is not tuple:
         calls = tuple(calls)
+    add = seen.add if seen.__class__ is set else seen.append  # type: ignore[union-attr]
     fixed: list[ToolCall] | None = None
     refused: dict[str, str] | None = None
     index = -1
@@ -81,7 +84,7 @@ def normalize_calls(calls: Sequence[ToolCall], seen: set[str]) -> tuple[ToolCall
         ):
             if fixed is not None:
                 fixed.append(call)
-            seen.add(call_id)
+            add(call_id)
             continue
         if not isinstance(call, ToolCall):
             raise InvalidResponseError(
@@ -115,7 +118,7 @@ def normalize_calls(calls: Sequence[ToolCall], seen: set[str]) -> tuple[ToolCall
             fixed = list(calls[:index])
         if fixed is not None:
             fixed.append(replaced)
-        seen.add(new_id)
+        add(new_id)
     checked = tuple(fixed) if fixed is not None else calls
     if refused is not None:
         return RefusedCalls(checked, refused)
