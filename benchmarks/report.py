@@ -1061,6 +1061,7 @@ def render_durable(r: Results) -> str:
                     f"{commits:g} commits" if commits is not None else "–",
                     spread_text(figure(floor), 0) if floor is not None else "–",
                     ratio_text(figure(x["x_floor"])) if "x_floor" in x else "–",
+                    _per_commit(x.get("x_floor"), commits),
                     where,
                 ]
             )
@@ -1077,6 +1078,7 @@ def render_durable(r: Results) -> str:
                     f"{cps / steps:.2f} checkpoints" if cps else "–",
                     "–",
                     "–",
+                    "–",
                     "`bench_peers.py`",
                 ]
             )
@@ -1090,13 +1092,45 @@ def render_durable(r: Results) -> str:
                 f"{writes:g} Updates" if isinstance(writes, int | float) else "–",
                 "–",
                 "–",
+                "–",
                 "`bench_temporal.py`",
             ]
         )
     if not rows:
         raise Missing("neither `durable.json` nor `peers.json` has durable per-step figures")
-    header = ["", "overhead µs/step", "writes per step", "floor µs/step", "× floor", "measured by"]
-    return "\n".join(table(header, rows))
+    header = [
+        "",
+        "overhead µs/step",
+        "writes per step",
+        "floor µs/step",
+        "× floor",
+        "× floor per commit",
+        "measured by",
+    ]
+    return "\n".join(
+        [
+            *table(header, rows),
+            "",
+            "The floor writes one row a step. × floor per commit divides the ratio by "
+            "operative's commits per step: a step whose tool is not idempotent commits "
+            "twice (the call's start before it runs, its result before the run goes on).",
+        ]
+    )
+
+
+def _per_commit(x_floor: Any, commits: Any) -> str:
+    """The ratio to the floor's one write a step, per commit operative makes a step."""
+    if x_floor is None or not isinstance(commits, int | float) or commits <= 0:
+        return "–"
+    f = figure(x_floor)
+    return ratio_text(
+        Figure(
+            f.median / commits,
+            None if f.low is None else f.low / commits,
+            None if f.high is None else f.high / commits,
+            f.rounds,
+        )
+    )
 
 
 def _durable_levels(r: Results) -> dict[str, dict[str, Any]]:

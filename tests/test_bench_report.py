@@ -434,3 +434,16 @@ def test_the_gc_section_gives_the_batch_counted_under_virtual_time(tmp_path: Pat
     text = report.render("gc", report.Results(_write(tmp_path, sample)))
     assert "| operative | 1,232k (1.12×) | 30.0k (1.20×) | 150 (1.36×) | 420 |" in text
     assert "| floor | 1,100k (1.00×) | 25.0k (1.00×) | 110 (1.00×) | 380 |" in text
+
+
+def test_the_durable_section_gives_the_ratio_per_commit(tmp_path: Path) -> None:
+    """Two commits a step at 2.4 times the floor's one write is 1.2 times per commit."""
+    sample = _sample()
+    sample["durable"]["per_step"]["postgres"].update(
+        commits_per_step=2.0,
+        floor_overhead_us_per_step=_spread(450.0, 400.0, 500.0),
+        x_floor=_spread(2.4, 2.2, 3.0),
+    )
+    text = report.render("durable", report.Results(_write(tmp_path, sample)))
+    assert "| 2.40× (2.20–3.00) | 1.20× (1.10–1.50) |" in text
+    assert "| 4 commits | – | – | – |" in text  # SQLite: no floor measured
