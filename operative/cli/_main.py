@@ -6,6 +6,7 @@ import argparse
 import functools
 import importlib
 import os
+import signal
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
@@ -15,7 +16,14 @@ import trio
 
 from .. import DatabaseFileError, OperativeError
 from ._defaults import DEMO_PROMPT
-from ._errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError
+from ._errors import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+    UsageError,
+)
 from ._interrupt import until_interrupted
 from ._invocation import invocation
 from ._mcp import add_mcp_command
@@ -26,7 +34,8 @@ from ._temporal import add_temporal_options
 __all__ = ["build_parser", "main"]
 
 _EPILOG = """\
-exit codes: 0 ok, 1 a run failed, 2 bad arguments or input, 130 interrupted.
+exit codes: 0 ok, 1 a run failed, 2 bad arguments or input, 130 interrupted (Ctrl-C),
+143 terminated (SIGTERM).
 A real model is used when ANTHROPIC_API_KEY, OPENAI_API_KEY or OPENAI_BASE_URL is set
 (OPERATIVE_MODEL=provider:model picks one); otherwise an offline scripted model.
 """
@@ -251,7 +260,9 @@ def main(
         return _interrupted(out)
     except OperativeError as exc:
         return _failed(out, exc)
-    return _interrupted(out) if code is None else code
+    if isinstance(code, signal.Signals):
+        return _interrupted(out, code)
+    return code
 
 
 def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
@@ -282,6 +293,8 @@ def _failed(out: Output, exc: OperativeError) -> int:
     return EXIT_FAILED
 
 
-def _interrupted(out: Output) -> int:
-    out.warn("interrupted; durable runs in flight were left for `operative recover`")
-    return EXIT_INTERRUPTED
+def _interrupted(out: Output, signum: signal.Signals = signal.SIGINT) -> int:
+    """One line, and the shell's code for the signal: 130 for Ctrl-C, 143 for SIGTERM."""
+    what = "interrupted" if signum == signal.SIGINT else "terminated"
+    out.warn(f"{what}; durable runs in flight were left for `operative recover`")
+    return EXIT_INTERRUPTED if signum == signal.SIGINT else EXIT_TERMINATED

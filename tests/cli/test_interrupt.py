@@ -152,6 +152,32 @@ def test_ctrl_c_in_generate_leaves_the_run_for_recover(tmp_path: Path, silent_se
     assert after["status"] == "completed"
 
 
+def test_sigterm_in_generate_leaves_the_run_for_recover(tmp_path: Path, silent_server: str) -> None:
+    """SIGTERM (``docker stop``, systemd) while ``demo`` waits for the model: exit 143, one
+    line; the run's lease is released, so ``recover`` takes it at once (a process ended
+    on the spot would hold it for 30 s)."""
+    env = _env(OPENAI_BASE_URL=silent_server, OPENAI_API_KEY="sk-test")
+    data = str(tmp_path)
+    proc = _start(["demo", "--data-dir", data], env)
+    assert proc.stdout is not None
+    _read_until(proc.stdout, b"step 1", bytearray())
+    proc.send_signal(signal.SIGTERM)
+    _, err_bytes = proc.communicate(timeout=60)
+    err = err_bytes.decode()
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err, err
+    assert err.strip().splitlines() == [
+        "operative: terminated; durable runs in flight were left for `operative recover`"
+    ]
+    (run,) = _runs(tmp_path, env)
+    assert run["status"] == "running"
+    assert run["finish_reason"] is None
+    code, out_text, err = _command(["recover", "--offline", "--data-dir", data], env)
+    assert code == 0, err
+    assert f"resumed {run['run_id']} (session 'demo'): stop-condition" in out_text, out_text
+    assert "still running" not in out_text
+
+
 _WORKER = textwrap.dedent(
     """
     import sys

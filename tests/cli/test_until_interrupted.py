@@ -30,19 +30,40 @@ def test_sigint_cancels_at_the_next_checkpoint_not_mid_statement() -> None:
         await trio.sleep(60)  # cancelled at once
         return 0
 
-    assert trio.run(until_interrupted, command) is None
+    assert trio.run(until_interrupted, command) is signal.SIGINT
     assert seen == ["the statement finished", "awaited"]
 
 
-def test_a_command_that_ends_returns_its_code_and_restores_the_handler() -> None:
-    before = signal.getsignal(signal.SIGINT)
+def test_a_command_that_ends_returns_its_code_and_restores_the_handlers() -> None:
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
 
     async def command() -> int:
         await trio.lowlevel.checkpoint()
         return 3
 
-    assert trio.run(until_interrupted, command) == 3
-    assert signal.getsignal(signal.SIGINT) is before
+    code = trio.run(until_interrupted, command)
+    assert code == 3
+    assert not isinstance(code, signal.Signals)
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+def test_sigterm_cancels_the_command_as_ctrl_c_does() -> None:
+    """A process manager's SIGTERM: the command is cancelled at its next checkpoint (its
+    clean-up runs) instead of the process ending on the spot."""
+    steps: list[str] = []
+
+    async def command() -> int:
+        try:
+            signal.raise_signal(signal.SIGTERM)
+            steps.append("the statement finished")
+            await trio.sleep(60)  # cancelled at once
+        except trio.Cancelled:
+            steps.append("clean-up ran")
+            raise
+        return 0
+
+    assert trio.run(until_interrupted, command) is signal.SIGTERM
+    assert steps == ["the statement finished", "clean-up ran"]
 
 
 def test_the_clean_up_after_ctrl_c_runs_and_a_second_ctrl_c_stops_it() -> None:
