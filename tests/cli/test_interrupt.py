@@ -1,8 +1,10 @@
-"""Ctrl-C is a shutdown, tried as a user meets it: a real process, a real SIGINT.
+"""Ctrl-C is a shutdown, tried as a user meets it: a real process, a real SIGINT (and
+SIGTERM, as a process manager sends it).
 
-The command exits with code 130 and one line on standard error (no traceback); the
-durable run it was in the middle of keeps its record ``running`` with no outcome and no
-lease, and ``operative recover`` (or ``recover()``, in a second process) finishes it.
+The command exits with code 130 (143 for SIGTERM) and one line on standard error (no
+traceback); the durable run it was in the middle of keeps its record ``running`` with no
+outcome and no lease, and ``operative recover`` (or ``recover()``, in a second process)
+finishes it.
 """
 
 from __future__ import annotations
@@ -54,8 +56,10 @@ def _read_until(stream: IO[bytes], marker: bytes, seen: bytearray, timeout: floa
             seen += chunk
 
 
-def _interrupt(proc: subprocess.Popen[bytes]) -> tuple[int, str, str]:
-    proc.send_signal(signal.SIGINT)
+def _interrupt(
+    proc: subprocess.Popen[bytes], signum: signal.Signals = signal.SIGINT
+) -> tuple[int, str, str]:
+    proc.send_signal(signum)
     out, err = proc.communicate(timeout=60)
     return proc.returncode, out.decode(), err.decode()
 
@@ -129,17 +133,27 @@ def test_ctrl_c_at_an_approval_prompt_leaves_the_turn_for_recover(tmp_path: Path
     assert session["runs"][-1]["outcome"]["finish_reason"] == "stop-condition"
 
 
-def test_ctrl_c_in_generate_leaves_the_run_for_recover(tmp_path: Path, silent_server: str) -> None:
-    """SIGINT while ``demo`` waits for the model: exit 130, one line, no traceback; the
-    run's lease is released (``recover`` takes it at once) and recover finishes it."""
+@pytest.mark.parametrize(
+    ("signum", "exit_code", "what"),
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
+    ids=["ctrl-c", "sigterm"],
+)
+def test_a_signal_in_generate_leaves_the_run_for_recover(
+    tmp_path: Path, silent_server: str, signum: signal.Signals, exit_code: int, what: str
+) -> None:
+    """Ctrl-C, or SIGTERM (``docker stop``, systemd), while ``demo`` waits for the model:
+    the shell's exit code, one line, no traceback; the run's lease is released, so
+    ``recover`` takes it at once (a process ended on the spot would hold it for 30 s)
+    and finishes it."""
     env = _env(OPENAI_BASE_URL=silent_server, OPENAI_API_KEY="sk-test")
     data = str(tmp_path)
     proc = _start(["demo", "--data-dir", data], env)
     assert proc.stdout is not None
     _read_until(proc.stdout, b"step 1", bytearray())
-    code, _, err = _interrupt(proc)
-    assert code == 130, err
+    code, _, err = _interrupt(proc, signum)
+    assert code == exit_code, err
     _assert_one_line(err)
+    assert err.startswith(f"operative: {what}; "), err
     (run,) = _runs(tmp_path, env)
     assert run["status"] == "running"
     assert run["finish_reason"] is None
@@ -150,32 +164,6 @@ def test_ctrl_c_in_generate_leaves_the_run_for_recover(tmp_path: Path, silent_se
     assert "still running" not in out
     (after,) = _runs(tmp_path, env)
     assert after["status"] == "completed"
-
-
-def test_sigterm_in_generate_leaves_the_run_for_recover(tmp_path: Path, silent_server: str) -> None:
-    """SIGTERM (``docker stop``, systemd) while ``demo`` waits for the model: exit 143, one
-    line; the run's lease is released, so ``recover`` takes it at once (a process ended
-    on the spot would hold it for 30 s)."""
-    env = _env(OPENAI_BASE_URL=silent_server, OPENAI_API_KEY="sk-test")
-    data = str(tmp_path)
-    proc = _start(["demo", "--data-dir", data], env)
-    assert proc.stdout is not None
-    _read_until(proc.stdout, b"step 1", bytearray())
-    proc.send_signal(signal.SIGTERM)
-    _, err_bytes = proc.communicate(timeout=60)
-    err = err_bytes.decode()
-    assert proc.returncode == 143, err
-    assert "Traceback" not in err, err
-    assert err.strip().splitlines() == [
-        "operative: terminated; durable runs in flight were left for `operative recover`"
-    ]
-    (run,) = _runs(tmp_path, env)
-    assert run["status"] == "running"
-    assert run["finish_reason"] is None
-    code, out_text, err = _command(["recover", "--offline", "--data-dir", data], env)
-    assert code == 0, err
-    assert f"resumed {run['run_id']} (session 'demo'): stop-condition" in out_text, out_text
-    assert "still running" not in out_text
 
 
 _WORKER = textwrap.dedent(
