@@ -46,8 +46,7 @@ async def until_interrupted(command: Callable[[], Awaitable[int]]) -> int | sign
                     break
 
         await nursery.start(watch)
-        done = await command()
+        code = await command()  # when cancelled, ``code`` is the signal (set by ``watch``)
         nursery.cancel_scope.cancel()  # the command ended: stop watching
-        code = done
     assert code is not None
     return code

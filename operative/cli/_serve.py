@@ -8,7 +8,6 @@ import argparse
 import functools
 import os
 import secrets
-import signal
 import sqlite3
 import time
 from collections.abc import Callable, Mapping
@@ -24,6 +23,7 @@ from ._agents import _INSTRUCTIONS, _note_tool, calculate, get_weather
 from ._chat_host import ChatHost
 from ._chat_page import page
 from ._errors import EXIT_OK, UsageError
+from ._interrupt import STOPPING_SIGNALS
 from ._listen import handed_over, listen
 from ._models import ModelChoice, choose_model, open_generate
 from ._output import Output
@@ -143,7 +143,7 @@ def with_request_log(app: Any, log: Callable[[str], None]) -> Any:
 
 async def _until_stopped() -> None:
     """Return at the first SIGINT (Ctrl-C) or SIGTERM: hypercorn then shuts down cleanly."""
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    with trio.open_signal_receiver(*STOPPING_SIGNALS) as signals:
         async for _ in signals:
             return
 
