@@ -84,7 +84,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -177,9 +177,10 @@ def child_per_step(names: Sequence[str], repetitions: int, warmup: int) -> dict[
             for _ in range(count):
                 for kind, fn in (("long", long), ("short", short)):
                     start = time.perf_counter_ns()
-                    answer = await fn()
+                    result = await fn()
                     elapsed = time.perf_counter_ns() - start
                     taken[kind].append(elapsed)
+                    answer = adapters[name].answer(result)
                     if answer != "the answer is 42":
                         raise RuntimeError(f"{name}: unexpected answer {answer!r}")
             if record:
@@ -228,11 +229,12 @@ def child_parallel(adapter: ModuleType, repetitions: int) -> dict[str, Any]:
     walls: list[float] = []
 
     async def main() -> None:
-        await run()  # warm-up
+        adapter.answer(await run())  # warm-up
         for _ in range(repetitions):
             start = time.perf_counter()
-            await run()
+            result = await run()
             walls.append(time.perf_counter() - start)
+            adapter.answer(result)
 
     _drive(adapter, main)
     _check_calls(adapter, (repetitions + 1) * PARALLEL_CALLS)
@@ -260,7 +262,7 @@ def child_concurrency(adapter: ModuleType, runs: int, limit: float | None) -> di
         state["in_flight"] += 1
         state["max_in_flight"] = max(state["max_in_flight"], state["in_flight"])
         try:
-            await run()
+            adapter.answer(await run())
         except BaseException:
             state["cancelled"] += 1
             raise
@@ -337,25 +339,40 @@ def child_concurrency(adapter: ModuleType, runs: int, limit: float | None) -> di
     return summary(stopped=False)
 
 
-async def _trio_batch(run: Callable[[], Coroutine[Any, Any, Any]], n: int) -> None:
+def checked(
+    adapter: ModuleType, run: Callable[[], Awaitable[Any]]
+) -> Callable[[], Awaitable[None]]:
+    """A batch's task: one run, its answer read by the adapter (which raises if the run
+    did not end as scripted). The harness's frame, the same for every system: an
+    adapter hands back its system's own run coroutine and adds no frame of its own."""
+    answer = adapter.answer
+
+    async def one() -> None:
+        answer(await run())
+
+    return one
+
+
+async def _trio_batch(task: Callable[[], Awaitable[None]], n: int) -> None:
     import trio
 
     async with trio.open_nursery() as nursery:
         for _ in range(n):
-            nursery.start_soon(run)
+            nursery.start_soon(task)
 
 
-async def _asyncio_batch(run: Callable[[], Coroutine[Any, Any, Any]], n: int) -> None:
+async def _asyncio_batch(task: Callable[[], Awaitable[None]], n: int) -> None:
     async with asyncio.TaskGroup() as group:
         for _ in range(n):
-            group.create_task(run())
+            group.create_task(task())  # type: ignore[arg-type]
 
 
-def _batch(adapter: ModuleType, run: Callable[[], Coroutine[Any, Any, Any]], n: int) -> None:
+def _batch(adapter: ModuleType, run: Callable[[], Awaitable[Any]], n: int) -> None:
+    task = checked(adapter, run)
     if adapter.RUNNER == "trio":
-        _drive(adapter, lambda: _trio_batch(run, n))
+        _drive(adapter, lambda: _trio_batch(task, n))
     else:
-        _drive(adapter, lambda: _asyncio_batch(run, n))
+        _drive(adapter, lambda: _asyncio_batch(task, n))
 
 
 BATCH_ROUNDS = 5
@@ -519,7 +536,7 @@ def child_memory(adapter: ModuleType, runs: int, top: int) -> dict[str, Any]:
         if state["started"] == runs:
             all_started[0].set()
         try:
-            await run()
+            adapter.answer(await run())
         finally:
             state["in_flight"] -= 1
             state["done"] += 1
@@ -713,12 +730,12 @@ def child_virtual_batch(adapter: ModuleType, runs: int) -> dict[str, Any]:
 
     if adapter.RUNNER != "trio":
         raise RuntimeError(f"{adapter.NAME}: the virtual-time batch needs a Trio system")
-    run = adapter.make_steps(CONCURRENT_STEPS, MODEL_LATENCY)
+    task = checked(adapter, adapter.make_steps(CONCURRENT_STEPS, MODEL_LATENCY))
 
     async def batch(n: int) -> None:
         async with trio.open_nursery() as nursery:
             for _ in range(n):
-                nursery.start_soon(run)
+                nursery.start_soon(task)
 
     trio.run(batch, 10, clock=trio.testing.MockClock(autojump_threshold=0))
     gc.collect()

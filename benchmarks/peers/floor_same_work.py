@@ -296,16 +296,22 @@ async def run(
 # --------------------------------------------------------------------------------------
 
 
-async def _run(generate: Callable[[GenerateRequest], Awaitable[GenerateResponse]]) -> str:
-    # The caller's history, built per run as operative's adapter builds its conversation.
-    history = (Message(id=new_id(), role="user", content="What is 1 + 1?"),)
-    result = await run(generate, history)
+def _run(
+    generate: Callable[[GenerateRequest], Awaitable[GenerateResponse]],
+) -> Awaitable[RunResult]:
+    # The caller's history, built per run as operative's ``agent.run`` builds its
+    # conversation; what is returned is the run's own coroutine.
+    return run(generate, (Message(id=new_id(), role="user", content="What is 1 + 1?"),))
+
+
+def answer(result: RunResult) -> str:
+    """The run's answer, once it ended as the script says it does."""
     if result.finish_reason != "stop-condition":
         raise RuntimeError(f"run ended with {result.finish_reason}")
     return result.content
 
 
-def make_steps(steps: int, latency: float) -> Callable[[], Awaitable[str]]:
+def make_steps(steps: int, latency: float) -> Callable[[], Awaitable[RunResult]]:
     script = [
         GenerateResponse(
             tool_calls=(ToolCall(id=f"call_{k}", name="add", arguments=f'{{"a": {k}, "b": 1}}'),)
@@ -322,7 +328,7 @@ def make_steps(steps: int, latency: float) -> Callable[[], Awaitable[str]]:
     return lambda: _run(generate)
 
 
-def make_parallel(calls: int, tool_sleep: float) -> Callable[[], Awaitable[str]]:
+def make_parallel(calls: int, tool_sleep: float) -> Callable[[], Awaitable[RunResult]]:
     ms = round(tool_sleep * 1000)
     first = GenerateResponse(
         tool_calls=tuple(

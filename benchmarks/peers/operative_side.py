@@ -1,5 +1,6 @@
 """operative: an agent (``create_agent``) with a ``Toolbox`` and a scripted ``generate``,
-run by ``agent.run``: the run-to-completion call, as each peer's own ``run``/``invoke``."""
+run by ``agent.run``: the run-to-completion call, as each peer's own ``run``/``invoke``.
+A run factory returns that call's own coroutine; ``answer`` reads its result."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from operative import (
     Agent,
     GenerateRequest,
     GenerateResponse,
+    RunResult,
     Toolbox,
     ToolCall,
     create_agent,
@@ -47,14 +49,14 @@ def _agent(generate: Callable[[GenerateRequest], Awaitable[GenerateResponse]]) -
     return create_agent(generate=generate, toolbox=TOOLBOX, stop_when=NO_TOOL_CALLS)
 
 
-async def _run(agent: Agent) -> str:
-    result = await agent.run("What is 1 + 1?")
+def answer(result: RunResult) -> str:
+    """The run's answer, once it ended as the script says it does."""
     if result.finish_reason != "stop-condition":
         raise RuntimeError(f"run ended with {result.finish_reason}: {result.error!r}")
     return result.content
 
 
-def make_steps(steps: int, latency: float) -> Callable[[], Awaitable[str]]:
+def make_steps(steps: int, latency: float) -> Callable[[], Awaitable[RunResult]]:
     script = [
         GenerateResponse(
             tool_calls=(ToolCall(id=f"call_{k}", name="add", arguments=f'{{"a": {k}, "b": 1}}'),)
@@ -69,10 +71,10 @@ def make_steps(steps: int, latency: float) -> Callable[[], Awaitable[str]]:
         return script[request.step - 1]
 
     agent = _agent(generate)
-    return lambda: _run(agent)
+    return lambda: agent.run("What is 1 + 1?")
 
 
-def make_parallel(calls: int, tool_sleep: float) -> Callable[[], Awaitable[str]]:
+def make_parallel(calls: int, tool_sleep: float) -> Callable[[], Awaitable[RunResult]]:
     ms = round(tool_sleep * 1000)
     first = GenerateResponse(
         tool_calls=tuple(
@@ -85,4 +87,4 @@ def make_parallel(calls: int, tool_sleep: float) -> Callable[[], Awaitable[str]]
         return script[request.step - 1]
 
     agent = _agent(generate)
-    return lambda: _run(agent)
+    return lambda: agent.run("What is 1 + 1?")

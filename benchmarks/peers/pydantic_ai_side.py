@@ -49,12 +49,12 @@ def _agent(script: list[Any], latency: float) -> Agent:
     return Agent(FunctionModel(model), tools=TOOLS)
 
 
-async def _run(agent: Agent) -> str:
-    result = await agent.run("What is 1 + 1?")
+def answer(result: Any) -> str:
+    """The run's answer: its output."""
     return str(result.output)
 
 
-def make_steps(steps: int, latency: float) -> Callable[[], Awaitable[str]]:
+def make_steps(steps: int, latency: float) -> Callable[[], Awaitable[Any]]:
     script: list[Any] = [
         ModelResponse(
             parts=[
@@ -65,10 +65,10 @@ def make_steps(steps: int, latency: float) -> Callable[[], Awaitable[str]]:
     ]
     script.append(ModelResponse(parts=[TextPart(content="the answer is 42")]))
     agent = _agent(script, latency)
-    return lambda: _run(agent)
+    return lambda: agent.run("What is 1 + 1?")
 
 
-def make_parallel(calls: int, tool_sleep: float) -> Callable[[], Awaitable[str]]:
+def make_parallel(calls: int, tool_sleep: float) -> Callable[[], Awaitable[Any]]:
     ms = round(tool_sleep * 1000)
     first = ModelResponse(
         parts=[
@@ -77,4 +77,4 @@ def make_parallel(calls: int, tool_sleep: float) -> Callable[[], Awaitable[str]]
         ]
     )
     agent = _agent([first, ModelResponse(parts=[TextPart(content="done")])], 0.0)
-    return lambda: _run(agent)
+    return lambda: agent.run("What is 1 + 1?")
