@@ -103,35 +103,20 @@ async def drive(run: ActiveRun, *, alone: bool = False) -> RunResult | None:
         error: BaseException | None = None
         escaping: BaseException | None = None
         state = run._state
-        scope = run._scope
         remove_steering_listener = _start(run)
-        sealed = alone and state.sealable
-        if not sealed and (state.liveness is UNREAD or state.hub is UNHEARD):
-            raise AssertionError("a run nobody can hear or read must run sealed")
         # A sealed run (alone, and nothing but its caller can cancel it) enters no cancel
         # scope of its own (see ``_run_scope``): ``with cancel_scope:`` is written out
         # (PEP 343's expansion), so a sealed run pays for no context manager at all.
-        cancel_scope = scope.enter(sealed)
+        cancel_scope = run._scope.enter(_sealed(state, alone))
         try:
             if cancel_scope is not None:
                 cancel_scope.__enter__()
             try:
                 try:
-                    ext = state.ext
                     resume: ResumePoint | None = None
-                    for extension in ext.run_started:
-                        resume = await extension.run_started(run) or resume
-                    for hook in state.config.hooks.on_run_start:
-                        await call_hook(hook, state.hook_context())
-                    if ext.wrap_loop or resume is not None:
-                        loop: Callable[[], Awaitable[FinishReason]] = functools.partial(
-                            run._loop.run, run, resume
-                        )
-                        for extension in ext.wrap_loop:
-                            loop = extension.wrap_loop(run, loop)
-                        finish = await loop()
-                    else:
-                        finish = await run._loop.run(run)
+                    if state.ext.run_started or state.config.hooks.on_run_start:
+                        resume = await _run_started(run)
+                    finish = await _loop_of(run, resume)
                 except Exception as exc:
                     finish, error = await _recover(state, exc)
             except BaseException as exc:
@@ -151,8 +136,7 @@ async def drive(run: ActiveRun, *, alone: bool = False) -> RunResult | None:
             escaping = exc
         if remove_steering_listener is not None:
             remove_steering_listener()
-        finish, reason, shutdown = _ending(scope, finish, error, escaping)
-        await _finish(run, finish, error, reason, shutdown=shutdown)
+        await _finish(run, finish, error, escaping)
         if escaping is not None:
             raise escaping
     except trio.Cancelled:
@@ -164,6 +148,39 @@ async def drive(run: ActiveRun, *, alone: bool = False) -> RunResult | None:
         raise BaseExceptionGroup("Exceptions from Trio nursery", [exc]) from None
     # Outside the ``try``: a clean-up's failure (``CleanupError``) is raised bare.
     return run._outcome() if alone else None
+
+
+def _sealed(state: RunState, alone: bool) -> bool:
+    """Whether the run runs sealed: alone, and nothing but its caller can cancel it."""
+    sealed = alone and state.sealable
+    if not sealed and (state.liveness is UNREAD or state.hub is UNHEARD):
+        raise AssertionError("a run nobody can hear or read must run sealed")
+    return sealed
+
+
+async def _run_started(run: ActiveRun) -> ResumePoint | None:
+    """The ``run_started`` extensions (one may say where a rebuilt run resumes), then
+    the ``on_run_start`` hooks, in the run scope before the loop."""
+    state = run._state
+    resume: ResumePoint | None = None
+    for extension in state.ext.run_started:
+        resume = await extension.run_started(run) or resume
+    for hook in state.config.hooks.on_run_start:
+        await call_hook(hook, state.hook_context())
+    return resume
+
+
+def _loop_of(run: ActiveRun, resume: ResumePoint | None) -> Awaitable[FinishReason]:
+    """The step loop's coroutine, as the ``wrap_loop`` extensions wrap it. Made by a
+    plain function, so ``drive``'s frame (which every run in flight holds) keeps none
+    of the extensions' locals and no frame stands between it and the loop."""
+    ext = run._state.ext
+    if not ext.wrap_loop and resume is None:
+        return run._loop.run(run)
+    loop: Callable[[], Awaitable[FinishReason]] = functools.partial(run._loop.run, run, resume)
+    for extension in ext.wrap_loop:
+        loop = extension.wrap_loop(run, loop)
+    return loop()
 
 
 def _start(run: ActiveRun) -> Callable[[], None] | None:
@@ -205,10 +222,11 @@ def _ending(
     finish: FinishReason | None,
     error: BaseException | None,
     escaping: BaseException | None,
-) -> tuple[FinishReason, str | None, bool]:
-    """How the run ends, once its scope has exited: the finish reason, the message that
-    says why (``None``: the finish says it all), and whether the process is shutting
-    down (then a durable run is left for another worker instead of ending here)."""
+) -> tuple[FinishReason, BaseException | None, str | None, bool]:
+    """How the run ends, once its scope has exited: the finish reason, the error, the
+    message that says why (``None``: the finish says it all), and whether the process is
+    shutting down (then a durable run is left for another worker instead of ending
+    here)."""
     reason: str | None = None
     if finish is not None and error is None and scope.reason is not None:
         # Asked to stop (an abort, a stall, a budget) in the tick the loop came back
@@ -235,7 +253,7 @@ def _ending(
         shutdown = cancel.shutdown  # an abort asked for first still ends the run
     else:
         shutdown = escaping is not None and is_shutdown(escaping)
-    return finish, reason, shutdown
+    return finish, error, reason, shutdown
 
 
 def _listen_to_steering(state: RunState) -> Callable[[], None] | None:
@@ -293,18 +311,18 @@ async def _recover(state: RunState, exc: Exception) -> tuple[FinishReason, BaseE
 
 async def _finish(
     run: ActiveRun,
-    finish: FinishReason,
+    finish: FinishReason | None,
     error: BaseException | None,
-    reason: str | None,
-    *,
-    shutdown: bool = False,
+    escaping: BaseException | None,
 ) -> None:
-    """Repair, record and announce the end of the run.
+    """Repair, record and announce the end of the run: ``finish`` and ``error`` as the
+    loop left them, ``escaping`` what came from outside the run (see ``_ending``).
 
     Everything here is synchronous except the ``run_stopped`` extensions and the
     ``on_run_end`` hooks, then the ``run_ending`` extensions, which run shielded from
     cancellation and bounded by ``cleanup_timeout``.
     """
+    finish, error, reason, shutdown = _ending(run._scope, finish, error, escaping)
     state = run._state
     cfg = state.config
     hub = state.hub

@@ -43,11 +43,12 @@ from ._results import StepResult
 from ._run_state import NO_USAGE, Inflight, RunState
 from ._tool_calls import RefusedCalls, normalize_calls, unsendable
 from ._tool_phase import ToolPhase, select_specs, settle_one
-from ._types import NO_METADATA, FinishReason, ToolResult
+from ._types import NO_METADATA, FinishReason, ToolCall, ToolResult
 
 if TYPE_CHECKING:
     from ..context import ContextManager
     from ..steering import SteeringCursor
+    from ._options import RunConfig
     from ._run import ActiveRun
 
 __all__ = ["StepLoop"]
@@ -135,17 +136,19 @@ class StepLoop:
         cfg = state.config
         hub = state.hub
         conversation = state.conversation
-        hooks = cfg.hooks
         specs = cfg.toolbox.specs()
         ext = state.ext
         inflight = Inflight()  # begun at each step's entry
         # A run rebuilt from a journal goes on from its last recorded step; one that had
         # already met a stop condition when it was cut ends here (unless that step
         # switched agents: the agent that handed off is not consulted).
-        if resume is not None and resume.check_stop and state.steps:
-            stopped = await self.stopped(state.steps[-1])
-            if stopped is not None:
-                return stopped
+        if (
+            resume is not None
+            and resume.check_stop
+            and state.steps
+            and await self.stopped(state.steps[-1])
+        ):
+            return FinishReason.STOP_CONDITION
         # By hand, not over a range: no iterator held by every run in flight. The limit
         # is read once, as a range would (a switch's new config does not move it).
         last = cfg.maximum_steps
@@ -167,15 +170,14 @@ class StepLoop:
                 for extension in ext.step_entered:
                     await extension.step_entered(run, step)
             offered: frozenset[str] | None = None
-            replayed = None
+            response: GenerateResponse | None = None
             for extension in ext.replayed:
-                replayed = extension.replayed(run, step)
-                if replayed is not None:
+                response = extension.replayed(run, step)
+                if response is not None:
                     break
-            if replayed is not None:
+            if response is not None:
                 # Generated before a crash and journaled: the recorded answer stands.
-                response = replayed
-                inflight.usage = replayed.usage or NO_USAGE
+                inflight.usage = response.usage or NO_USAGE
             else:
                 history = conversation.current
                 if self.context is not None:
@@ -189,7 +191,7 @@ class StepLoop:
                     output_schema=cfg.output_schema,
                     output_mode=cfg.output_mode,
                 )
-                if hooks.select_tools or hooks.prepare_step:
+                if cfg.hooks.select_tools or cfg.hooks.prepare_step:
                     request, offered = await self._prepare(request)
                 if state.plain_generate and not hub.wanted:
                     # The model call itself, in this frame (see ``plain_for``).
@@ -207,10 +209,7 @@ class StepLoop:
 
             calls = response.tool_calls
             if calls:
-                call_ids = self.call_ids
-                calls = normalize_calls(calls, call_ids)
-                if len(call_ids) > _FEW_IDS and call_ids.__class__ is list:
-                    self.call_ids = set(call_ids)
+                calls = self._normalized(calls)
             inflight.calls = calls
             content = inflight.content = response.content
             if content.__class__ is str:
@@ -230,16 +229,7 @@ class StepLoop:
             for extension in ext.generated:
                 await extension.generated(run, step, response, inflight.usage)
             if "step.generated" in hub.wanted:
-                await hub.emit(
-                    StepGenerated(
-                        run_id=state.run_id,
-                        step=step,
-                        time=state.now(),
-                        content=response.content,
-                        tool_calls=calls,
-                        stop_reason=response.stop_reason,
-                    )
-                )
+                await self._emit_generated(step, response, calls)
             if state.to_settle:
                 await self._settle(run)
 
@@ -281,31 +271,16 @@ class StepLoop:
             state.steps.append(step_result)
             inflight.completed = True
             if "step.completed" in hub.wanted:
-                await hub.emit(
-                    StepCompleted(
-                        run_id=state.run_id,
-                        step=step,
-                        time=state.now(),
-                        content=step_result.content,
-                        tool_calls=calls,
-                        results=results,
-                        usage=step_result.usage,
-                        stop_reason=response.stop_reason,
-                    )
-                )
+                await self._emit_completed(step_result)
             state.inflight = None
-            if hooks.on_step:
+            if cfg.hooks.on_step:
                 await self._on_step(step_result)
 
-            switch = state.switch
-            if switch is not None:
+            if state.switch is not None:
                 # A tool switched the run's configuration (a handoff to another agent):
                 # the run goes on under the new generate, tools and stop conditions from
                 # the next step (the old stop conditions are not consulted for this one).
-                state.switch = None
-                await switch.apply(run)
-                cfg = state.config
-                hooks = cfg.hooks
+                cfg = await self._switch(run)
                 specs = cfg.toolbox.specs()
                 continue
 
@@ -316,9 +291,8 @@ class StepLoop:
                 for condition in cfg.stop_when:
                     stop = condition(step_result)
                     if stop.__class__ is not bool and inspect.isawaitable(stop):
-                        stopped = await self.stopped(step_result, index, stop)
-                        if stopped is not None:
-                            return stopped
+                        if await self.stopped(step_result, index, stop):
+                            return FinishReason.STOP_CONDITION
                         break
                     if stop:
                         if cfg.output is not None and not answer_of(state).accept(
@@ -328,11 +302,58 @@ class StepLoop:
                         return FinishReason.STOP_CONDITION
                     index += 1  # noqa: SIM113 (by hand: no enumerate object a step)
 
-        if hooks.on_maximum_steps or cfg.output is not None:
+        if cfg.hooks.on_maximum_steps or cfg.output is not None:
             await self._at_maximum_steps()
         return FinishReason.MAXIMUM_STEPS
 
     # The step loop's rare blocks, kept out of its frame (a run in flight holds it).
+
+    def _normalized(self, calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
+        """The step's calls, each with an id no other call in the transcript has."""
+        call_ids = self.call_ids
+        calls = normalize_calls(calls, call_ids)
+        if len(call_ids) > _FEW_IDS and call_ids.__class__ is list:
+            self.call_ids = set(call_ids)
+        return calls
+
+    async def _emit_generated(
+        self, step: int, response: GenerateResponse, calls: tuple[ToolCall, ...]
+    ) -> None:
+        state = self._state
+        await state.hub.emit(
+            StepGenerated(
+                run_id=state.run_id,
+                step=step,
+                time=state.now(),
+                content=response.content,
+                tool_calls=calls,
+                stop_reason=response.stop_reason,
+            )
+        )
+
+    async def _emit_completed(self, step_result: StepResult) -> None:
+        state = self._state
+        await state.hub.emit(
+            StepCompleted(
+                run_id=state.run_id,
+                step=step_result.step,
+                time=state.now(),
+                content=step_result.content,
+                tool_calls=step_result.tool_calls,
+                results=step_result.results,
+                usage=step_result.usage,
+                stop_reason=step_result.stop_reason,
+            )
+        )
+
+    async def _switch(self, run: ActiveRun) -> RunConfig:
+        """Apply the switch a tool asked for; the run's configuration from then on."""
+        state = self._state
+        switch = state.switch
+        assert switch is not None
+        state.switch = None
+        await switch.apply(run)
+        return state.config
 
     async def _at_step_entry(self, step: int) -> None:
         """Between steps, with nothing in flight: a paused run parks here and steering
@@ -384,10 +405,8 @@ class StepLoop:
             if answer.validation is None:
                 answer.validate(state, answer.content_override or state.steps[-1].content)
 
-    async def stopped(
-        self, step_result: StepResult, first: int = 0, pending: Any = None
-    ) -> FinishReason | None:
-        """``STOP_CONDITION`` when a stop condition holds (and the output validates).
+    async def stopped(self, step_result: StepResult, first: int = 0, pending: Any = None) -> bool:
+        """Whether a stop condition holds (and the output validates).
 
         ``first`` and ``pending``: the conditions before ``first`` were checked already
         (none held), and ``pending`` is what condition ``first`` returned (awaitable).
@@ -403,10 +422,10 @@ class StepLoop:
                 if stop.__class__ is not bool and inspect.isawaitable(stop):
                     stop = await stop
             if stop:
-                if cfg.output is not None and not answer_of(state).accept(state, step_result):
-                    return None  # the model gets another attempt at the output
-                return FinishReason.STOP_CONDITION
-        return None
+                # With an output type, the answer must validate; if it does not, the
+                # model gets another attempt at the output.
+                return cfg.output is None or answer_of(state).accept(state, step_result)
+        return False
 
     async def _assemble_context(
         self, run: ActiveRun, history: ConversationHistory, inflight: Inflight
