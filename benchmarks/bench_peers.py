@@ -46,6 +46,14 @@ the floor on Trio.
    and last-level misses per run, net of the same process with an empty batch. What a
    loaded machine cannot move: the time ratios of scenario 6 swing by a third between
    rounds on a shared VM; these stay within a percent.
+9. **Peak RSS under virtual time** (both floors and operative). Scenario 3's peak RSS
+   growth per run, with the batch on ``trio.testing.MockClock``: every run takes each step
+   in the same scheduler tick, so all are at their fifth step together, whatever the
+   machine's load. On the real clock the runs drift apart while thousands start, and how
+   far decides how much each holds at the peak: fresh processes of the same code differ
+   by a tenth. Fresh processes in turn, 2,000 runs and twice that; the difference of the
+   two, over 2,000, is the memory one more run in flight costs (the marginal figure: the
+   process's fixed overheads and the allocators' rounding to their arenas cancel out).
 
 The per-step figures also come as per-round ratios (median and range over the rounds),
 for the 20-step run and for the 1-step run (the fixed cost of a run).
@@ -720,6 +728,62 @@ def child_durable_langgraph(repetitions: int, warmup: int) -> dict[str, Any]:
     return {"per_step": out, "notes": notes}
 
 
+def child_virtual_memory(adapter: ModuleType, runs: int) -> dict[str, Any]:
+    """Scenario 9: peak RSS growth per run of a ``runs``-run batch on
+    ``trio.testing.MockClock`` (every run at each step in the same tick), after a
+    10-run warm-up; as scenario 3 reads it (``VmHWM`` over the RSS before the batch)."""
+    import trio
+    import trio.testing
+
+    if adapter.RUNNER != "trio":
+        raise RuntimeError(f"{adapter.NAME}: the virtual-time batch needs a Trio system")
+    task = checked(adapter, adapter.make_steps(CONCURRENT_STEPS, MODEL_LATENCY))
+
+    async def batch(n: int) -> None:
+        async with trio.open_nursery() as nursery:
+            for _ in range(n):
+                nursery.start_soon(task)
+
+    trio.run(batch, 10, clock=trio.testing.MockClock(autojump_threshold=0))
+    gc.collect()
+    before = read_status_kib("VmRSS", "VmHWM")
+    trio.run(batch, runs, clock=trio.testing.MockClock(autojump_threshold=0))
+    after = read_status_kib("VmHWM")
+    _check_calls(adapter, (10 + runs) * (CONCURRENT_STEPS - 1))
+    growth = after["VmHWM"] - before["VmRSS"]
+    return {"runs": runs, "growth_kib": growth, "kib_per_run": growth / runs}
+
+
+def virtual_memory(systems: Sequence[str], runs: int, rounds: int) -> dict[str, Any]:
+    """Scenario 9 for ``systems`` (the floor first): fresh processes in turn, ``runs``
+    and twice that per round. Per system, the peak RSS growth per run of the ``runs``
+    batch and the marginal KiB of one more run in flight, with their per-round ratios to
+    the floor and to the same-work floor."""
+    taken: dict[str, dict[str, list[float]]] = {s: {"per_run": [], "marginal": []} for s in systems}
+    for _ in range(rounds):
+        for s in systems:
+            small = in_child(s, "virtual-memory", "--runs", str(runs))
+            large = in_child(s, "virtual-memory", "--runs", str(2 * runs))
+            taken[s]["per_run"].append(small["kib_per_run"])
+            taken[s]["marginal"].append((large["growth_kib"] - small["growth_kib"]) / runs)
+    out: dict[str, Any] = {"runs": runs, "rounds": rounds}
+    for s in systems:
+        mine = taken[s]
+        out[s] = {
+            "kib_per_run_rounds": spread(mine["per_run"]),
+            "marginal_kib_per_run_rounds": spread(mine["marginal"]),
+        }
+        for prefix, base in (("x_floor", "floor"), ("x_same_work", SAME_WORK)):
+            if base in taken:
+                out[s][f"{prefix}_kib_per_run"] = ratio_spread(
+                    mine["per_run"], taken[base]["per_run"]
+                )
+                out[s][f"{prefix}_marginal"] = ratio_spread(
+                    mine["marginal"], taken[base]["marginal"]
+                )
+    return out
+
+
 def child_virtual_batch(adapter: ModuleType, runs: int) -> dict[str, Any]:
     """Scenario 6's batch under virtual time: ``runs`` concurrent 5-step runs with the
     model's 20 ms slept on a ``trio.testing.MockClock``, after a warm-up batch and with
@@ -831,6 +895,8 @@ def child(argv: Sequence[str]) -> int:
             out = child_memory(adapter, args.runs, args.repetitions)
         elif args.scenario == "virtual-batch":
             out = child_virtual_batch(adapter, args.runs)
+        elif args.scenario == "virtual-memory":
+            out = child_virtual_memory(adapter, args.runs)
         else:
             out = child_concurrency(adapter, args.runs, args.limit)
     print(json.dumps(out))
@@ -1250,6 +1316,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     results["batch_rounds"] = in_child(
         ",".join(ours), "batch-rounds", "--runs", str(n), "--repetitions", str(batch_rounds)
     )
+    progress(f"{n:,} and {2 * n:,} runs in lockstep (MockClock): {', '.join(ours)}, peak RSS")
+    results["virtual_memory"] = virtual_memory(ours, n, fresh_rounds)
     results["memory"] = {}
     for s in ours:
         progress(f"memory per in-flight run: {s}, {memory_runs} runs under tracemalloc")

@@ -348,6 +348,15 @@ def _batch_label(r: Results) -> str:
     )
 
 
+def _virtual_memory_label(r: Results) -> str:
+    runs = r.get("peers", "virtual_memory", "runs")
+    rounds = r.get("peers", "virtual_memory", "rounds")
+    return (
+        f"bench_peers.py: {runs:,} runs in lockstep on MockClock, fresh processes in turn, "
+        + plural(rounds, "round")
+    )
+
+
 def _peers_first_batch(r: Results) -> str:
     sizes = r.get("peers", "batch_sizes")
     return str(min(sizes))
@@ -451,6 +460,20 @@ GOALS: tuple[Goal, ...] = (
         ),
     ),
     Goal(
+        "peak RSS per in-flight run, virtual time",
+        1.3,
+        "ratio",
+        (
+            Candidate(
+                "peers",
+                _virtual_memory_label,
+                _fig("peers", "virtual_memory", "operative", "x_floor_kib_per_run"),
+                _text("peers", ("virtual_memory", "floor", "kib_per_run_rounds"), " KiB"),
+                _text("peers", ("virtual_memory", "operative", "kib_per_run_rounds"), " KiB"),
+            ),
+        ),
+    ),
+    Goal(
         "fixed cost of a one-step run",
         3.0,
         "ratio",
@@ -528,7 +551,7 @@ GOALS: tuple[Goal, ...] = (
 )
 
 
-def _peers_plain(goal_name: str) -> Candidate:
+def _peers_plain(goal_name: str) -> Candidate | None:
     """The ratio of medians from a ``peers.json`` without per-round ratios (an older
     shape, or a run with one round): the last resort for the ratio goals."""
 
@@ -539,9 +562,11 @@ def _peers_plain(goal_name: str) -> Candidate:
         GOALS[0].name: (lambda r: ("per_step",), "us_per_step", " µs"),
         GOALS[1].name: (lambda r: ("concurrency", size(r)), "wall_s", " s"),
         GOALS[2].name: (lambda r: ("concurrency", size(r)), "kib_per_run", " KiB"),
-        GOALS[3].name: (lambda r: ("per_step",), "us_run_1_step", " µs"),
-        GOALS[4].name: (lambda r: ("import_ms",), "", " ms"),
+        GOALS[4].name: (lambda r: ("per_step",), "us_run_1_step", " µs"),
+        GOALS[5].name: (lambda r: ("import_ms",), "", " ms"),
     }
+    if goal_name not in paths:
+        return None
     prefix, key, unit = paths[goal_name]
 
     def path(r: Results, system: str) -> tuple[str, ...]:
@@ -562,7 +587,8 @@ def choose(goal: Goal, r: Results) -> tuple[Candidate, Figure]:
     """The first candidate with a spread over rounds, else the first with a figure."""
     found: list[tuple[Candidate, Figure]] = []
     reasons: list[str] = []
-    extra = (_peers_plain(goal.name),) if goal.kind == "ratio" else ()
+    plain = _peers_plain(goal.name) if goal.kind == "ratio" else None
+    extra = (plain,) if plain is not None else ()
     for candidate in (*goal.candidates, *extra):
         try:
             found.append((candidate, candidate.ratio(r)))
@@ -592,8 +618,13 @@ def _same_work_ratios(goal_name: str) -> Callable[[Results], tuple[Figure, Figur
             "x_floor_kib_per_run",
             "x_same_work_kib_per_run",
         ),
-        GOALS[3].name: lambda r: (("per_step",), "x_floor_run_1_step", "x_same_work_run_1_step"),
-        GOALS[4].name: lambda r: (("import",), "x_floor", "x_same_work"),
+        GOALS[3].name: lambda r: (
+            ("virtual_memory",),
+            "x_floor_kib_per_run",
+            "x_same_work_kib_per_run",
+        ),
+        GOALS[4].name: lambda r: (("per_step",), "x_floor_run_1_step", "x_same_work_run_1_step"),
+        GOALS[5].name: lambda r: (("import",), "x_floor", "x_same_work"),
     }
     where = paths.get(goal_name)
 
@@ -1270,6 +1301,22 @@ def render_same_work(r: Results) -> str:
         lambda s: figure(conc[s]["kib_per_run_rounds"]),
         lambda s: figure(conc[s]["x_floor_kib_per_run"]),
         lambda: figure(conc["operative"]["x_same_work_kib_per_run"]),
+        " KiB",
+    )
+    virtual = peers.get("virtual_memory", {})
+    lockstep = f"{virtual.get('runs', 0):,} runs in lockstep (MockClock)"
+    row(
+        f"{lockstep}, peak RSS per run",
+        lambda s: figure(virtual[s]["kib_per_run_rounds"]),
+        lambda s: figure(virtual[s]["x_floor_kib_per_run"]),
+        lambda: figure(virtual["operative"]["x_same_work_kib_per_run"]),
+        " KiB",
+    )
+    row(
+        f"{lockstep}, RSS of one more run in flight",
+        lambda s: figure(virtual[s]["marginal_kib_per_run_rounds"]),
+        lambda s: figure(virtual[s]["x_floor_marginal"]),
+        lambda: figure(virtual["operative"]["x_same_work_marginal"]),
         " KiB",
     )
     imp = peers.get("import", {})

@@ -148,6 +148,22 @@ def _sample() -> dict[str, dict[str, Any]]:
                 )
             },
         },
+        "virtual_memory": {
+            "runs": 2000,
+            "rounds": 3,
+            "floor": {
+                "kib_per_run_rounds": _spread(7.9, 7.8, 8.0, 3),
+                "marginal_kib_per_run_rounds": _spread(7.8, 7.7, 7.9, 3),
+                "x_floor_kib_per_run": _spread(1.0, 1.0, 1.0, 3),
+                "x_floor_marginal": _spread(1.0, 1.0, 1.0, 3),
+            },
+            "operative": {
+                "kib_per_run_rounds": _spread(9.9, 9.8, 10.0, 3),
+                "marginal_kib_per_run_rounds": _spread(9.5, 9.4, 9.6, 3),
+                "x_floor_kib_per_run": _spread(1.25, 1.24, 1.27, 3),
+                "x_floor_marginal": _spread(1.21, 1.2, 1.23, 3),
+            },
+        },
         "memory": {
             s: {
                 "runs": 500,
@@ -196,6 +212,11 @@ def test_summary_renders_every_goal_from_sample_json(tmp_path: Path) -> None:
     assert row[6] == "met (median; not every round)"
     row = _goal(summary, "peak RSS per in-flight run")
     assert row[4] == "1.20× (1.15–1.35)"
+    # The same batch in lockstep on MockClock: its own row, from scenario 9.
+    row = _goal(summary, "peak RSS per in-flight run, virtual time")
+    assert row[2:5] == ["7.90 (7.80–8.00) KiB", "9.90 (9.80–10.0) KiB", "1.25× (1.24–1.27)"]
+    assert row[5].startswith("bench_peers.py: 2,000 runs in lockstep on MockClock")
+    assert row[6] == "met"
     row = _goal(summary, "`import operative` over `import trio`")
     assert row[4] == "1.21× (1.10–1.40)"
     assert row[6] == "met (median; not every round)"
@@ -447,3 +468,42 @@ def test_the_durable_section_gives_the_ratio_per_commit(tmp_path: Path) -> None:
     text = report.render("durable", report.Results(_write(tmp_path, sample)))
     assert "| 2.40× (2.20–3.00) | 1.20× (1.10–1.50) |" in text
     assert "| 4 commits | – | – | – |" in text  # SQLite: no floor measured
+
+
+def test_the_same_work_section_gives_the_lockstep_peak_and_marginal_rss(tmp_path: Path) -> None:
+    """Scenario 9 measured with the same-work floor: its peak and marginal RSS per run
+    join the same-work table, with the three ratios; without scenario 9, neither row."""
+    sample = _sample()
+    peers = sample["peers"]
+    for key in ("per_step",):
+        peers[key]["floor-same-work"] = {
+            **peers[key]["floor"],
+            "x_floor_per_step": _spread(0.8, 0.7, 0.9, 10),
+            "x_floor_run_1_step": _spread(1.3, 1.2, 1.4, 10),
+        }
+        peers[key]["operative"]["x_same_work_per_step"] = _spread(1.5, 1.4, 1.6, 10)
+        peers[key]["operative"]["x_same_work_run_1_step"] = _spread(2.2, 2.1, 2.3, 10)
+    virtual = peers["virtual_memory"]
+    virtual["floor-same-work"] = {
+        "kib_per_run_rounds": _spread(8.8, 8.7, 8.9, 3),
+        "marginal_kib_per_run_rounds": _spread(8.4, 8.3, 8.5, 3),
+        "x_floor_kib_per_run": _spread(1.11, 1.1, 1.12, 3),
+        "x_floor_marginal": _spread(1.08, 1.07, 1.09, 3),
+    }
+    virtual["operative"]["x_same_work_kib_per_run"] = _spread(1.13, 1.12, 1.14, 3)
+    virtual["operative"]["x_same_work_marginal"] = _spread(1.12, 1.11, 1.13, 3)
+    text = report.render("same-work", report.Results(_write(tmp_path, sample)))
+    assert (
+        "| 2,000 runs in lockstep (MockClock), peak RSS per run | 7.90 (7.80–8.00) KiB "
+        "| 8.80 (8.70–8.90) KiB | 9.90 (9.80–10.0) KiB | 1.11× (1.10–1.12) "
+        "| 1.25× (1.24–1.27) | 1.13× (1.12–1.14) |"
+    ) in text
+    assert (
+        "| 2,000 runs in lockstep (MockClock), RSS of one more run in flight "
+        "| 7.80 (7.70–7.90) KiB | 8.40 (8.30–8.50) KiB | 9.50 (9.40–9.60) KiB "
+        "| 1.08× (1.07–1.09) | 1.21× (1.20–1.23) | 1.12× (1.11–1.13) |"
+    ) in text
+    del peers["virtual_memory"]
+    text = report.render("same-work", report.Results(_write(tmp_path, sample)))
+    assert "lockstep" not in text
+    assert "µs per step (20-step run)" in text
