@@ -179,16 +179,19 @@ def child_per_step(names: Sequence[str], repetitions: int, warmup: int) -> dict[
 
     def sampler(name: str, count: int, record: bool) -> Callable[[], Coroutine[Any, Any, None]]:
         long, short = runs[name]
+        read = adapters[name].answer
 
         async def main() -> None:
             taken: dict[str, list[int]] = {"long": [], "short": []}
             for _ in range(count):
                 for kind, fn in (("long", long), ("short", short)):
+                    # The answer is read inside the timing, so the run's result is freed
+                    # there too, as the bare floor's loop frees its messages on return
+                    # (held past it, a 20-step run's would be freed in the next run's).
                     start = time.perf_counter_ns()
-                    result = await fn()
+                    answer = read(await fn())
                     elapsed = time.perf_counter_ns() - start
                     taken[kind].append(elapsed)
-                    answer = adapters[name].answer(result)
                     if answer != "the answer is 42":
                         raise RuntimeError(f"{name}: unexpected answer {answer!r}")
             if record:
@@ -240,9 +243,8 @@ def child_parallel(adapter: ModuleType, repetitions: int) -> dict[str, Any]:
         adapter.answer(await run())  # warm-up
         for _ in range(repetitions):
             start = time.perf_counter()
-            result = await run()
+            adapter.answer(await run())
             walls.append(time.perf_counter() - start)
-            adapter.answer(result)
 
     _drive(adapter, main)
     _check_calls(adapter, (repetitions + 1) * PARALLEL_CALLS)
@@ -728,10 +730,10 @@ def child_durable_langgraph(repetitions: int, warmup: int) -> dict[str, Any]:
     return {"per_step": out, "notes": notes}
 
 
-def child_virtual_memory(adapter: ModuleType, runs: int) -> dict[str, Any]:
-    """Scenario 9: peak RSS growth per run of a ``runs``-run batch on
-    ``trio.testing.MockClock`` (every run at each step in the same tick), after a
-    10-run warm-up; as scenario 3 reads it (``VmHWM`` over the RSS before the batch)."""
+def _virtual_batch(adapter: ModuleType) -> Callable[[int], None]:
+    """What runs a batch of ``n`` concurrent 5-step runs of ``adapter`` on
+    ``trio.testing.MockClock`` (every run at each step in the same tick), once a 10-run
+    batch has warmed it up."""
     import trio
     import trio.testing
 
@@ -744,10 +746,21 @@ def child_virtual_memory(adapter: ModuleType, runs: int) -> dict[str, Any]:
             for _ in range(n):
                 nursery.start_soon(task)
 
-    trio.run(batch, 10, clock=trio.testing.MockClock(autojump_threshold=0))
+    def run(n: int) -> None:
+        trio.run(batch, n, clock=trio.testing.MockClock(autojump_threshold=0))
+
+    run(10)
+    return run
+
+
+def child_virtual_memory(adapter: ModuleType, runs: int) -> dict[str, Any]:
+    """Scenario 9: peak RSS growth per run of a ``runs``-run batch on
+    ``trio.testing.MockClock`` (every run at each step in the same tick), after a
+    10-run warm-up; as scenario 3 reads it (``VmHWM`` over the RSS before the batch)."""
+    batch = _virtual_batch(adapter)
     gc.collect()
     before = read_status_kib("VmRSS", "VmHWM")
-    trio.run(batch, runs, clock=trio.testing.MockClock(autojump_threshold=0))
+    batch(runs)
     after = read_status_kib("VmHWM")
     _check_calls(adapter, (10 + runs) * (CONCURRENT_STEPS - 1))
     growth = after["VmHWM"] - before["VmRSS"]
@@ -789,23 +802,11 @@ def child_virtual_batch(adapter: ModuleType, runs: int) -> dict[str, Any]:
     model's 20 ms slept on a ``trio.testing.MockClock``, after a warm-up batch and with
     the heap frozen (``gc.freeze``), as ``child_batch_rounds`` does. ``runs`` of 0 runs
     everything but the batch: the baseline a count is taken net of."""
-    import trio
-    import trio.testing
-
-    if adapter.RUNNER != "trio":
-        raise RuntimeError(f"{adapter.NAME}: the virtual-time batch needs a Trio system")
-    task = checked(adapter, adapter.make_steps(CONCURRENT_STEPS, MODEL_LATENCY))
-
-    async def batch(n: int) -> None:
-        async with trio.open_nursery() as nursery:
-            for _ in range(n):
-                nursery.start_soon(task)
-
-    trio.run(batch, 10, clock=trio.testing.MockClock(autojump_threshold=0))
+    batch = _virtual_batch(adapter)
     gc.collect()
     gc.freeze()
     before = sum(stat["collections"] for stat in gc.get_stats())
-    trio.run(batch, runs, clock=trio.testing.MockClock(autojump_threshold=0))
+    batch(runs)
     collections = sum(stat["collections"] for stat in gc.get_stats()) - before
     _check_calls(adapter, (10 + runs) * (CONCURRENT_STEPS - 1))
     return {"runs": runs, "gc_collections": collections}
