@@ -103,6 +103,9 @@ SOURCES = ("loop", "durable", "import", "peers", "temporal", "breakdown")
 """``RESULTS/<name>.json`` files the report reads, each written by ``bench_<name>.py``."""
 DURABLE_LEVELS = ("1", "100", "1000")
 BACKENDS = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+IDEMPOTENT = ", idempotent tool"
+"""The suffix of ``bench_durable.py``'s runs whose tool is idempotent (one commit a step)."""
+ONE_COMMIT = ", one commit a step (idempotent tool)"
 NOT_MEASURED = "not measured"
 
 
@@ -516,22 +519,29 @@ GOALS: tuple[Goal, ...] = (
     ),
     *(
         Goal(
-            f"durable step overhead, {BACKENDS[backend]}",
+            f"durable step overhead, {BACKENDS[backend]}{ONE_COMMIT if variant else ''}",
             target,
             "us",
             (
                 Candidate(
                     "durable",
                     "bench_durable.py, over the same run in memory",
-                    _fig("durable", "per_step", backend, "overhead_us_per_step"),
+                    _fig("durable", "per_step", backend + variant, "overhead_us_per_step"),
                     _text("durable", ("per_step", "memory", "us_per_step"), " µs/step in memory"),
-                    _text("durable", ("per_step", backend, "overhead_us_per_step"), " µs"),
+                    _text(
+                        "durable", ("per_step", backend + variant, "overhead_us_per_step"), " µs"
+                    ),
                 ),
                 Candidate(
                     "peers",
                     "bench_peers.py (bench_durable.py's measurement, fewer runs)",
                     _fig(
-                        "peers", "durable", "operative", "per_step", backend, "overhead_us_per_step"
+                        "peers",
+                        "durable",
+                        "operative",
+                        "per_step",
+                        backend + variant,
+                        "overhead_us_per_step",
                     ),
                     _text(
                         "peers",
@@ -540,13 +550,20 @@ GOALS: tuple[Goal, ...] = (
                     ),
                     _text(
                         "peers",
-                        ("durable", "operative", "per_step", backend, "overhead_us_per_step"),
+                        (
+                            "durable",
+                            "operative",
+                            "per_step",
+                            backend + variant,
+                            "overhead_us_per_step",
+                        ),
                         " µs",
                     ),
                 ),
             ),
         )
         for backend, target in (("sqlite", 150.0), ("postgres", 600.0))
+        for variant in ("", IDEMPOTENT)
     ),
 )
 
@@ -1078,18 +1095,25 @@ def render_durable(r: Results) -> str:
     else:
         per = r.data.get("peers", {}).get("durable", {}).get("operative", {}).get("per_step", {})
         where = "`bench_peers.py`"
-    for name, label in BACKENDS.items():
+    for name, label in [
+        (base + variant, BACKENDS[base] + variant)
+        for base in BACKENDS
+        for variant in ("", IDEMPOTENT)
+    ]:
         if name in per:
             x = per[name]
-            commits = x.get("commits_per_step")
+            commits = x.get("commits_per_step_marginal", x.get("commits_per_step"))
             floor = x.get("floor_overhead_us_per_step")
             rows.append(
                 [
-                    f"operative, {label}" + (" (local, `fsync=off`)" if name == "postgres" else ""),
+                    f"operative, {label}"
+                    + (" (local, `fsync=off`)" if name.startswith("postgres") else ""),
                     spread_text(
                         figure(x.get("overhead_us_per_step_spread", x["overhead_us_per_step"])), 0
                     ),
-                    f"{commits:g} commits" if commits is not None else "–",
+                    f"{commits:g} commit{'' if commits == 1 else 's'}"
+                    if commits is not None
+                    else "–",
                     spread_text(figure(floor), 0) if floor is not None else "–",
                     ratio_text(figure(x["x_floor"])) if "x_floor" in x else "–",
                     _per_commit(x.get("x_floor"), commits),

@@ -56,6 +56,13 @@ def _sample() -> dict[str, dict[str, Any]]:
             "memory": {"us_per_step": 30.0},
             "sqlite": {"overhead_us_per_step": 120.0, "commits_per_step": 4.0},
             "postgres": {"overhead_us_per_step": _spread(700.0, 650.0, 900.0)},
+            "postgres, idempotent tool": {
+                "overhead_us_per_step": 450.0,
+                "commits_per_step": 1.05,
+                "commits_per_step_marginal": 1.0,
+                "floor_overhead_us_per_step": 360.0,
+                "x_floor": 1.25,
+            },
         },
         "concurrency": {
             "sqlite": {
@@ -226,6 +233,14 @@ def test_summary_renders_every_goal_from_sample_json(tmp_path: Path) -> None:
     row = _goal(summary, "durable step overhead, PostgreSQL")
     assert row[4] == "700 µs (650–900 µs)"
     assert row[6] == "**not met**"
+    # One commit a step (an idempotent tool): a goal row of its own, and a durable row.
+    row = _goal(summary, "durable step overhead, PostgreSQL, one commit a step (idempotent tool)")
+    assert row[4] == "450 µs"
+    assert row[6] == "met"
+    assert (
+        "| operative, PostgreSQL, idempotent tool (local, `fsync=off`) | 450 | 1 commit | 360 "
+        "| 1.25× | 1.25× | `bench_durable.py` |"
+    ) in summary
     # The sections the issue asks for are all there, none "not measured".
     for title in ("GC share of the batch", "Memory per in-flight run", "Durable steps per"):
         assert f"## {title}" in summary
