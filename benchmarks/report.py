@@ -365,17 +365,30 @@ def _peers_first_batch(r: Results) -> str:
     return str(min(sizes))
 
 
+def _recorded(
+    source: str,
+    label: str | Callable[[Results], str],
+    section: str,
+    keys: tuple[str, str, str],
+    unit: str,
+) -> Candidate:
+    """operative's ratio to the floor as ``source`` recorded it in ``section``, with both
+    figures; ``keys``: the ratio's, the floor's figure's and operative's."""
+    ratio_key, floor_key, ours_key = keys
+    return Candidate(
+        source,
+        label,
+        _fig(source, section, "operative", ratio_key),
+        _text(source, (section, "floor", floor_key), unit),
+        _text(source, (section, "operative", ours_key), unit),
+    )
+
+
 def _loop(
     section: str, ratio_key: str, floor_key: str, ours_key: str, unit: str, label: str
 ) -> Candidate:
     """operative's ratio to the floor as ``bench_loop.py`` recorded it, with both figures."""
-    return Candidate(
-        "loop",
-        label,
-        _fig("loop", section, "operative", ratio_key),
-        _text("loop", (section, "floor", floor_key), unit),
-        _text("loop", (section, "operative", ours_key), unit),
-    )
+    return _recorded("loop", label, section, (ratio_key, floor_key, ours_key), unit)
 
 
 def _loop_recomputed(section: str, key: str, unit: str, label: str) -> Candidate:
@@ -407,6 +420,28 @@ def _peers_batch(ratio_key: str, rounds_key: str, unit: str) -> Candidate:
     )
 
 
+def _peers(
+    label: str | Callable[[Results], str], section: str, ratio_key: str, key: str, unit: str
+) -> Candidate:
+    """operative's ratio to the floor in a section of ``peers.json`` with rounds, with the
+    floor's and operative's figures."""
+    return _recorded("peers", label, section, (ratio_key, key, key), unit)
+
+
+def _durable(source: str, label: str, prefix: tuple[str, ...], name: str) -> Candidate:
+    """operative's durable overhead per step on ``name`` (a backend, or a backend's
+    idempotent-tool runs) as ``source`` recorded it, next to the same run in memory."""
+    per = (*prefix, "per_step")
+    return Candidate(
+        source,
+        label,
+        _fig(source, *per, name, "overhead_us_per_step"),
+        _text(source, (*per, "memory", "us_per_step"), " µs/step in memory"),
+        _text(source, (*per, name, "overhead_us_per_step"), " µs"),
+    )
+
+
+_ROUNDS = "bench_peers.py, every system in one process, in rounds"
 _FRESH = "bench_loop.py, fresh processes"
 
 GOALS: tuple[Goal, ...] = (
@@ -418,13 +453,7 @@ GOALS: tuple[Goal, ...] = (
             _loop(
                 "per_step", "x_floor_per_step", "us_per_step", "us_per_step", " µs", "bench_loop.py"
             ),
-            Candidate(
-                "peers",
-                "bench_peers.py, every system in one process, in rounds",
-                _fig("peers", "per_step", "operative", "x_floor_per_step"),
-                _text("peers", ("per_step", "floor", "us_per_step_rounds"), " µs"),
-                _text("peers", ("per_step", "operative", "us_per_step_rounds"), " µs"),
-            ),
+            _peers(_ROUNDS, "per_step", "x_floor_per_step", "us_per_step_rounds", " µs"),
             _loop_recomputed("per_step", "us_per_step", " µs", "bench_loop.py"),
         ),
     ),
@@ -433,13 +462,7 @@ GOALS: tuple[Goal, ...] = (
         1.3,
         "ratio",
         (
-            Candidate(
-                "peers",
-                _batch_label,
-                _fig("peers", "batch_rounds", "operative", "x_floor_wall"),
-                _text("peers", ("batch_rounds", "floor", "wall_s"), " s"),
-                _text("peers", ("batch_rounds", "operative", "wall_s"), " s"),
-            ),
+            _peers(_batch_label, "batch_rounds", "x_floor_wall", "wall_s", " s"),
             _peers_batch("x_floor_wall", "wall_s_rounds", " s"),
             _loop("concurrency", "x_floor_wall", "wall_s", "wall_s", " s", _FRESH),
             _loop_recomputed("concurrency", "wall_s", " s", _FRESH),
@@ -467,12 +490,12 @@ GOALS: tuple[Goal, ...] = (
         1.3,
         "ratio",
         (
-            Candidate(
-                "peers",
+            _peers(
                 _virtual_memory_label,
-                _fig("peers", "virtual_memory", "operative", "x_floor_kib_per_run"),
-                _text("peers", ("virtual_memory", "floor", "kib_per_run_rounds"), " KiB"),
-                _text("peers", ("virtual_memory", "operative", "kib_per_run_rounds"), " KiB"),
+                "virtual_memory",
+                "x_floor_kib_per_run",
+                "kib_per_run_rounds",
+                " KiB",
             ),
         ),
     ),
@@ -489,13 +512,7 @@ GOALS: tuple[Goal, ...] = (
                 " µs",
                 "bench_loop.py",
             ),
-            Candidate(
-                "peers",
-                "bench_peers.py, every system in one process, in rounds",
-                _fig("peers", "per_step", "operative", "x_floor_run_1_step"),
-                _text("peers", ("per_step", "floor", "us_run_1_step_rounds"), " µs"),
-                _text("peers", ("per_step", "operative", "us_run_1_step_rounds"), " µs"),
-            ),
+            _peers(_ROUNDS, "per_step", "x_floor_run_1_step", "us_run_1_step_rounds", " µs"),
             _loop_recomputed("per_step", "us_run_fixed", " µs", "bench_loop.py"),
         ),
     ),
@@ -523,42 +540,17 @@ GOALS: tuple[Goal, ...] = (
             target,
             "us",
             (
-                Candidate(
+                _durable(
                     "durable",
                     "bench_durable.py, over the same run in memory",
-                    _fig("durable", "per_step", backend + variant, "overhead_us_per_step"),
-                    _text("durable", ("per_step", "memory", "us_per_step"), " µs/step in memory"),
-                    _text(
-                        "durable", ("per_step", backend + variant, "overhead_us_per_step"), " µs"
-                    ),
+                    (),
+                    backend + variant,
                 ),
-                Candidate(
+                _durable(
                     "peers",
                     "bench_peers.py (bench_durable.py's measurement, fewer runs)",
-                    _fig(
-                        "peers",
-                        "durable",
-                        "operative",
-                        "per_step",
-                        backend + variant,
-                        "overhead_us_per_step",
-                    ),
-                    _text(
-                        "peers",
-                        ("durable", "operative", "per_step", "memory", "us_per_step"),
-                        " µs/step in memory",
-                    ),
-                    _text(
-                        "peers",
-                        (
-                            "durable",
-                            "operative",
-                            "per_step",
-                            backend + variant,
-                            "overhead_us_per_step",
-                        ),
-                        " µs",
-                    ),
+                    ("durable", "operative"),
+                    backend + variant,
                 ),
             ),
         )
@@ -1276,81 +1268,46 @@ def render_same_work(r: Results) -> str:
     size = _peers_first_batch(r)
     rows = []
 
-    def row(
-        label: str,
-        values: Callable[[str], Figure],
-        to_floor: Callable[[str], Figure],
-        to_same: Callable[[], Figure],
-        unit: str,
-    ) -> None:
+    def row(label: str, section: dict[str, Any], key: str, ratio: str, unit: str) -> None:
+        """``section[system][key]`` for the three systems, and the ratios ``x_floor`` and
+        ``x_same_work`` + ``ratio`` (a figure missing: no row)."""
         try:
-            cells = [spread_text(values(s)) + unit for s in ("floor", SAME_WORK, "operative")]
+            cells = [
+                spread_text(figure(section[s][key])) + unit
+                for s in ("floor", SAME_WORK, "operative")
+            ]
             cells += [
-                ratio_text(to_floor(SAME_WORK)),
-                ratio_text(to_floor("operative")),
-                ratio_text(to_same()),
+                ratio_text(figure(section[SAME_WORK][f"x_floor{ratio}"])),
+                ratio_text(figure(section["operative"][f"x_floor{ratio}"])),
+                ratio_text(figure(section["operative"][f"x_same_work{ratio}"])),
             ]
         except (Missing, *SHAPE_ERRORS):
             return
         rows.append([label, *cells])
 
-    def per_step(s: str) -> Figure:
-        return figure(per[s]["us_per_step_rounds"])
-
-    row(
-        "µs per step (20-step run)",
-        per_step,
-        lambda s: figure(per[s]["x_floor_per_step"]),
-        lambda: figure(per["operative"]["x_same_work_per_step"]),
-        " µs",
-    )
-    row(
-        "one-step run (fixed cost)",
-        lambda s: figure(per[s]["us_run_1_step_rounds"]),
-        lambda s: figure(per[s]["x_floor_run_1_step"]),
-        lambda: figure(per["operative"]["x_same_work_run_1_step"]),
-        " µs",
-    )
+    row("µs per step (20-step run)", per, "us_per_step_rounds", "_per_step", " µs")
+    row("one-step run (fixed cost)", per, "us_run_1_step_rounds", "_run_1_step", " µs")
     batch = peers.get("batch_rounds", {})
-    row(
-        f"{int(size):,} runs × 5 steps, wall (one process)",
-        lambda s: figure(batch[s]["wall_s"]),
-        lambda s: figure(batch[s]["x_floor_wall"]),
-        lambda: figure(batch["operative"]["x_same_work_wall"]),
-        " s",
-    )
+    row(f"{int(size):,} runs × 5 steps, wall (one process)", batch, "wall_s", "_wall", " s")
     conc = peers.get("concurrency", {}).get(size, {})
     row(
         f"{int(size):,} runs, peak RSS per run (fresh processes)",
-        lambda s: figure(conc[s]["kib_per_run_rounds"]),
-        lambda s: figure(conc[s]["x_floor_kib_per_run"]),
-        lambda: figure(conc["operative"]["x_same_work_kib_per_run"]),
+        conc,
+        "kib_per_run_rounds",
+        "_kib_per_run",
         " KiB",
     )
     virtual = peers.get("virtual_memory", {})
     lockstep = f"{virtual.get('runs', 0):,} runs in lockstep (MockClock)"
-    row(
-        f"{lockstep}, peak RSS per run",
-        lambda s: figure(virtual[s]["kib_per_run_rounds"]),
-        lambda s: figure(virtual[s]["x_floor_kib_per_run"]),
-        lambda: figure(virtual["operative"]["x_same_work_kib_per_run"]),
-        " KiB",
-    )
+    row(f"{lockstep}, peak RSS per run", virtual, "kib_per_run_rounds", "_kib_per_run", " KiB")
     row(
         f"{lockstep}, RSS of one more run in flight",
-        lambda s: figure(virtual[s]["marginal_kib_per_run_rounds"]),
-        lambda s: figure(virtual[s]["x_floor_marginal"]),
-        lambda: figure(virtual["operative"]["x_same_work_marginal"]),
+        virtual,
+        "marginal_kib_per_run_rounds",
+        "_marginal",
         " KiB",
     )
-    imp = peers.get("import", {})
-    row(
-        "import",
-        lambda s: figure(imp[s]["ms"]),
-        lambda s: figure(imp[s]["x_floor"]),
-        lambda: figure(imp["operative"]["x_same_work"]),
-        " ms",
-    )
+    row("import", peers.get("import", {}), "ms", "", " ms")
     header = [
         "",
         "bare floor",
