@@ -11,6 +11,8 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from ._core._codec import MAX_JSON_DEPTH, json_too_deep
+
 __all__ = [
     "MAX_BODY",
     "BadRequestBody",
@@ -42,8 +44,9 @@ async def read_json_body(scope: Scope, receive: Receive, *, what: str) -> bytes 
     """The whole body of a JSON request, or None when the client went away first.
 
     Raises :class:`BadRequestBody` (415) unless the content type is
-    ``application/json``, and (413) as soon as the body passes :data:`MAX_BODY`, so an
-    oversized body is never held whole. ``what`` names the body in the 415 message.
+    ``application/json``, (413) as soon as the body passes :data:`MAX_BODY`, so an
+    oversized body is never held whole, and (400) when it nests deeper than the
+    decoders take. ``what`` names the body in the messages.
     """
     kind = dict(scope.get("headers", ())).get(b"content-type", b"").split(b";")[0].strip()
     if kind != b"application/json":
@@ -57,6 +60,10 @@ async def read_json_body(scope: Scope, receive: Receive, *, what: str) -> bytes 
         if len(body) > MAX_BODY:
             raise BadRequestBody(413, f"the body is larger than {MAX_BODY} bytes")
         if not message.get("more_body", False):
+            if json_too_deep(bytes(body)):
+                raise BadRequestBody(
+                    400, f"{what} is JSON nested deeper than {MAX_JSON_DEPTH} levels: flatten it"
+                )
             return bytes(body)
 
 

@@ -16,9 +16,16 @@ from ._errors import UsageError
 __all__ = ["handed_over", "listen"]
 
 
+WRITE_SECONDS = 30
+"""How long data sent to a client may wait unacknowledged (a client that stopped
+reading) before the kernel drops the connection (``TCP_USER_TIMEOUT``, which accepted
+connections inherit): a server's own write may wait in a shield no deadline reaches."""
+
+
 def listen(host: str, port: int, *, host_flag: str, port_flag: str) -> list[socket.socket]:
     """Bind ``host:port`` now; ``host_flag``/``port_flag`` name the options a refusal
-    tells the user to change (``--host``/``--port``, or ``--http``)."""
+    tells the user to change (``--host``/``--port``, or ``--http``). Connections accepted
+    on it are dropped once a client leaves data unread for :data:`WRITE_SECONDS`."""
     where = f"{host}:{port}"
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
@@ -30,6 +37,8 @@ def listen(host: str, port: int, *, host_flag: str, port_flag: str) -> list[sock
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if hasattr(socket, "TCP_USER_TIMEOUT"):  # Linux
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, WRITE_SECONDS * 1000)
         sock.bind((host, port))
     except OSError as error:
         sock.close()

@@ -1,6 +1,7 @@
-"""``operative serve``: the stateless chat host on hypercorn's Trio worker, with the
-Vercel AI SDK (``POST /api/chat``) and AG-UI (``POST /api/agui``) endpoints beside it,
-and the run viewer (``/runs``) over the data directory's durable runs."""
+"""``operative serve [MODULE:OBJECT]``: an agent (the chat agent, or the user's own) on
+hypercorn's Trio worker: the chat page and ``POST /api/turn``, the Vercel AI SDK's
+``POST /api/chat``, AG-UI's ``POST /api/agui``, and the run viewer (``/runs``) over the
+data directory's durable runs, on one port, behind one guard (:mod:`operative._edge`)."""
 
 from __future__ import annotations
 
@@ -10,31 +11,49 @@ import os
 import secrets
 import sqlite3
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import trio
 
+from .._agent import Agent, create_agent
+from .._edge import is_loopback
 from ..kvstore import SqliteStore
 from ..runstore import SqliteRunStore
 from ..tools import ApprovalPolicy, Toolbox
+from ..ui import UIApp, asgi_app
 from ._agents import _INSTRUCTIONS, _note_tool, calculate, get_weather
-from ._chat_host import ChatHost
-from ._chat_page import page
+from ._chat_page import FAVICON_ICO, FAVICON_SVG, page
 from ._errors import EXIT_OK, UsageError
 from ._interrupt import STOPPING_SIGNALS
 from ._listen import handed_over, listen
+from ._mcp import load_object
 from ._models import ModelChoice, choose_model, open_generate
 from ._output import Output
 from ._state import DATABASE, check_data_dir, make_data_dir
 from ._viewer_app import RunsApp
 
-__all__ = ["SECRET_FILE", "approval_secret", "build_host", "run_serve", "with_request_log"]
+__all__ = [
+    "SECRET_FILE",
+    "SERVE_AGENT",
+    "approval_secret",
+    "build_app",
+    "run_serve",
+    "served_chat_agent",
+    "with_request_log",
+]
 
 SECRET_FILE = "approval-secret"
 SECRET_ENV = "OPERATIVE_APPROVAL_SECRET"
+TOKEN_ENV = "OPERATIVE_SERVE_TOKEN"
+SERVE_AGENT = "operative-serve"
 OFFLINE = ModelChoice(provider="offline", model="offline", why="--offline")
+ICONS = {
+    "/favicon.ico": (FAVICON_ICO, "image/x-icon"),
+    "/favicon.svg": (FAVICON_SVG, "image/svg+xml"),
+}
 
 
 def named_secret(env: Mapping[str, str]) -> bytes | None:
@@ -83,30 +102,51 @@ def approval_secret(data_dir: Path, env: Mapping[str, str]) -> bytes:
     return secret.encode()
 
 
-def build_host(
-    generate: Any,
-    *,
-    secret: bytes,
-    approval_state: Any,
-    notes: Path,
-    model: ModelChoice = OFFLINE,
-) -> ChatHost:
-    """The chat host: the demo's tools and ``save_note``, which needs the user's yes.
-
-    The page names ``model``, and says so plainly when it is the offline stand-in.
-    """
+def served_chat_agent(generate: Any, *, notes: Path) -> Agent:
+    """The agent ``operative serve`` serves when it is given none: the demo's tools and
+    ``save_note``, which parks for the user's yes (the page answers it)."""
     toolbox = Toolbox(
         [get_weather, calculate, _note_tool(notes)],
         approval_policy=ApprovalPolicy(mode="on-mutation"),
-        approval_secret=secret,
-        approval_state=approval_state,
     )
-    instructions = _INSTRUCTIONS.format(kind="chat", notes=" and save_note to save notes")
-    return ChatHost(
+    return create_agent(
         generate=generate,
         toolbox=toolbox,
-        instructions=instructions,
-        page=page(model.label, offline=model.offline),
+        instructions=_INSTRUCTIONS.format(kind="chat", notes=" and save_note to save notes"),
+        name=SERVE_AGENT,
+        maximum_steps=8,
+    )
+
+
+def build_app(
+    agent: Agent,
+    *,
+    secret: bytes,
+    approval_state: Any,
+    model: ModelChoice | None = OFFLINE,
+    runs: Any = None,
+    allowed_hosts: Sequence[str] = (),
+    allowed_origins: Sequence[str] = (),
+    token: str | None = None,
+) -> UIApp:
+    """The one app ``serve`` runs: ``agent`` on the chat page, ``/api/turn``,
+    ``/api/chat`` and ``/api/agui``, and the run viewer over ``runs``.
+
+    The page names ``model`` (and says so plainly when it is the offline stand-in), or the
+    agent when the agent brought its own model (``model=None``).
+    """
+    label = model.label if model is not None else f"the agent {agent.name!r}"
+    return asgi_app(
+        agent,
+        approval_secret=secret,
+        approval_state=approval_state,
+        capabilities=("notes:write",),
+        page=page(label, offline=model is not None and model.offline),
+        icons=dict(ICONS),
+        runs=RunsApp(store=runs) if runs is not None else None,
+        allowed_hosts=allowed_hosts,
+        allowed_origins=allowed_origins,
+        token=token,
     )
 
 
@@ -149,22 +189,27 @@ async def _until_stopped() -> None:
 
 
 async def run_serve(args: argparse.Namespace, out: Output, env: Mapping[str, str]) -> int:
-    """Serve the chat page, ``POST /api/turn``, ``/api/chat`` and ``/api/agui`` until
-    interrupted.
+    """Serve an agent (the chat agent, or ``MODULE:OBJECT``) on the chat page,
+    ``/api/turn``, ``/api/chat``, ``/api/agui`` and the run viewer until interrupted.
 
-    Everything that can be checked is, before anything is created: the model (its SDK
-    and key), the data directory, the address and port (bound here).
+    Everything that can be checked is, before anything is created: the agent or the
+    model (its SDK and key), the data directory, the address and port (bound here), the
+    token.
     """
     try:
-        from hypercorn.config import Config
         from hypercorn.trio import serve
     except ImportError:
         raise UsageError(
             "`operative serve` needs hypercorn: pip install 'operative[serve]'"
         ) from None
-    choice = choose_model(args.model, offline=args.offline, env=env)
     data_dir: Path = args.data_dir
-    async with open_generate(choice, env) as generate:
+    target: str | None = args.target
+    user_agent = await _load_agent(target, args.app_dir) if target is not None else None
+    choice = (
+        None if user_agent is not None else choose_model(args.model, offline=args.offline, env=env)
+    )
+    token = _token(args, env)
+    async with open_generate(choice, env) if choice is not None else _nothing() as generate:
         named_secret(env)
         await trio.to_thread.run_sync(functools.partial(check_data_dir, data_dir, writing=True))
         sockets = listen(args.host, args.port, host_flag="--host", port_flag="--port")
@@ -176,36 +221,106 @@ async def run_serve(args: argparse.Namespace, out: Output, env: Mapping[str, str
                 SqliteRunStore(data_dir / DATABASE) as runs,
             ):
                 await _probe(state, data_dir / DATABASE)
-                config = Config()
-                config.bind = handed_over(sockets)
-                config.accesslog = None
-                config.errorlog = None
-                host = build_host(
-                    generate,
+                agent = user_agent or served_chat_agent(generate, notes=data_dir / "notes.txt")
+                loopback = is_loopback(args.host)
+                if not loopback and token is None:
+                    token = secrets.token_urlsafe(32)
+                hosts = list(args.allow_host) or ([] if loopback else ["*"])
+                app = build_app(
+                    agent,
                     secret=secret,
                     approval_state=state,
-                    notes=data_dir / "notes.txt",
                     model=choice,
+                    runs=runs,
+                    allowed_hosts=hosts,
+                    allowed_origins=args.allow_origin,
+                    token=token,
                 )
-                out.line(f"model: {choice.label}", "bold yellow" if choice.offline else "bold")
-                from ..ui import UIApp  # the front ends' endpoints beside the page's
-
-                app = with_request_log(
-                    RunsApp(app=UIApp(host=host), store=runs), lambda line: out.line(line, "dim")
-                )
+                if choice is not None:
+                    out.line(f"model: {choice.label}", "bold yellow" if choice.offline else "bold")
+                else:
+                    out.line(f"agent: {agent.name} ({target})", "bold")
+                logged = with_request_log(app, lambda line: out.line(line, "dim"))
+                config = _config(handed_over(sockets))
                 async with trio.open_nursery() as nursery:
                     binds = await nursery.start(
-                        functools.partial(serve, app, config, shutdown_trigger=_until_stopped)
+                        functools.partial(serve, logged, config, shutdown_trigger=_until_stopped)
                     )
                     for bind in binds:
-                        out.line(f"serving the chat page at {bind}/ (Ctrl-C stops)", "bold")
-                        out.line(f"the runs of {data_dir} at {bind}/runs")
+                        url = _browsable(bind, args.host)
+                        entry = f"{url}/?token={token}" if token is not None else f"{url}/"
+                        out.line(f"serving the chat page at {entry} (Ctrl-C stops)", "bold")
+                        out.line(f"the runs of {data_dir} at {url}/runs")
+                    if token is not None:
+                        out.line(
+                            "every request needs the token: Authorization: Bearer "
+                            f"{token} (the address above sets it in the browser)"
+                        )
         finally:
             for sock in sockets:
                 if sock.fileno() != -1:  # not handed over
                     sock.close()
     out.line("stopped")
     return EXIT_OK
+
+
+def _config(binds: list[str]) -> Any:
+    """hypercorn's settings: no access or error log of its own (the command logs each
+    request), and the timeouts that bound what an idle or slow client holds."""
+    from hypercorn.config import Config
+
+    config = Config()
+    config.bind = binds
+    config.accesslog = None
+    config.errorlog = None
+    config.keep_alive_timeout = KEEP_ALIVE_SECONDS  # an idle connection, or slow headers
+    config.graceful_timeout = 5  # requests in flight at Ctrl-C (their runs are cancelled)
+    # No read_timeout: a browser says nothing while a reply streams. A slow body is the
+    # app's body deadline; a client that stops reading, the sockets' TCP_USER_TIMEOUT.
+    return config
+
+
+KEEP_ALIVE_SECONDS = 5
+
+
+def _browsable(bind: str, host: str) -> str:
+    """The address to print: ``http://0.0.0.0:8000`` names no host a browser can open,
+    so an unspecified address prints as this machine's loopback."""
+    if host in ("0.0.0.0", "::", ""):
+        port = bind.rsplit(":", 1)[1]
+        return f"http://127.0.0.1:{port}" if host != "::" else f"http://[::1]:{port}"
+    return bind
+
+
+def _token(args: argparse.Namespace, env: Mapping[str, str]) -> str | None:
+    """``--token``, else ``$OPERATIVE_SERVE_TOKEN``; UsageError when it is too short."""
+    token: str | None = args.token or env.get(TOKEN_ENV) or None
+    if token is not None and len(token) < 16:
+        raise UsageError(
+            f"the token must be at least 16 characters (--token or {TOKEN_ENV}); generate "
+            "one with `python -c 'import secrets; print(secrets.token_urlsafe(32))'`"
+        )
+    return token
+
+
+async def _load_agent(target: str, app_dir: Path | None) -> Agent:
+    """The agent ``MODULE:OBJECT`` names (a lazy agent is loaded first)."""
+    found = await load_object(target, app_dir=app_dir)
+    load = getattr(found, "load", None)
+    if not isinstance(found, Agent) and callable(load):
+        found = await load()
+    if not isinstance(found, Agent):
+        raise UsageError(
+            f"{target} is a {type(found).__name__}, not an agent: point it at an agent made "
+            "with create_agent(...) (to serve tools, use `operative mcp serve`)"
+        )
+    return found
+
+
+@asynccontextmanager
+async def _nothing() -> AsyncIterator[None]:
+    await trio.lowlevel.checkpoint()
+    yield None
 
 
 async def _probe(state: SqliteStore, path: Path) -> None:

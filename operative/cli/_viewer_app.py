@@ -1,6 +1,6 @@
 """The run viewer's routes for ``operative serve``: ``GET /runs``, ``/runs/{id}`` and their
 JSON, ``/api/runs`` and ``/api/runs/{id}`` (the shapes of ``runs list --json`` and
-``runs show --json``), in front of the chat app, which answers every other request."""
+``runs show --json``). The app that serves the agent routes these paths here."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from urllib.parse import parse_qs, unquote
 import attrs
 import msgspec
 
+from .._core._errors import OperativeError
 from ..durable._records import RunStatus
 from ..runstore import RunStore
 from ._errors import UsageError
@@ -31,15 +32,19 @@ class _BadQuery(Exception):
 
 @attrs.frozen(kw_only=True)
 class RunsApp:
-    """ASGI: the run viewer's pages and JSON over ``store``; ``app`` answers the rest."""
+    """ASGI: the run viewer's pages and JSON over ``store`` (paths :meth:`serves` says)."""
 
-    app: Any
     store: RunStore
 
+    @staticmethod
+    def serves(path: str) -> bool:
+        """True for the viewer's own paths."""
+        return _ROUTE.match(path) is not None
+
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        route = _ROUTE.match(scope.get("path", "")) if scope["type"] == "http" else None
+        route = _ROUTE.match(scope.get("path", ""))
         if route is None:
-            await self.app(scope, receive, send)
+            await _send(send, 404, b"not a run viewer path\n", "text/plain")
             return
         if scope["method"] not in ("GET", "HEAD"):
             await _send(send, 405, b"GET it\n", "text/plain", allow=True)
@@ -48,14 +53,21 @@ class RunsApp:
         run_id = unquote(route.group("run_id")) if route.group("run_id") else None
         query = {
             key: values[-1]
-            for key, values in parse_qs(scope.get("query_string", b"").decode()).items()
+            for key, values in parse_qs(
+                bytes(scope.get("query_string", b"")).decode("utf-8", "replace")
+            ).items()
         }
         try:
+            if run_id is not None and (not run_id.isprintable() or len(run_id) > 512):
+                raise _BadQuery(
+                    f"run id {run_id!r} is not one: run ids are printable and at most 512 "
+                    "characters; see /runs for the runs"
+                )
             if run_id is None:
                 await self._list(send, query, api=api)
             else:
                 await self._one(send, run_id, query, api=api)
-        except _BadQuery as exc:
+        except (_BadQuery, OperativeError) as exc:
             body = msgspec.json.encode({"error": str(exc)}) + b"\n"
             await _send(send, 400, body, "application/json")
 

@@ -4,7 +4,7 @@
 their own server mount the parts: :func:`parse_vercel_request` and
 :func:`vercel_ai_stream` (with :data:`VERCEL_HEADERS`) for the AI SDK,
 :func:`parse_agui_input` and :func:`agui_stream` (or the whole :func:`agui_endpoint`) for
-AG-UI.
+AG-UI (:func:`serve_agent` gives the agent as they run it).
 """
 
 from ._agui import (
@@ -17,6 +17,7 @@ from ._agui import (
     parse_agui_input,
 )
 from ._app import UIApp, asgi_app
+from ._served import ClientMessageError, ServedAgent, serve_agent
 from ._vercel import (
     VERCEL_HEADERS,
     VercelChatRequest,
@@ -34,6 +35,8 @@ __all__ = [
     "AguiEncoder",
     "AguiInput",
     "AguiInputError",
+    "ClientMessageError",
+    "ServedAgent",
     "UIApp",
     "VercelChatRequest",
     "VercelDecision",
@@ -46,6 +49,7 @@ __all__ = [
     "frontend_tools",
     "parse_agui_input",
     "parse_vercel_request",
+    "serve_agent",
     "vercel_ai_stream",
     "vercel_chunks",
 ]

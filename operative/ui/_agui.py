@@ -15,19 +15,11 @@ here: the run ends with it pending, and the client's ``role: "tool"`` message an
 
 from __future__ import annotations
 
-from collections.abc import (
-    Awaitable,
-    Callable,
-    Mapping,
-    Sequence,
-)
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-import msgspec
-import trio
-
 from .._asgi import BadRequestBody, Receive, Scope, Send, read_json_body, respond_json_error
-from .._core._errors import OperativeError
+from .._core._errors import ApprovalError, OperativeError
 from .._core._types import ToolResult
 from ..conversation import Message
 from ..conversation._tool_results import tool_result_message
@@ -41,6 +33,7 @@ from ._agui_input import (
     interrupt_id,
     parse_agui_input,
 )
+from ._served import ServedAgent, refuse_system_messages, while_connected
 
 __all__ = [
     "AguiEncoder",
@@ -57,28 +50,14 @@ __all__ = [
 # -- the ASGI handler ---------------------------------------------------------------------
 
 
-async def agui_endpoint(
-    scope: Scope,
-    receive: Receive,
-    send: Send,
-    *,
-    generate: Any,
-    toolbox: Any,
-    instructions: str,
-    request_context: Callable[[str], Any],
-    maximum_steps: int = 8,
-    agent_name: str = "operative-agui",
-    stop_when: Sequence[Any] = (),
-    options: Mapping[str, Any] | None = None,
-) -> None:
+async def agui_endpoint(scope: Scope, receive: Receive, send: Send, *, agent: ServedAgent) -> None:
     """Answer one ``POST /api/agui`` (an ASGI ``http`` scope) with an AG-UI event stream.
 
-    ``toolbox`` holds the server's tools, built with the approval secret and a shared
-    approval-state store (any process with both resumes an interrupt); ``request_context``
-    builds this request's authority from the thread id. ``stop_when`` are the agent's own
-    stop conditions (default: stop at a plain answer; a parked call always stops the
-    run), ``options`` its other run options (hooks, settings). The run is cancelled when
-    the client disconnects.
+    ``agent`` (from :func:`serve_agent`) is run as it was defined, with the request's
+    authority from the thread id and the client's own tools beside its own; a parked
+    call or a call of a client tool ends the run. The run is cancelled when the client
+    disconnects. A client system or developer message is refused (400): the server
+    holds the instructions.
     """
     if scope["method"] != "POST":
         await respond_json_error(send, 405, "POST a RunAgentInput (JSON) to this URL", allow="POST")
@@ -92,12 +71,13 @@ async def agui_endpoint(
         return
     try:
         request = parse_agui_input(body)
-        clash = sorted(tool.name for tool in request.tools if tool.name in toolbox)
+        refuse_system_messages(request.messages)
+        clash = sorted(tool.name for tool in request.tools if tool.name in agent.toolbox)
         if clash:
             raise AguiInputError(
                 f"tools: {', '.join(clash)} is a server tool; give the client's tool another name"
             )
-        offered = toolbox.extended(frontend_tools(request.tools))
+        client_tools = frontend_tools(request.tools)
     except OperativeError as exc:
         await respond_json_error(send, 400, str(exc))
         return
@@ -116,76 +96,32 @@ async def agui_endpoint(
     async def emit(chunk: bytes) -> None:
         await send({"type": "http.response.body", "body": chunk, "more_body": True})
 
-    gone = trio.Event()
-
-    async def until_disconnected(cancel: trio.CancelScope) -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
-        gone.set()
-        cancel.cancel()  # the run is cancelled: nobody reads it any more
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(until_disconnected, nursery.cancel_scope)
-        await _run(
-            request,
-            offered,
-            emit,
-            generate=generate,
-            instructions=instructions,
-            request_context=request_context,
-            maximum_steps=maximum_steps,
-            agent_name=agent_name,
-            stop_when=tuple(stop_when),
-            options=dict(options or {}),
-        )
-        nursery.cancel_scope.cancel()
-    if not gone.is_set():
+    if await while_connected(receive, lambda: _run(agent, request, client_tools, emit)):
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 async def _run(
+    agent: ServedAgent,
     request: AguiInput,
-    toolbox: Any,
+    client_tools: Sequence[Any],
     emit: Callable[[bytes], Awaitable[None]],
-    *,
-    generate: Any,
-    instructions: str,
-    request_context: Callable[[str], Any],
-    maximum_steps: int,
-    agent_name: str,
-    stop_when: tuple[Any, ...],
-    options: dict[str, Any],
 ) -> None:
-    from .. import ApprovalError, create_agent
-    from .. import stop_when as conditions
-
     encoder = AguiEncoder(request.thread_id, request.run_id, (t.name for t in request.tools))
     await emit(encoder.run_started())
-    context = request_context(request.thread_id)
-    options["request_context"] = context
+    context = agent.request_context(request.thread_id)
     try:
         messages = list(request.messages)
         for decision in request.decisions:
-            approval = decision.approval
-            result: ToolResult
-            if decision.approved:
-                result = await toolbox.resume_approval(approval, request_context=context)
-            else:
-                result = await toolbox.deny_approval(
-                    approval, reason=decision.reason, request_context=context
-                )
+            result: ToolResult = await agent.settle(
+                decision.approval,
+                approved=decision.approved,
+                reason=decision.reason,
+                context=context,
+            )
             messages = _answer(messages, result)
             await emit(encoder.tool_result(result))
-        history = msgspec.structs.replace(request, messages=tuple(messages)).history(instructions)
-        agent = create_agent(
-            generate=generate,
-            toolbox=toolbox,
-            stop_when=[conditions.pending_approval(), *(stop_when or [conditions.no_tool_calls()])],
-            maximum_steps=maximum_steps,
-            name=agent_name,
-            **options,
-        )
-        async with agent.open_run(history) as run:
+        history = agent.history(messages, ambient=request.ambient())
+        async with agent.open_run(history, context, client_tools=client_tools) as run:
             async for event in run.events(*STREAMED):
                 for chunk in encoder.encode(event):
                     await emit(chunk)

@@ -21,6 +21,7 @@ from .._core._errors import OperativeError
 from .._core._types import PendingApproval, ToolCall
 from ..conversation import Conversation, ConversationHistory, Message
 from ..conversation._message import ImagePart, TextPart
+from ..tools._schema import check_local_refs
 
 __all__ = [
     "AguiInput",
@@ -156,17 +157,23 @@ class AguiInput(msgspec.Struct, frozen=True, kw_only=True):
     decisions: tuple[AguiDecision, ...] = ()
     parent_run_id: str | None = None
 
+    def ambient(self) -> str:
+        """The context and state, as the system message the model reads after the
+        server's instructions ("" when there are none)."""
+        ambient = [f"{item.description}: {item.value}" for item in self.context]
+        if self.state not in (None, {}, []):
+            ambient.append(f"The application's shared state: {json.dumps(self.state)}")
+        return "\n".join(ambient)
+
     def history(self, instructions: str = "") -> ConversationHistory:
         """The conversation to run: ``instructions``, the context and state (as a system
         message the model reads), then the thread."""
         conversation = Conversation()
         if instructions:
             conversation.append_system_message(instructions)
-        ambient = [f"{item.description}: {item.value}" for item in self.context]
-        if self.state not in (None, {}, []):
-            ambient.append(f"The application's shared state: {json.dumps(self.state)}")
+        ambient = self.ambient()
         if ambient:
-            conversation.append_system_message("\n".join(ambient))
+            conversation.append_system_message(ambient)
         conversation.extend(self.messages)
         return conversation.current
 
@@ -274,7 +281,8 @@ def parse_agui_input(body: bytes) -> AguiInput:
     Raises:
         AguiInputError: the body is not JSON, not shaped as a ``RunAgentInput``, or holds
             something operative cannot run (a tool message for no call, a non-text part
-            in an assistant message, a resume entry for no pending call).
+            in an assistant message, a resume entry for no pending call, a tool whose
+            parameters schema has a ``$ref`` pointing outside it: it is never fetched).
     """
     try:
         request = msgspec.json.decode(body, type=_RunAgentInput)
@@ -286,6 +294,13 @@ def parse_agui_input(body: bytes) -> AguiInput:
     duplicated = sorted({name for name in names if names.count(name) > 1})
     if duplicated:
         raise AguiInputError(f"tools: each name once; repeated: {', '.join(duplicated)}")
+    for index, declared in enumerate(request.tools):
+        if declared.parameters is not None:
+            check_local_refs(
+                declared.parameters,
+                where=f"tools[{index}] ({declared.name!r}): parameters",
+                error=AguiInputError,
+            )
     messages: list[Message] = []
     calls: dict[str, str] = {}  # call id -> tool name, for the calls asked so far
     answered: set[str] = set()

@@ -1,34 +1,38 @@
-"""The ASGI app that serves chat front ends: the Vercel AI SDK, AG-UI and operative's own.
+"""The ASGI app that serves an agent: chat front ends, operative's own page, the run viewer.
 
-``POST /api/chat`` speaks the AI SDK's UI message stream (``useChat``), ``POST
-/api/agui`` AG-UI, ``POST /api/turn`` operative's own turn protocol (and ``GET /`` its
-chat page). Every endpoint is stateless: the client sends the history with each request,
-approvals travel signed and are resumed with that request's own authority. A request
-whose client goes away has its run cancelled.
+One app, one way to run the agent (:class:`~operative.ui._served.ServedAgent`), behind one
+guard (:mod:`operative._edge`): ``POST /api/chat`` speaks the AI SDK's UI message stream
+(``useChat``), ``POST /api/agui`` AG-UI, ``POST /api/turn`` operative's own turn protocol,
+``GET /`` the chat page, and with a run store ``/runs`` and ``/api/runs`` the run viewer.
+Every endpoint is stateless: the client sends the history with each request, approvals
+travel signed and are resumed with that request's own authority. A request whose client
+goes away has its run cancelled.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import attrs
-import trio
 
-from .. import (
-    ApprovalError,
-    ConversationHistory,
-    Toolbox,
-    create_agent,
-    resolve_tool_result,
-    stop_when,
-)
 from .._agent import Agent
-from .._asgi import BadRequestBody, Receive, Scope, Send, read_json_body, respond_json_error
-from ..cli._chat_host import HOST_AGENT, ChatHost
-from ..conditions import StopCondition
+from .._asgi import (
+    BadRequestBody,
+    Receive,
+    Scope,
+    Send,
+    read_json_body,
+    respond,
+    respond_json_error,
+)
+from .._core._errors import ApprovalError
+from .._edge import EdgePolicy, guarded
+from ..conversation import ConversationHistory, resolve_tool_result
+from ._served import ServedAgent, serve_agent, while_connected
 from ._sse import DONE, data_frame
+from ._turn import turn_endpoint
 from ._vercel import (
     VERCEL_HEADERS,
     VercelChatRequest,
@@ -48,41 +52,63 @@ _PAGE = (
 )
 
 Emit = Callable[[bytes], Awaitable[None]]
+Icons = dict[str, tuple[bytes, str]]
 
 
 @attrs.frozen(kw_only=True)
 class UIApp:
     """The ASGI app: ``await app(scope, receive, send)``; build it with :func:`asgi_app`."""
 
-    host: ChatHost
-    """The chat host: model, toolbox, instructions, each request's authority; it serves
-    ``/``, ``/api/turn`` and the lifespan."""
-    stop_when: tuple[StopCondition, ...] = ()
-    """The agent's own stop conditions (a parked approval always stops a run as well)."""
-    options: Mapping[str, Any] = attrs.Factory(dict)
-    """The agent's run options (hooks, settings, ...), applied to every run."""
+    agent: ServedAgent
+    """The agent every endpoint runs."""
+    page: bytes = _PAGE
+    """What ``GET /`` answers (HTML)."""
+    icons: Icons = attrs.Factory(dict)
+    """Other static files: path to (body, content type), e.g. the page's favicon."""
+    runs: Any = None
+    """The run viewer (``/runs``, ``/api/runs``) over a run store, or None."""
+    policy: EdgePolicy = attrs.Factory(EdgePolicy)
+    """Who may reach the app: allowed hosts and origins, the token, the deadlines."""
+    _edge: Any = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "_edge", guarded(self._route, self.policy))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] == "/api/chat":
+        await self._edge(scope, receive, send)
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        path = scope["path"]
+        if path == "/api/chat":
             await self._chat(scope, receive, send)
-        elif scope["type"] == "http" and scope["path"] == "/api/agui":
+        elif path == "/api/agui":
             from ._agui import agui_endpoint  # imported per request: its module is optional
 
-            host = self.host
-            await agui_endpoint(
-                scope,
-                receive,
-                send,
-                generate=host.generate,
-                toolbox=host.toolbox,
-                instructions=host.instructions,
-                request_context=host.request_context,
-                maximum_steps=host.maximum_steps,
-                stop_when=self.stop_when,
-                options=self.options,
-            )
+            await agui_endpoint(scope, receive, send, agent=self.agent)
+        elif path == "/api/turn":
+            await turn_endpoint(self.agent, scope, receive, send)
+        elif self.runs is not None and self.runs.serves(path):
+            await self.runs(scope, receive, send)
+        elif path == "/" or path in self.icons:
+            if scope["method"] not in ("GET", "HEAD"):
+                await respond(send, 405, b"use GET\n", allow="GET, HEAD")
+            elif path == "/":
+                await respond(send, 200, self.page, content_type="text/html; charset=utf-8")
+            else:
+                body, content_type = self.icons[path]
+                await respond(send, 200, body, content_type=content_type, cache="max-age=86400")
         else:
-            await self.host(scope, receive, send)
+            await respond_json_error(
+                send,
+                404,
+                f"nothing at {path}: the page is at /, the APIs at /api/chat, "
+                "/api/agui and /api/turn",
+            )
 
     async def _chat(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["method"] != "POST":
@@ -92,7 +118,7 @@ class UIApp:
             body = await read_json_body(scope, receive, what="the request")
             if body is None:
                 return
-            request = parse_vercel_request(body, instructions=self.host.instructions)
+            request = parse_vercel_request(body, instructions=self.agent.instructions)
         except BadRequestBody as exc:
             await respond_json_error(send, exc.status, str(exc))
             return
@@ -104,11 +130,8 @@ class UIApp:
         async def emit(chunk: bytes) -> None:
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
 
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_cancel_on_disconnect, receive, nursery.cancel_scope)
-            await self._stream_chat(request, emit)
-            nursery.cancel_scope.cancel()
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        if await while_connected(receive, lambda: self._stream_chat(request, emit)):
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _stream_chat(self, request: VercelChatRequest, emit: Emit) -> None:
         """The answer to one chat request: approvals decided first, then the run."""
@@ -133,17 +156,13 @@ class UIApp:
         """Resume or deny each answered approval; None (after an ``error`` chunk) when one is
         refused."""
         history = request.history
-        context = self.host.request_context(request.id)
-        toolbox = self.host.toolbox
+        context = self.agent.request_context(request.id)
         for decision in request.decisions:
             approval = decision.approval
             try:
-                if decision.approved:
-                    result = await toolbox.resume_approval(approval, request_context=context)
-                else:
-                    result = await toolbox.deny_approval(
-                        approval, reason=decision.reason, request_context=context
-                    )
+                result = await self.agent.settle(
+                    approval, approved=decision.approved, reason=decision.reason, context=context
+                )
             except ApprovalError as exc:
                 await emit(
                     data_frame(
@@ -166,31 +185,19 @@ class UIApp:
         encoder: VercelEncoder,
         emit: Emit,
     ) -> None:
-        host = self.host
-        options = dict(self.options)
-        options["request_context"] = host.request_context(request.id)
-        agent = create_agent(
-            generate=host.generate,
-            toolbox=host.toolbox,
-            stop_when=[stop_when.pending_approval(), *(self.stop_when or _DEFAULT_STOP)],
-            maximum_steps=host.maximum_steps,
-            name=HOST_AGENT,
-            **options,
-        )
-        async with agent.open_run(history) as run:
+        context = self.agent.request_context(request.id)
+        async with self.agent.open_run(history, context) as run:
             async for chunk in vercel_chunks(run, encoder):
                 await emit(data_frame(chunk))
 
 
-_DEFAULT_STOP = (stop_when.no_tool_calls(),)
-
-
-async def _cancel_on_disconnect(receive: Receive, scope: trio.CancelScope) -> None:
-    """Cancel ``scope`` (the request's run) once the client goes away."""
+async def _lifespan(receive: Receive, send: Send) -> None:
     while True:
         message = await receive()
-        if message["type"] == "http.disconnect":
-            scope.cancel()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
             return
 
 
@@ -200,38 +207,60 @@ def asgi_app(
     approval_secret: str | bytes | None = None,
     approval_state: Any = None,
     principal: str = "local-user",
+    capabilities: Iterable[str] = (),
     request_seconds: float = 300.0,
     page: bytes | None = None,
+    icons: Icons | None = None,
+    runs: Any = None,
+    allowed_hosts: Iterable[str] | None = None,
+    allowed_origins: Iterable[str] | None = None,
+    token: str | None = None,
+    body_seconds: float = 15.0,
+    write_seconds: float = 30.0,
 ) -> UIApp:
     """An ASGI app serving ``agent`` to chat front ends (hypercorn serves it, on Trio).
 
     Endpoints: ``POST /api/chat`` (the Vercel AI SDK's ``useChat``), ``POST /api/agui``
-    (AG-UI clients such as CopilotKit), ``POST /api/turn`` (operative's own protocol)
-    and ``GET /`` (``page``, or a short note naming the endpoints).
+    (AG-UI clients such as CopilotKit), ``POST /api/turn`` (operative's own protocol),
+    ``GET /`` (``page``, or a short note naming the endpoints) and, given ``runs`` (a
+    run store), the run viewer at ``/runs`` and ``/api/runs``. Each runs ``agent`` itself,
+    with every option it was defined with (guardrails, budgets, hooks, ``durable=``, its
+    name and instructions); a parked approval ends the run, and the person's answer comes
+    back in a later request.
 
     Approvals are signed by the agent's toolbox. To resume them in any process (several
     workers, a restart), pass ``approval_secret`` (32+ bytes, the same everywhere) and a
-    shared durable ``approval_state`` store: the toolbox is then rebuilt with them (its
-    tools, approval policy, permissions and concurrency kept). ``principal`` is whose
-    authority every request carries; a host with sign-in wraps the app and derives it.
+    shared durable ``approval_state`` store. ``principal`` is whose authority every
+    request carries, with ``capabilities``; a host with sign-in wraps the app and
+    derives it.
+
+    Safe by default: only requests whose ``Host`` is a loopback name and whose
+    ``Origin`` (if any) is the app's own are answered. Behind a reverse proxy or on a
+    network, name the hosts clients use in ``allowed_hosts`` (``["*"]``: any) and set a
+    ``token`` (clients send ``Authorization: Bearer TOKEN``; a browser opens
+    ``/?token=TOKEN`` once). ``allowed_origins`` lets front ends on other origins call in.
+    A request body must arrive within ``body_seconds``; a client that stops reading for
+    ``write_seconds`` has its request and its run cancelled.
     """
-    toolbox = agent.toolbox
-    if approval_secret is not None or approval_state is not None:
-        toolbox = Toolbox(
-            toolbox.tools,
-            approval_policy=toolbox.approval_policy,
-            approval_secret=approval_secret,
-            approval_state=approval_state,
-            permissions=toolbox.permissions,
-            max_concurrency=toolbox.max_concurrency,
-        )
-    host = ChatHost(
-        generate=agent.generate,
-        toolbox=toolbox,
-        instructions=agent.instructions or "",
-        page=page if page is not None else _PAGE,
+    served = serve_agent(
+        agent,
+        approval_secret=approval_secret,
+        approval_state=approval_state,
         principal=principal,
+        capabilities=capabilities,
         request_seconds=request_seconds,
-        maximum_steps=agent.maximum_steps,
     )
-    return UIApp(host=host, stop_when=tuple(agent.stop_when), options=dict(agent.options))
+    policy = EdgePolicy.build(
+        allowed_hosts=allowed_hosts,
+        allowed_origins=allowed_origins,
+        token=token,
+        body_seconds=body_seconds,
+        write_seconds=write_seconds,
+    )
+    return UIApp(
+        agent=served,
+        page=page if page is not None else _PAGE,
+        icons=dict(icons or {}),
+        runs=runs,
+        policy=policy,
+    )

@@ -25,7 +25,7 @@ from operative import MemoryStore
 from operative.cli import main
 from operative.cli._agents import offline_generate
 from operative.cli._errors import UsageError
-from operative.cli._serve import SECRET_FILE, approval_secret, build_host
+from operative.cli._serve import SECRET_FILE, approval_secret, build_app, served_chat_agent
 
 SECRET = secrets.token_bytes(32)
 
@@ -37,11 +37,10 @@ async def open_server(
     notes: Path, *, state: MemoryStore | None = None, secret: bytes = SECRET
 ) -> AsyncIterator[str]:
     """A chat host on a free loopback port (offline model); yields its base URL."""
-    host = build_host(
-        offline_generate,
+    host = build_app(
+        served_chat_agent(offline_generate, notes=notes),
         secret=secret,
         approval_state=state if state is not None else MemoryStore(),
-        notes=notes,
     )
     config = Config()
     config.bind = ["127.0.0.1:0"]
@@ -96,7 +95,8 @@ async def test_a_turn_streams_text_tool_calls_and_the_history(tmp_path: Path) ->
         assert done["pending"] == []
         assert done["finish_reason"] == "stop-condition"
         roles = [m["role"] for m in done["history"]["messages"]]
-        assert roles == ["system", "user", "assistant", "tool", "assistant"]
+        # The server's instructions are its own: the client's history never holds them.
+        assert roles == ["user", "assistant", "tool", "assistant"]
 
         # The client posts the history back for the next turn; the id stays.
         again = await post_turn(
@@ -110,7 +110,7 @@ async def test_a_turn_streams_text_tool_calls_and_the_history(tmp_path: Path) ->
         )
         later = of(again, "turn.completed")[0]
         assert later["conversation_id"] == done["conversation_id"]
-        assert len(later["history"]["messages"]) == 7
+        assert len(later["history"]["messages"]) == 6
         assert "You said: 'hello'" in later["content"]
 
 

@@ -17,9 +17,8 @@ from hypercorn.trio import serve
 
 from operative import MemoryStore
 from operative.cli._agents import offline_generate
-from operative.cli._serve import build_host
+from operative.cli._serve import build_app, served_chat_agent
 from operative.cli._state import DATABASE
-from operative.cli._viewer_app import RunsApp
 from operative.runstore import SqliteRunStore
 
 from ._process import operative
@@ -31,15 +30,14 @@ SECRET = b"s" * 32
 @asynccontextmanager
 async def open_viewer(data_dir: Path) -> AsyncIterator[str]:
     """The chat host with the run viewer in front, on a free loopback port; its URL."""
-    host = build_host(
-        offline_generate, secret=SECRET, approval_state=MemoryStore(), notes=data_dir / "n.txt"
-    )
+    agent = served_chat_agent(offline_generate, notes=data_dir / "n.txt")
     config = Config()
     config.bind = ["127.0.0.1:0"]
     config.accesslog = None
     config.errorlog = None
     async with SqliteRunStore(data_dir / DATABASE) as store, trio.open_nursery() as nursery:
-        binds = await nursery.start(serve, RunsApp(app=host, store=store), config)
+        app = build_app(agent, secret=SECRET, approval_state=MemoryStore(), runs=store)
+        binds = await nursery.start(serve, app, config)
         try:
             yield binds[0]
         finally:

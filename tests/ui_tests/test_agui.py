@@ -16,12 +16,13 @@ import msgspec
 import pytest
 import trio
 
-from operative import Authority, GenerateResponse, RequestContext, ToolCall, Usage
+from operative import Authority, GenerateResponse, RequestContext, ToolCall, Usage, create_agent
 from operative._core._deltas import current_delta_sink
 from operative.kvstore import MemoryStore
 from operative.providers import Delta
 from operative.testing import HANG, ScriptedModel
 from operative.tools import ApprovalPolicy, Toolbox, tool
+from operative.ui import serve_agent
 from operative.ui._agui import (
     AguiEncoder,
     AguiInputError,
@@ -203,17 +204,15 @@ async def call(
         "path": "/api/agui",
         "headers": [(b"content-type", content_type)],
     }
-    await agui_endpoint(
-        scope,
-        receive,
-        send,
+    agent = create_agent(
         generate=generate or ScriptedModel(script),
         toolbox=toolbox,
         instructions="You are a test agent.",
-        request_context=request_context,
-        stop_when=stop_when,
-        options=options,
+        stop_when=list(stop_when) or None,
+        name="agui-tests",
+        **(options or {}),
     )
+    await agui_endpoint(scope, receive, send, agent=serve_agent(agent, principal="user"))
     return response
 
 

@@ -16,12 +16,14 @@ from typing import Any
 import pytest
 import trio
 
+from operative import create_agent
 from operative.kvstore import MemoryStore
 from operative.testing import ScriptedModel
+from operative.ui import serve_agent
 from operative.ui._agui import agui_endpoint
 
 from .conftest import open_ui_server, run_node
-from .test_agui import make_toolbox, request_context, script
+from .test_agui import make_toolbox, script
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
@@ -53,15 +55,12 @@ class Server:
                 if message["type"] == "lifespan.shutdown":
                     return
         assert scope["path"] == "/api/agui"
-        await agui_endpoint(
-            scope,
-            receive,
-            send,
+        agent = create_agent(
             generate=self.model,
             toolbox=make_toolbox(self.notes, self.state),
             instructions="You are a test agent.",
-            request_context=request_context,
         )
+        await agui_endpoint(scope, receive, send, agent=serve_agent(agent))
 
 
 async def drive(
