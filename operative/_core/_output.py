@@ -41,14 +41,22 @@ _FENCE = re.compile(r"^\s*```(?:json|JSON)?\s*\n(.*?)\n?```\s*$", re.DOTALL)
 
 
 def output_schema(output: Any) -> dict[str, Any]:
-    """The JSON Schema of an ``output`` type (msgspec Struct, attrs class, dataclass, ...)."""
+    """The JSON Schema of an ``output`` type (msgspec Struct, attrs class, dataclass, ...).
+
+    A ``$ref`` pointing outside the schema (one an ``extra_json_schema`` put there) is
+    refused with ``InvalidArgument``: nothing is ever fetched to resolve it.
+    """
+    from ..tools._schema import check_local_refs
+
     try:
-        return msgspec.json.schema(output)
+        schema = msgspec.json.schema(output)
     except (TypeError, ValueError) as exc:
         raise InvalidArgument(
             f"output={output!r} is not a type operative can validate ({exc}); use a "
             "msgspec Struct, an attrs class, a dataclass, a TypedDict or a builtin type"
         ) from None
+    check_local_refs(schema, where=f"the JSON Schema of output={output!r}", error=InvalidArgument)
+    return schema
 
 
 def check_output_mode(mode: object) -> OutputMode:

@@ -7,9 +7,12 @@ and whose ``tool_call_id`` names the call that asked (when it is known: see
 accepts, ``None`` declines. An accepted form gets the schema's defaults for every field
 the answer leaves out (what the MCP conformance scenario
 ``elicitation-sep1034-client-defaults`` checks), and is validated against the schema
-before it is sent. A run without a handler declines; so does an elicitation nobody can be
-sure belongs to the run. If every call the request may belong to ends while the handler
-still thinks, the server is told the person cancelled.
+before it is sent. The form's schema is compiled before the handler is asked: one that is
+not valid JSON Schema, or whose ``$ref`` points outside it (nothing is ever fetched), is
+answered with an error and the handler is not asked. A run without a handler declines;
+so does an elicitation nobody can be sure belongs to the run. If every call the request
+may belong to ends while the handler still thinks, the server is told the person
+cancelled.
 """
 
 from __future__ import annotations
@@ -17,17 +20,22 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 import trio
 from pydantic import ValidationError
 
+from .._core._errors import ElicitationError
 from .._core._events import ElicitationRequested, ElicitationResolved
 from ..tools import ElicitationRequest, ElicitationResponse
+from ..tools._schema import compile_schema
 from ._routing import Route
 
-__all__ = ["answer_elicitation", "elicitation_request", "with_defaults"]
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
+
+__all__ = ["answer_elicitation", "elicitation_request", "form_validator", "with_defaults"]
 
 _logger = logging.getLogger("operative.mcp")
 
@@ -43,6 +51,13 @@ async def answer_elicitation(
         _logger.info("declined an elicitation from the MCP server %s: %s", label, why)
         return types.ElicitResult(action="decline")
     request = elicitation_request(params, route.tool_call_id)
+    validator = None
+    if request.url is None:
+        try:
+            validator = form_validator(request.schema, label=label)
+        except ElicitationError as refused:
+            _logger.warning("refused an elicitation from the MCP server %s: %s", label, refused)
+            return _error(str(refused))
     emit = context.execution.emit
     if emit is not None:
         await emit(
@@ -79,7 +94,7 @@ async def answer_elicitation(
         result = types.ElicitResult(action="cancel")
     else:
         try:
-            result = _result(request, answers[0])
+            result = _result(request, answers[0], validator)
         except ValueError as exc:
             _logger.warning("refused an elicitation answer for %s: %s", label, exc)
             return _error(str(exc))
@@ -117,7 +132,23 @@ def elicitation_request(
     )
 
 
-def _result(request: ElicitationRequest, response: object) -> types.ElicitResult:
+def form_validator(schema: Mapping[str, Any], *, label: str) -> Validator:
+    """The validator of a server's form schema.
+
+    Raises:
+        ElicitationError: the schema is not valid JSON Schema, or a ``$ref`` in it points
+            outside it (it is never fetched).
+    """
+    return compile_schema(
+        schema,
+        where=f"the form schema the MCP server {label} sent with its elicitation",
+        error=ElicitationError,
+    )
+
+
+def _result(
+    request: ElicitationRequest, response: object, validator: Validator | None
+) -> types.ElicitResult:
     if response is None:
         return types.ElicitResult(action="decline")
     if not isinstance(response, ElicitationResponse):
@@ -131,7 +162,7 @@ def _result(request: ElicitationRequest, response: object) -> types.ElicitResult
             f"{response.tool_call_id!r}), not {request.request_id!r} (tool call "
             f"{request.tool_call_id!r}); echo the request's identity"
         )
-    if request.url is not None:
+    if request.url is not None or validator is None:
         return types.ElicitResult(action="accept")
     data = response.data if response.data is not None else {}
     if not isinstance(data, Mapping):
@@ -140,7 +171,7 @@ def _result(request: ElicitationRequest, response: object) -> types.ElicitResult
             "holding the schema's fields"
         )
     content = with_defaults(request.schema, data)
-    _check(request.schema, content)
+    _check(validator, content)
     try:
         return types.ElicitResult(action="accept", content=content)
     except ValidationError as exc:
@@ -161,16 +192,18 @@ def with_defaults(schema: Mapping[str, Any], data: Mapping[str, Any]) -> dict[st
     return content
 
 
-def _check(schema: Mapping[str, Any], content: dict[str, Any]) -> None:
-    # Imported here: only hosts that answer MCP forms load jsonschema's validators.
-    import jsonschema
-    from jsonschema.exceptions import SchemaError, best_match
+def _check(validator: Validator, content: dict[str, Any]) -> None:
+    # jsonschema is loaded by form_validator: only hosts that answer MCP forms load it.
+    from jsonschema.exceptions import best_match
 
     try:
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        error = best_match(cls(schema).iter_errors(content))
-    except SchemaError as exc:
-        raise ValueError(f"the server's requested schema is not valid: {exc.message}") from None
+        error = best_match(validator.iter_errors(content))
+    except RecursionError:
+        raise ValueError("the elicitation answer is nested too deeply to check") from None
+    except Exception as exc:  # a reference the schema could not resolve, among others
+        raise ValueError(
+            f"the elicitation answer could not be checked against the requested schema: {exc}"
+        ) from None
     if error is not None:
         raise ValueError(
             f"the elicitation answer does not match the requested schema: {error.message} - at "

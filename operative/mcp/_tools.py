@@ -4,7 +4,8 @@
   character providers refuse replaced by ``_`` (cut to 64 characters); the call still
   goes out under the server's own name;
 - the description: the server's (its title when it has none); the input schema: the
-  server's, enforced before a call is sent;
+  server's, enforced before a call is sent; a tool whose input or output schema has a
+  ``$ref`` pointing outside the schema is refused (left out), never fetched;
 - the annotations carry meaning: ``mutates`` unless ``readOnlyHint`` is true (the MCP
   default is a tool that may change the world, so an ``on-mutation`` approval policy gates
   it); ``idempotent`` when ``idempotentHint`` is true, or when the tool is read-only (the
@@ -26,6 +27,7 @@ from typing import Any
 import mcp_types as types
 
 from ..tools import Tool, ToolContext
+from ..tools._schema import check_local_refs
 
 __all__ = ["ToolCaller", "definition_version", "make_tool", "tool_name"]
 
@@ -56,9 +58,13 @@ def make_tool(
     """The operative tool that calls ``definition`` through ``call``.
 
     Raises:
-        ToolDefinitionError: the server's input schema is not a valid JSON Schema.
+        ToolDefinitionError: the server's input schema is not a valid JSON Schema, or its
+            input or output schema has a ``$ref`` that points outside it.
     """
     remote = definition.name
+    check_local_refs(definition.input_schema, where=f"the inputSchema of the tool {remote!r}")
+    if definition.output_schema is not None:
+        check_local_refs(definition.output_schema, where=f"the outputSchema of the tool {remote!r}")
     annotations = definition.annotations
     read_only = bool(annotations is not None and annotations.read_only_hint)
     idempotent = bool(annotations is not None and annotations.idempotent_hint)

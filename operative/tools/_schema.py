@@ -3,6 +3,12 @@
 Schemas are JSON Schema draft 2020-12 with the root type inlined (providers want an
 object at the top) and any nested definitions kept under ``$defs``. They are built once
 per tool, so the dict a model sees is identical on every step and every run.
+
+Every JSON Schema operative is handed (a tool's ``input_schema``, an AG-UI client's tool
+parameters, an MCP server's input, output and elicitation schemas, an output type's
+schema) is checked by :func:`check_local_refs` where it is given, and every validator is
+built by :func:`compile_schema`: a ``$ref`` must point inside the schema, and nothing is
+ever fetched over the network or read from the disk to resolve one.
 """
 
 from __future__ import annotations
@@ -10,15 +16,27 @@ from __future__ import annotations
 import inspect
 import re
 import typing
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urldefrag, urljoin
 
 import msgspec
 
-from .._core._errors import ToolDefinitionError
+from .._core._errors import OperativeError, ToolDefinitionError
 from ._context import ToolContext
 
-__all__ = ["NAME_PATTERN", "SignatureInput", "check_tool_name", "json_schema", "signature_input"]
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
+
+__all__ = [
+    "NAME_PATTERN",
+    "SignatureInput",
+    "check_local_refs",
+    "check_tool_name",
+    "compile_schema",
+    "json_schema",
+    "signature_input",
+]
 
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 """Tool names every major provider accepts."""
@@ -62,7 +80,133 @@ def json_schema(type_: Any, *, what: str, object_only: bool = True) -> dict[str,
         )
     if defs:
         schema["$defs"] = defs
+    check_local_refs(schema, where=f"the JSON Schema of the {what} {type_!r}")
     return schema
+
+
+# -- references: never resolved outside the schema ----------------------------------------
+
+_ONE_SCHEMA = frozenset(
+    {
+        "additionalItems",
+        "additionalProperties",
+        "contains",
+        "contentSchema",
+        "else",
+        "if",
+        "items",
+        "not",
+        "propertyNames",
+        "then",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+    }
+)
+"""Keywords whose value is one subschema (``items`` is a list of them before 2020-12)."""
+
+_SCHEMA_LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
+"""Keywords whose value is a list of subschemas."""
+
+_SCHEMA_MAPS = frozenset(
+    {"$defs", "definitions", "dependentSchemas", "dependencies", "patternProperties", "properties"}
+)
+"""Keywords whose value maps names to subschemas (``dependencies`` may also map a name
+to a list of property names, which holds no schema)."""
+
+_REFERENCES = ("$ref", "$dynamicRef")
+
+_SIMPLE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def check_local_refs(
+    schema: object, *, where: str, error: type[OperativeError] = ToolDefinitionError
+) -> None:
+    """Refuse ``schema`` if a ``$ref`` or ``$dynamicRef`` in it points outside it.
+
+    A reference is local when it starts with ``#`` or, resolved against the ``$id`` in
+    scope, names a resource (an ``$id``) the schema itself defines. Anything else (an
+    ``http:``, ``https:`` or ``file:`` URL, a relative file name) would have to be
+    fetched, which operative never does: ``error`` is raised, naming ``where`` the
+    schema came from, the reference and its place in the schema. Only the keywords that
+    hold subschemas are walked, so a ``{"$ref": ...}`` inside ``const``, ``enum``,
+    ``default`` or ``examples`` (data, never resolved) is left alone.
+    """
+    known: set[str] = set()
+    found: list[tuple[str, str, str, tuple[object, ...]]] = []  # keyword, ref, resolved, path
+    stack: list[tuple[object, str, tuple[object, ...]]] = [(schema, "", ())]
+    seen: set[tuple[int, str]] = set()
+    while stack:
+        node, base, path = stack.pop()
+        if not isinstance(node, Mapping) or (id(node), base) in seen:
+            continue
+        seen.add((id(node), base))
+        identifier = node.get("$id")
+        if isinstance(identifier, str):
+            base = urldefrag(urljoin(base, identifier)).url
+        if not path or isinstance(identifier, str):
+            known.add(base)  # the schema itself, or a resource embedded in it
+        for keyword in _REFERENCES:
+            ref = node.get(keyword)
+            if isinstance(ref, str) and not ref.startswith("#"):
+                found.append((keyword, ref, urldefrag(urljoin(base, ref)).url, path))
+        for keyword, value in node.items():
+            if keyword in _ONE_SCHEMA:
+                stack.append((value, base, (*path, keyword)))
+            if keyword in _SCHEMA_LISTS and isinstance(value, list):
+                stack.extend((item, base, (*path, keyword, i)) for i, item in enumerate(value))
+            if keyword in _SCHEMA_MAPS and isinstance(value, Mapping):
+                stack.extend((item, base, (*path, keyword, name)) for name, item in value.items())
+    for keyword, ref, resolved, path in found:
+        if resolved not in known:
+            raise error(
+                f"{where}: {keyword} {ref!r} at `{_json_path(path)}` points outside the "
+                "schema, and operative never fetches a schema over the network or from a "
+                "file; inline the definition under `$defs` and refer to it as "
+                "'#/$defs/<name>'"
+            )
+
+
+def _json_path(path: tuple[object, ...]) -> str:
+    parts = ["$"]
+    for part in path:
+        if isinstance(part, int):
+            parts.append(f"[{part}]")
+        elif isinstance(part, str) and _SIMPLE_KEY.match(part):
+            parts.append(f".{part}")
+        else:
+            parts.append(f"[{str(part)!r}]")
+    return "".join(parts)
+
+
+def compile_schema(
+    schema: Mapping[str, Any], *, where: str, error: type[OperativeError] = ToolDefinitionError
+) -> Validator:
+    """The validator of ``schema``: the one way operative compiles a JSON Schema.
+
+    The schema is refused (``error``, naming ``where`` it came from) when a reference
+    points outside it (:func:`check_local_refs`) or when it is not valid JSON Schema for
+    its ``$schema`` (draft 2020-12 without one). The validator resolves references in
+    an empty ``referencing.Registry``, so a reference that would slip past the check
+    still resolves only inside the schema (and the metaschemas jsonschema bundles):
+    nothing is ever fetched. ``jsonschema`` is imported here, on first use.
+    """
+    check_local_refs(schema, where=where, error=error)
+    # Imported here (~70 ms): only schemas written by hand, or received, load it.
+    import jsonschema
+    from jsonschema.exceptions import SchemaError
+    from referencing import Registry
+
+    document = dict(schema)
+    cls = jsonschema.validators.validator_for(document, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(document)
+    except SchemaError as exc:
+        raise error(
+            f"{where} is not a valid JSON Schema ({exc.message} - at `{exc.json_path}`)"
+        ) from None
+    # Empty, with referencing's default retrieve, which refuses every URI it is asked for
+    # (jsonschema's own default would download it).
+    return cls(document, registry=Registry())
 
 
 def _refers_to(node: Any, ref: str) -> bool:

@@ -17,7 +17,7 @@ import trio
 from .._core._errors import ToolDefinitionError
 from .._core._types import ToolSpec
 from ._context import ToolContext
-from ._schema import check_tool_name, json_schema, signature_input
+from ._schema import check_tool_name, compile_schema, json_schema, signature_input
 
 __all__ = ["ArgumentError", "NeedsApproval", "Tool", "tool"]
 
@@ -66,6 +66,8 @@ class Tool:
     is enforced: each call's arguments are checked against it with ``jsonschema``
     before they are converted, so the model reads an error result with the JSON path of
     whatever broke the schema (imported lazily, only by tools given a schema by hand).
+    A ``$ref`` must point inside the schema (``#/$defs/...``): one that would be fetched
+    (a URL, a file) is refused when the tool is defined, and nothing is ever fetched.
 
     ``timeout`` (seconds) bounds each call; the model then reads an error result saying
     the tool timed out. ``max_concurrency`` bounds how many calls of this tool run at
@@ -359,23 +361,13 @@ _MAX_SCHEMA_MESSAGE = 300
 def _schema_checker(schema: dict[str, Any], tool_name: str) -> Callable[[Any], None]:
     """A function that raises :class:`ArgumentError` for arguments ``schema`` refuses.
 
-    The schema is checked now (a bad one is a :class:`ToolDefinitionError`), and its
-    validator is built once. ``jsonschema`` is imported here, so ``import operative``
+    The schema is checked now (a bad one, or one with a ``$ref`` outside it, is a
+    :class:`ToolDefinitionError`), and its validator is built once, by
+    :func:`compile_schema`. ``jsonschema`` is imported there, so ``import operative``
     and tools whose schema is derived never load it.
     """
-    # Imported here (~70 ms), by hand-written schemas only.
-    import jsonschema
-    from jsonschema.exceptions import SchemaError, best_match
-
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    try:
-        cls.check_schema(schema)
-    except SchemaError as exc:
-        raise ToolDefinitionError(
-            f"tool {tool_name!r}: input_schema is not a valid JSON Schema "
-            f"({exc.message} - at `{exc.json_path}`)"
-        ) from None
-    validator = cls(schema)
+    validator = compile_schema(schema, where=f"tool {tool_name!r}: input_schema")
+    from jsonschema.exceptions import best_match
 
     def check(value: Any) -> None:
         try:
