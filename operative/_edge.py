@@ -256,10 +256,15 @@ def guarded(app: Any, policy: EdgePolicy | None = None) -> Any:
 
 
 async def _http(app: Any, policy: EdgePolicy, scope: Scope, receive: Receive, send: Send) -> None:
+    # A response sent before the request's body was read ends the connection (and says
+    # so): the unread body would otherwise be taken for the next request's start.
+    unread = {"body": _has_body(scope)}
+
     async def secured(message: MutableMapping[str, Any]) -> None:
         if message["type"] == "http.response.start":
             message = dict(message)
-            message["headers"] = [*message.get("headers", ()), *_SECURITY_HEADERS]
+            closing = [(b"connection", b"close")] if unread["body"] else []
+            message["headers"] = [*message.get("headers", ()), *_SECURITY_HEADERS, *closing]
         await send(message)
 
     refusal = _refusal(scope, policy)
@@ -299,11 +304,23 @@ async def _http(app: Any, policy: EdgePolicy, scope: Scope, receive: Receive, se
                 "the address it printed (…/?token=TOKEN) in the browser",
             )
             return
-    await _bounded(app, policy, scope, receive, secured)
+    await _bounded(app, policy, scope, receive, secured, unread)
+
+
+def _has_body(scope: Scope) -> bool:
+    length = _header(scope, b"content-length")
+    if length is not None:
+        return length.strip() != "0"
+    return _header(scope, b"transfer-encoding") is not None
 
 
 async def _bounded(
-    app: Any, policy: EdgePolicy, scope: Scope, receive: Receive, send: Send
+    app: Any,
+    policy: EdgePolicy,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    unread: dict[str, bool],
 ) -> None:
     """Run ``app`` with the body and write deadlines: missing one cancels the request.
 
@@ -324,6 +341,7 @@ async def _bounded(
             message = await receive()
             if message["type"] != "http.request" or not message.get("more_body", False):
                 state["body_done"] = True
+                unread["body"] = False
             return message
         state["timed_out"] = "body"
         request.cancel()
