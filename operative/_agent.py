@@ -284,9 +284,9 @@ def create_agent(
     ``tools=`` (a list, or a name-keyed mapping whose keys are canonical) and
     ``toolbox=`` are mutually exclusive; ``permissions=`` goes with ``tools=``.
     ``on_approval=`` with ``tools=`` asks the handler before every call of a tool that
-    needs approval (``@tool(needs_approval=...)``) or mutates (``ApprovalPolicy(
-    "on-mutation")``); with ``toolbox=`` the toolbox must have an approval policy or a
-    tool that needs approval.
+    needs approval (``@tool(needs_approval=...)``) or is declared ``mutates=True``
+    (``ApprovalPolicy("on-mutation")``); with ``toolbox=`` the toolbox must have an
+    approval policy or a tool that needs approval.
     Any other :func:`open_run` option (hooks, ``output``, ``settings``, ...) applies to
     every run of the agent.
     """

@@ -61,7 +61,7 @@ Approver = Callable[[PendingApproval], Awaitable[ApprovalDecision]]
 _SKIES = ("sunny", "partly cloudy", "overcast", "light rain", "windy", "clear")
 
 
-@tool(idempotent=True)
+@tool(idempotent=True, mutates=False)
 async def get_weather(city: str) -> str:
     """Today's weather in a city (made-up demo data, not a real forecast)."""
     await trio.lowlevel.checkpoint()
@@ -127,7 +127,7 @@ def _bounded(value: float | int) -> float | int:
     return value
 
 
-@tool(idempotent=True)
+@tool(idempotent=True, mutates=False)
 async def calculate(expression: str) -> str:
     """Evaluate an arithmetic expression (numbers, + - * / // % ** and parentheses;
     results up to 10**100)."""

@@ -8,7 +8,7 @@ from .._agent import Agent, RunnableAgent
 from .._core._errors import InvalidArgument
 from ..multiagent import subagent_tool
 from ..multiagent._subagent import answer_of, run_subagent
-from ..tools import Tool, ToolContext
+from ..tools import ApprovalPolicy, Tool, ToolContext
 
 __all__ = ["agent_tool"]
 
@@ -26,8 +26,12 @@ def agent_tool(
 
     This is what an agent in the list given to :func:`serve_stdio` or :func:`mcp_app`
     becomes; call it yourself to pick the name or description the client sees. It is
-    read-only (``readOnlyHint``) only when every tool the agent has is; an agent whose
-    tools are not known before it runs (tool sources, a lazy agent) may mutate. While
+    read-only (``mutates=False``, ``readOnlyHint: true``) only when every tool the agent
+    has is declared ``mutates=False`` and none needs approval; it mutates
+    (``mutates=True``) when one is declared ``mutates=True`` or needs approval, or when
+    its tools are not known before it runs (tool sources, a lazy agent); otherwise (a
+    tool left undeclared) it is undeclared too, which MCP clients read as a tool that
+    may change the world. While
     the agent runs, each finished step is reported as progress (``"step 2 of the
     writer agent finished"``), so a client that asked for progress sees it work; a
     client that cancels the call aborts the run. A run that errs, is aborted or runs
@@ -70,11 +74,28 @@ def agent_tool(
     )
 
 
-def _may_mutate(agent: RunnableAgent) -> bool:
-    """Whether a run of ``agent`` may change the world: it has a mutating tool, or tools
-    not known until it runs (tool sources, a lazy agent's definition)."""
+def _may_mutate(agent: RunnableAgent) -> bool | None:
+    """What a run of ``agent`` is declared to do to the world: True when one of its
+    tools is declared ``mutates=True`` or needs approval (its own or its toolbox's
+    approval policy's), or its tools are not known until it runs (tool sources, a lazy
+    agent's definition); False when every tool is declared ``mutates=False`` and needs
+    no approval; None (undeclared) otherwise."""
     if not isinstance(agent, Agent):
         return True
     if agent.options.get("tool_sources"):
         return True
-    return any(tool.mutates for tool in agent.toolbox)
+    tools = list(agent.toolbox)
+    policy = agent.toolbox.approval_policy
+
+    def gated(tool: Tool) -> bool:
+        if tool.mutates is True or tool.needs_approval is not False:
+            return True
+        if policy is None:
+            return False
+        return policy.requires(tool) if isinstance(policy, ApprovalPolicy) else True
+
+    if any(gated(tool) for tool in tools):
+        return True
+    if all(tool.mutates is False for tool in tools):
+        return False
+    return None

@@ -3,10 +3,14 @@
 The definition:
 
 - the name, description and input schema are the tool's own (what a model is offered);
-- annotations: a tool that does not mutate is ``readOnlyHint: true``; one that mutates is
-  ``readOnlyHint: false, destructiveHint: true`` (operative does not tell a write from a
-  destruction, so it says what an approval policy assumes); ``idempotentHint`` is the
-  tool's ``idempotent``;
+- annotations: only a tool declared ``mutates=False`` that needs no approval is
+  ``readOnlyHint: true``. One declared ``mutates=True``, or that needs approval
+  (``needs_approval`` other than False), is ``readOnlyHint: false, destructiveHint:
+  true`` (operative does not tell a write from a destruction, so it says what an
+  approval policy assumes). An undeclared one is ``readOnlyHint: false`` with no
+  ``destructiveHint`` (MCP's defaults: a tool that may change the world; a client such
+  as operative's own asks before calling it). ``idempotentHint`` is the tool's
+  ``idempotent``;
 - ``outputSchema``: the schema of the tool's ``output_type`` when that is a JSON object.
 
 A call's value (the tool's return value, already plain JSON):
@@ -37,7 +41,7 @@ from .._core._types import ToolResult
 from ..tools import Tool
 from ..tools._schema import json_schema
 
-__all__ = ["call_result", "error_result", "tool_definition"]
+__all__ = ["call_result", "error_result", "is_read_only", "tool_definition"]
 
 _PART_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     # type: (required keys, optional keys), besides "type"
@@ -51,9 +55,10 @@ _PART_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
 
 def tool_definition(tool: Tool) -> types.Tool:
     """The MCP definition of ``tool``."""
+    gated = tool.mutates is True or tool.needs_approval is not False
     annotations = types.ToolAnnotations(
-        read_only_hint=not tool.mutates,
-        destructive_hint=True if tool.mutates else None,
+        read_only_hint=is_read_only(tool),
+        destructive_hint=True if gated else None,
         idempotent_hint=tool.idempotent,
     )
     return types.Tool(
@@ -63,6 +68,12 @@ def tool_definition(tool: Tool) -> types.Tool:
         output_schema=output_schema(tool),
         annotations=annotations,
     )
+
+
+def is_read_only(tool: Tool) -> bool:
+    """Whether ``tool`` may be served as read-only: declared ``mutates=False``, and no
+    call of it needs a person's approval (an undeclared tool may change the world)."""
+    return tool.mutates is False and tool.needs_approval is False
 
 
 def output_schema(tool: Tool) -> dict[str, Any] | None:

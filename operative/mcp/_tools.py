@@ -6,9 +6,10 @@
 - the description: the server's (its title when it has none); the input schema: the
   server's, enforced before a call is sent; a tool whose input or output schema has a
   ``$ref`` pointing outside the schema is refused (left out), never fetched;
-- the annotations carry meaning: ``mutates`` unless ``readOnlyHint`` is true (the MCP
-  default is a tool that may change the world, so an ``on-mutation`` approval policy gates
-  it); ``idempotent`` when ``idempotentHint`` is true, or when the tool is read-only (the
+- the annotations carry meaning: ``mutates=True`` unless ``readOnlyHint`` is true (the
+  MCP default is a tool that may change the world, so an ``on-mutation`` approval policy
+  gates it), else ``mutates=False``: a remote tool is never left undeclared;
+  ``idempotent`` when ``idempotentHint`` is true, or when the tool is read-only (the
   protocol says the hint only matters for tools that write; a read-only call has no
   effect to repeat), so a durable run's recovery runs it again;
 - the version: a digest of the whole definition (name, description, schemas,

@@ -54,8 +54,10 @@ _canonical = msgspec.json.Encoder(order="sorted").encode
 class ApprovalPolicy:
     """Which tool calls wait for a person: ``"never"``, ``"on-mutation"`` or ``"always"``.
 
-    ``"on-mutation"`` selects every call of a mutating tool, except a tool that decides
-    per call itself (a ``needs_approval`` callable). A tool's own ``needs_approval``
+    ``"on-mutation"`` selects every call of a tool declared ``mutates=True``, except a
+    tool that decides per call itself (a ``needs_approval`` callable); a tool whose
+    ``mutates`` is undeclared (``None``) is not selected, so declare ``mutates=True``
+    on every tool that changes the world. A tool's own ``needs_approval``
     holds under every mode, ``"never"`` included: a policy adds calls, never exempts
     one. For a per-call decision across tools pass a callable as the toolbox's
     ``approval_policy`` instead.
@@ -73,7 +75,7 @@ class ApprovalPolicy:
         """Whether every call of ``tool`` needs approval under this mode."""
         if self.mode == "always":
             return True
-        return self.mode == "on-mutation" and tool.mutates and tool._approval_check is None
+        return self.mode == "on-mutation" and tool.mutates is True and tool._approval_check is None
 
 
 def argument_digest(arguments: Mapping[str, Any]) -> str:

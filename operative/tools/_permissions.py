@@ -32,9 +32,10 @@ class PermissionPolicy:
     """Deny by default: a tool runs only if it is allowed here.
 
     A tool is allowed when its name is in ``allowed_tools`` (``None`` allows every
-    name), it is not in ``denied_tools``, and it does not mutate state unless
-    ``allow_mutation`` is set. A call to any other tool settles as ``denied``, with a
-    message the model can read, and never runs.
+    name), it is not in ``denied_tools``, and it is not declared ``mutates=True``
+    unless ``allow_mutation`` is set (a tool whose ``mutates`` is undeclared is not
+    refused for it: name the tools a run may call in ``allowed_tools``). A call to any
+    other tool settles as ``denied``, with a message the model can read, and never runs.
     """
 
     allowed_tools: frozenset[str] | None = attrs.field(default=frozenset(), converter=_names)
@@ -51,7 +52,7 @@ class PermissionPolicy:
                 f"Tool {name!r} is not permitted in this run. Do not call it again; "
                 "continue without it or tell the user what you could not do."
             )
-        if tool.mutates and not self.allow_mutation:
+        if tool.mutates is True and not self.allow_mutation:
             return (
                 f"Tool {name!r} changes state, and this run may not make changes. Do not "
                 "call it again; tell the user what change you would have made."

@@ -82,6 +82,14 @@ class Tool:
     approval and has no ``version`` gets one derived from its name, description and
     input schema (``"auto-"`` and 16 hex digits), so an approval given for another
     shape of the tool is refused; pass ``version=`` to decide yourself.
+
+    ``mutates`` has three states. ``mutates=True`` declares that a call changes the
+    world: ``ApprovalPolicy("on-mutation")`` (and ``on_approval=``) asks a person first,
+    and a :class:`PermissionPolicy` without ``allow_mutation`` refuses it.
+    ``mutates=False`` declares that it does not: served over MCP it is the only state
+    that says ``readOnlyHint: true``. Undeclared (``None``, the default), operative's own
+    policies treat it as not mutating, but over MCP it is not read-only (MCP's default
+    is a tool that may change the world), and neither is a tool that needs approval.
     """
 
     fn: Callable[..., Any]
@@ -91,7 +99,10 @@ class Tool:
     input_schema: dict[str, Any]
     output_type: Any
     version: str | None
-    mutates: bool
+    mutates: bool | None
+    """Whether a call changes the world: True (declared to), False (declared not to),
+    None (undeclared, the default). Approval and permission policies treat only True as
+    mutating; served over MCP only False is read-only (see :class:`Tool`)."""
     idempotent: bool
     timeout: float | None
     max_concurrency: int | None
@@ -125,7 +136,7 @@ class Tool:
         input_schema: Mapping[str, Any] | None = None,
         output_type: Any = None,
         version: str | None = None,
-        mutates: bool = False,
+        mutates: bool | None = None,
         idempotent: bool = False,
         timeout: float | None = None,
         max_concurrency: int | None = None,
@@ -190,7 +201,7 @@ class Tool:
             input_schema=schema,
             output_type=output_type,
             version=version,
-            mutates=bool(mutates),
+            mutates=None if mutates is None else bool(mutates),
             idempotent=bool(idempotent),
             timeout=timeout,
             max_concurrency=max_concurrency,
@@ -500,7 +511,7 @@ def tool(
     input_schema: Mapping[str, Any] | None = None,
     output_type: Any = None,
     version: str | None = None,
-    mutates: bool = False,
+    mutates: bool | None = None,
     idempotent: bool = False,
     timeout: float | None = None,
     max_concurrency: int | None = None,
@@ -516,7 +527,7 @@ def tool(
     input_schema: Mapping[str, Any] | None = None,
     output_type: Any = None,
     version: str | None = None,
-    mutates: bool = False,
+    mutates: bool | None = None,
     idempotent: bool = False,
     timeout: float | None = None,
     max_concurrency: int | None = None,

@@ -507,18 +507,19 @@ def _tool_context(tool: Tool, call: ToolCall, context: ExecutionContext) -> Tool
 def approving_toolbox(toolbox: Toolbox) -> Toolbox:
     """``toolbox``'s tools under ``ApprovalPolicy("on-mutation")``: what ``tools=`` become
     next to an ``on_approval=`` handler, so the handler is asked before every call of a
-    mutating tool instead of being silently ignored.
+    tool declared ``mutates=True`` instead of being silently ignored.
 
     Raises:
-        ToolDefinitionError: a mutating tool has no version (an approval binds it).
+        ToolDefinitionError: a tool declared ``mutates=True`` has no version (an
+            approval binds it).
     """
-    unversioned = sorted(t.name for t in toolbox if t.mutates and t.version is None)
+    unversioned = sorted(t.name for t in toolbox if t.mutates is True and t.version is None)
     if unversioned:
         raise ToolDefinitionError(
-            "on_approval= asks a person before every call of a mutating tool, and an "
-            f"approval binds the tool's version: give {', '.join(map(repr, unversioned))} "
-            "a version (e.g. @tool(version='1', mutates=True)), or declare "
-            "@tool(needs_approval=True), which derives one"
+            "on_approval= asks a person before every call of a tool declared "
+            "mutates=True, and an approval binds the tool's version: give "
+            f"{', '.join(map(repr, unversioned))} a version (e.g. @tool(version='1', "
+            "mutates=True)), or declare @tool(needs_approval=True), which derives one"
         )
     from ._approvals import ApprovalPolicy
 

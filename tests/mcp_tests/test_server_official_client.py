@@ -56,7 +56,8 @@ def check_report(report: dict[str, Any]) -> None:
         "delete_file",
         "writer",
     }
-    # Annotations: mutates -> readOnlyHint false (and destructive), idempotent -> the hint.
+    # Annotations: mutates=False -> readOnlyHint true; mutates=True -> false (and
+    # destructive); undeclared -> not read-only; idempotent -> the hint.
     assert tools["add"]["annotations"] == {"readOnlyHint": True, "idempotentHint": True}
     assert tools["save_note"]["annotations"] == {
         "readOnlyHint": False,
@@ -64,6 +65,7 @@ def check_report(report: dict[str, Any]) -> None:
         "idempotentHint": False,
     }
     assert tools["delete_file"]["annotations"]["readOnlyHint"] is False
+    assert tools["forecast"]["annotations"]["readOnlyHint"] is False
     assert tools["add"]["description"] == "Add two integers."
     assert tools["add"]["inputSchema"]["properties"] == {
         "a": {"type": "integer"},

@@ -32,7 +32,7 @@ def wire(result: types.CallToolResult) -> dict[str, Any]:
     return dumped
 
 
-@operative.tool(idempotent=True)
+@operative.tool(idempotent=True, mutates=False)
 async def lookup(key: str) -> str:
     """Look a key up."""
     return key

@@ -18,7 +18,7 @@ from operative import ToolContext
 from operative.testing import ScriptedModel
 
 
-@operative.tool(idempotent=True)
+@operative.tool(idempotent=True, mutates=False)
 async def add(a: int, b: int) -> int:
     """Add two integers."""
     return a + b
@@ -88,7 +88,7 @@ async def delete_file(path: str) -> str:
     return f"deleted {path}"
 
 
-@operative.tool
+@operative.tool(mutates=False)
 async def word_count(text: str) -> int:
     """Count the words of a text."""
     return len(text.split())
