@@ -17,6 +17,7 @@ from ._core._codec import encode as encode
 from ._core._errors import AgentContractError as AgentContractError
 from ._core._errors import AllProvidersFailed as AllProvidersFailed
 from ._core._errors import ApprovalError as ApprovalError
+from ._core._errors import ApprovalStateError as ApprovalStateError
 from ._core._errors import AsyncDefinitionLoadError as AsyncDefinitionLoadError
 from ._core._errors import BudgetExceededError as BudgetExceededError
 from ._core._errors import CleanupError as CleanupError
@@ -138,6 +139,7 @@ __all__ = [
     "ApprovalDecision",
     "ApprovalError",
     "ApprovalPolicy",
+    "ApprovalStateError",
     "AsyncDefinitionLoadError",
     "Authority",
     "Budget",

@@ -50,6 +50,7 @@ __all__ = [
     "AllProvidersFailed",
     "ApprovalError",
     "ApprovalErrorReason",
+    "ApprovalStateError",
     "AsyncDefinitionLoadError",
     "BudgetExceededError",
     "CleanupError",
@@ -126,6 +127,7 @@ ApprovalErrorReason = Literal[
     "unversioned-tool",
     "malformed",
     "deadline-passed",
+    "state-unavailable",
 ]
 
 
@@ -139,6 +141,21 @@ class ApprovalError(OperativeError):
     def __init__(self, message: str, *, reason: ApprovalErrorReason) -> None:
         super().__init__(message)
         self.reason: ApprovalErrorReason = reason
+
+
+class ApprovalStateError(ApprovalError):
+    """The approval-state store failed while an approval was being used up: bookkeeping,
+    not the tool's failure and not a rejected approval (``reason`` is
+    ``"state-unavailable"``; the store's own error is the ``__cause__``).
+
+    The call did not run and the approval was not used: resume (or deny) the same
+    approval again once the store answers. A store that failed after it had recorded the
+    use, and could not take it back, makes a later try a ``"replayed"`` refusal: the
+    call never runs twice.
+    """
+
+    def __init__(self, message: str, *, reason: ApprovalErrorReason = "state-unavailable") -> None:
+        super().__init__(message, reason=reason)
 
 
 class InvalidResponseError(OperativeError):

@@ -10,6 +10,12 @@ make one file safe for many processes. A new connection checks the file (see
 machine may lose the last commits, never corrupt the file; a killed process loses
 nothing it committed) and brings its schemas up to date (see :mod:`._migrate`).
 
+Private files: a database holds transcripts, so a file this module creates is ``0600``
+(owner read and write only, whatever the umask): :func:`create_private` makes it empty
+before SQLite opens it, and SQLite gives the ``-wal`` and ``-shm`` files it creates the
+database file's mode. An existing file keeps its mode (the user chose it); so does a
+database SQLite creates where this module could not (it then reports the problem).
+
 Busy: SQLite's own busy wait cannot be interrupted, so connections have none: a call
 that finds another writer holding the lock pauses in its worker thread (1 ms, doubling
 up to 100 ms; a cancel ends the pause at once) and tries again, until ``busy_timeout``
@@ -61,7 +67,14 @@ from ._migrate import Schema, migrate
 from ._sqlite_dialect import SQLITE
 from ._sqlite_file import check_database_file, raise_for_database_file
 
-__all__ = ["SqliteDatabase", "check_busy_timeout", "check_path", "run_in_worker_thread"]
+__all__ = [
+    "PRIVATE_FILE",
+    "SqliteDatabase",
+    "check_busy_timeout",
+    "check_path",
+    "create_private",
+    "run_in_worker_thread",
+]
 
 _T = TypeVar("_T")
 _FIRST_PAUSE = 0.001  # seconds before a locked call's second try; doubles each time
@@ -114,6 +127,29 @@ def _run_here(conn: sqlite3.Connection, work: Callable[[Any], _T]) -> _T | _Lock
         if getattr(exc, "sqlite_errorcode", 0) & 0xFF in _BUSY_CODES:
             return _LOCKED
         raise
+
+
+PRIVATE_FILE = 0o600
+"""The mode of a database file this module creates (see the module docstring)."""
+
+
+def create_private(path: str) -> None:
+    """Create ``path`` empty with mode ``0600`` when nothing is there; an existing file
+    (or anything else at ``path``) is left exactly as it is.
+
+    A path that cannot be created here (a missing directory, no permission) is left for
+    SQLite, which names the problem in its own error when it opens the file.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, PRIVATE_FILE)
+    except OSError:
+        return
+    try:
+        if hasattr(os, "fchmod"):  # a umask may take the owner's bits off: exactly 0600
+            os.fchmod(fd, PRIVATE_FILE)
+    finally:
+        os.close(fd)
 
 
 def check_path(path: object, *, owner: str, hint: str) -> str:
@@ -259,6 +295,7 @@ class SqliteDatabase(Database):
                 conn.execute("COMMIT")
 
     def _connect(self) -> sqlite3.Connection:
+        create_private(self._path)  # before SQLite creates it with the umask's mode
         conn = sqlite3.connect(
             self._path,
             # No busy wait: SQLite's cannot be interrupted, and a brief write must not

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import operator
+import os
 import re
 import zlib
 from collections.abc import Awaitable, Callable, Sequence
@@ -153,8 +154,10 @@ def _note_tool(notes: Path) -> Tool:
         """Save a note for the user (asks the user's approval first)."""
 
         def append() -> None:
-            notes.parent.mkdir(parents=True, exist_ok=True)
-            with notes.open("a", encoding="utf-8") as file:
+            # Private: created 0600 (its directory 0700); an existing file keeps its mode.
+            notes.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(notes, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            with open(fd, "a", encoding="utf-8") as file:
                 file.write(text.rstrip("\n") + "\n")
 
         await trio.to_thread.run_sync(append)

@@ -168,7 +168,10 @@ async function turn(body) {
     "run.error": d => el("error", "The run failed: " + d.error_type + ": " + d.error),
     "turn.error": d => {
       failed = true;
-      el("error", d.error_type + (d.reason ? " (" + d.reason + ")" : "") + ": " + d.message);
+      // The approval store failed: the approval was not used, so its card stays.
+      const open = d.error_type === "ApprovalStateError" || d.reason === "state-unavailable";
+      el("error", d.error_type + (d.reason ? " (" + d.reason + ")" : "") + ": " + d.message +
+        (open ? " (the approval is still open: choose Approve or Deny again)" : ""));
     },
     "turn.completed": d => {
       state.history = d.history;
@@ -221,7 +224,8 @@ async function decide(callId, approved, card) {
   for (const b of card.querySelectorAll("button")) b.disabled = true;
   const ok = await turn({ decisions: [{ approval: approval, approved: approved,
     reason: approved ? "" : "the user said no" }] });
-  if (ok) card.remove();
+  if (ok) card.remove();  // else it stays, still pending, its buttons enabled again
+  else for (const b of card.querySelectorAll("button")) b.disabled = false;
 }
 
 document.getElementById("composer").addEventListener("submit", async event => {

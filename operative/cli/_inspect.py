@@ -4,7 +4,9 @@ a Temporal cluster: see :mod:`._temporal`) holds, and ``runs cancel``."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
+import math
 import re
 import shlex
 import time
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import trio
 
+from .._core._errors import InvalidArgument
 from ..durable._records import RunRecord
 from ..runstore import RunDetail, RunSummary
 from ..sessions import parse_duration
@@ -44,25 +47,59 @@ _SHORT = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
+_EARLIEST = 0.0
+"""1970-01-01T00:00Z: no run was created before it, and a time before it is a negative
+timestamp, which some platforms (and Temporal's list filter) cannot represent."""
+_FORMS = (
+    "give a duration ('30m', '2h', '7d', 'PT1H') or an ISO date or time ('2026-11-30', "
+    "'2026-11-30T09:00')"
+)
+
+
 def parse_since(text: str, *, now: float | None = None) -> float:
-    """``90s``, ``15m``, ``2h``, ``7d``, ``1w``, ``PT1H`` (that long ago) or an ISO date/time."""
+    """``90s``, ``15m``, ``2h``, ``7d``, ``1w``, ``PT1H`` (that long ago) or an ISO date/time.
+
+    The moment must lie between 1970-01-01 (UTC) and ``now``: a date before it (or one
+    Python cannot turn into a time, such as ``0001-01-01`` in a zone east of UTC), a
+    duration reaching back before it (``99999999d``) or a time in the future
+    (``9999-12-31``) is a :class:`UsageError` naming the problem, never a traceback or a
+    listing that cannot match.
+    """
     now = time.time() if now is None else now
+    shown = repr(text) if len(text) <= 60 else repr(text[:57] + "...")
     short = _SHORT.match(text.strip())
+    moment: float | None = None
     if short is not None:
-        return now - float(short.group(1)) * _UNITS[short.group(2)]
-    if text.upper().startswith("P"):
+        moment = now - float(short.group(1)) * _UNITS[short.group(2)]
+    elif text.upper().startswith("P"):
+        with contextlib.suppress(InvalidArgument, ValueError, OverflowError):
+            moment = now - parse_duration(text)
+    duration = moment is not None
+    if moment is None:
         try:
-            return now - parse_duration(text)
-        except Exception:
-            pass
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
+            parsed = datetime.fromisoformat(text)
+        except ValueError:
+            raise UsageError(f"--since {shown}: {_FORMS}") from None
+        try:
+            moment = parsed.timestamp()
+        except (ValueError, OverflowError, OSError):
+            moment = -math.inf  # too far back to be a time on this machine
+    if not moment >= _EARLIEST:  # also NaN: a duration too long to be a number
+        if duration:
+            raise UsageError(
+                f"--since {shown} reaches back before 1970-01-01, out of range: give a "
+                "shorter duration, or leave the filter out to list every run"
+            )
         raise UsageError(
-            f"--since {text!r}: give a duration ('30m', '2h', '7d', 'PT1H') or an ISO date "
-            "or time ('2026-11-30', '2026-11-30T09:00')"
-        ) from None
-    return moment.timestamp()
+            f"--since {shown} is before 1970-01-01, out of range: give a later date, or "
+            "leave the filter out to list every run"
+        )
+    if moment > now:
+        raise UsageError(
+            f"--since {shown} is in the future, so no run can match: give a time in the "
+            "past, such as '7d' or an earlier date"
+        )
+    return moment
 
 
 def _when(epoch: float) -> str:

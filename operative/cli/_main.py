@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import importlib
+import logging
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import unicodedata
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -22,10 +25,12 @@ from ._errors import (
     EXIT_OK,
     EXIT_TERMINATED,
     EXIT_USAGE,
+    NO_ROOM_WORDS,
     UsageError,
+    no_room,
 )
 from ._interrupt import until_interrupted
-from ._invocation import invocation
+from ._invocation import command_line, invocation
 from ._mcp import add_mcp_command
 from ._output import Output
 from ._state import default_data_dir
@@ -85,6 +90,20 @@ def _port(text: str) -> int:
     return port
 
 
+def _name(text: str) -> str:
+    """A run id, session id or agent name as given; one holding a control character (NUL,
+    a newline, an escape: nothing an id is made of, and a terminal would act on it) is
+    refused before anything is opened."""
+    bad = next((c for c in text if unicodedata.category(c) == "Cc"), None)
+    if bad is not None:
+        shown = repr(text) if len(text) <= 60 else repr(text[:57] + "...")
+        raise argparse.ArgumentTypeError(
+            f"{shown} holds a control character ({bad!r}): ids and names are printable "
+            "text (copy an existing one from `runs list` or `sessions list`)"
+        )
+    return text
+
+
 def build_parser(env: Mapping[str, str], *, prog: str = "operative") -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
     common.add_argument(
@@ -125,7 +144,9 @@ def build_parser(env: Mapping[str, str], *, prog: str = "operative") -> argparse
         "durable turn of a SQLite-stored session, printing its progress and answer.",
     )
     demo.add_argument("prompt", nargs="?", default=DEMO_PROMPT, help="what to ask")
-    demo.add_argument("--session", default="demo", help="the session (default: %(default)s)")
+    demo.add_argument(
+        "--session", type=_name, default="demo", help="the session (default: %(default)s)"
+    )
     demo.set_defaults(handler=run_demo, needs_stdin=False)
 
     chat = commands.add_parser(
@@ -136,7 +157,9 @@ def build_parser(env: Mapping[str, str], *, prog: str = "operative") -> argparse
         "the session; the reply streams as it arrives, and saving a note asks for your "
         "approval (y/n). /quit or end of input (Ctrl-D) ends the chat.",
     )
-    chat.add_argument("--session", default="chat", help="the session (default: %(default)s)")
+    chat.add_argument(
+        "--session", type=_name, default="chat", help="the session (default: %(default)s)"
+    )
     chat.set_defaults(handler=run_chat, needs_stdin=True)
 
     runs = commands.add_parser(
@@ -147,15 +170,15 @@ def build_parser(env: Mapping[str, str], *, prog: str = "operative") -> argparse
         "list", parents=[common, listing, temporal], help="list runs, newest first"
     )
     runs_ls.add_argument("--status", choices=("running", "completed", "aborted", "error"))
-    runs_ls.add_argument("--agent", help="only runs of this agent")
-    runs_ls.add_argument("--session", help="only runs of this session")
+    runs_ls.add_argument("--agent", type=_name, help="only runs of this agent")
+    runs_ls.add_argument("--session", type=_name, help="only runs of this session")
     runs_ls.add_argument("--since", help="created since: '30m', '2h', '7d', 'PT1H' or an ISO time")
     runs_ls.add_argument("--limit", type=int, default=20, help="at most this many (%(default)s)")
     runs_ls.set_defaults(handler=runs_list)
     runs_sh = runs.add_parser(
         "show", parents=[common, listing, temporal], help="one run, step by step"
     )
-    runs_sh.add_argument("run_id", metavar="RUN_ID")
+    runs_sh.add_argument("run_id", metavar="RUN_ID", type=_name)
     runs_sh.add_argument(
         "--html", metavar="FILE", help="write the run's page (timeline, transcript) to FILE"
     )
@@ -168,7 +191,7 @@ def build_parser(env: Mapping[str, str], *, prog: str = "operative") -> argparse
         "worker holding one aborts it (its tool calls in flight cancelled) at its next "
         "lease renewal or journal write, or within a heartbeat on Temporal.",
     )
-    runs_cn.add_argument("run_id", metavar="RUN_ID")
+    runs_cn.add_argument("run_id", metavar="RUN_ID", type=_name)
     runs_cn.add_argument(
         "--reason", default="cancelled", help="why, kept with the run (default: %(default)s)"
     )
@@ -178,14 +201,14 @@ def build_parser(env: Mapping[str, str], *, prog: str = "operative") -> argparse
     actions = sessions.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
     actions.required = True
     sessions_ls = actions.add_parser("list", parents=[common, listing], help="list sessions")
-    sessions_ls.add_argument("--agent", help="only sessions of this agent")
+    sessions_ls.add_argument("--agent", type=_name, help="only sessions of this agent")
     sessions_ls.set_defaults(handler=sessions_list)
     for name, handler, what in (
         ("show", sessions_show, "a session's transcript and runs"),
         ("delete", sessions_delete, "delete a session"),
     ):
         action = actions.add_parser(name, parents=[common, listing], help=what)
-        action.add_argument("session_id", metavar="ID")
+        action.add_argument("session_id", metavar="ID", type=_name)
         action.set_defaults(handler=handler)
 
     recover = commands.add_parser(
@@ -246,23 +269,134 @@ def main(
         command = functools.partial(handler, args, out, env)
     else:
         command = functools.partial(handler, args, out)
+    with _library_logs(out) as logs:
+        code, full = _run_command(out, args, command)
+        if not full:
+            logs.print_held()
+    return code
+
+
+def _run_command(
+    out: Output, args: argparse.Namespace, command: Callable[[], Awaitable[int]]
+) -> tuple[int, bool]:
+    """The command's exit code, and whether it stopped on a full disk."""
     try:
         code = trio.run(until_interrupted, command)
     except BaseExceptionGroup as group:
         # Ctrl-C reaches the command through whatever nurseries were open: unwrap it.
         if group.split(KeyboardInterrupt)[0] is not None:
-            return _interrupted(out)
+            return _interrupted(out), False
+        full = no_room(group)
+        if full is not None:
+            return _disk_full(out, args, full), True
         sole = _sole(group)
         if sole is None or not isinstance(sole, OperativeError):
             raise
-        return _failed(out, sole)
+        return _failed(out, sole), False
     except KeyboardInterrupt:
-        return _interrupted(out)
-    except OperativeError as exc:
-        return _failed(out, exc)
+        return _interrupted(out), False
+    except Exception as exc:
+        full = no_room(exc)
+        if full is not None:
+            return _disk_full(out, args, full), True
+        if not isinstance(exc, OperativeError):
+            raise
+        return _failed(out, exc), False
     if isinstance(code, signal.Signals):
-        return _interrupted(out, code)
-    return code
+        return _interrupted(out, code), False
+    return code, False
+
+
+def _disk_full(out: Output, args: argparse.Namespace, error: BaseException) -> int:
+    """One line naming the full disk and what to do; exit code 2 (the machine's state,
+    not a failed run: nothing is wrong with the command or its data)."""
+    data_dir = getattr(args, "data_dir", None)
+    if isinstance(error, OSError):
+        detail = error.strerror or str(error)
+        if error.filename is not None:
+            target = str(error.filename)
+        elif data_dir is not None:
+            target = f"to {data_dir} or to the output"
+        else:
+            target = "to the output"
+    else:
+        detail = f"SQLite: {error}"
+        target = f"to {data_dir}" if data_dir is not None else "to a database"
+    todo = "free some space (or pass another --data-dir), then run the command again"
+    if getattr(args, "command", None) in ("demo", "chat", "recover", "serve"):
+        todo += f"; `{command_line(args, 'recover')}` finishes a durable run it stopped"
+    with contextlib.suppress(OSError):  # standard error on the full disk too: nowhere to say it
+        out.error(f"the disk is full ({detail}): cannot write {target}: {todo}")
+    _drop_unwritten(out)
+    return EXIT_USAGE
+
+
+def _drop_unwritten(out: Output) -> None:
+    """Output a full disk would not take is dropped, so the interpreter's last flush of
+    standard output does not fail again (with a message of its own) as it exits."""
+    stream = out.stdout
+    try:
+        stream.flush()
+    except OSError:
+        if stream is sys.stdout:
+            with contextlib.suppress(OSError, ValueError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, stream.fileno())
+                os.close(devnull)
+
+
+class _LogLines(logging.Handler):
+    """The library's warnings and errors, one ``operative: warning: ...`` line each on
+    standard error, never a traceback (an exception is named after the message).
+
+    A record of a full disk waits: the command's last line then says the disk is full,
+    and the record is printed only if the command ends otherwise.
+    """
+
+    def __init__(self, out: Output) -> None:
+        super().__init__(logging.WARNING)
+        self._out = out
+        self._held: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage()
+            error = record.exc_info[1] if record.exc_info else None
+            if error is not None:
+                text += f" ({type(error).__name__}: {error})"
+            # "warning" at every level: the command's own last line says how it ended.
+            line = f"warning: {' '.join(text.split())}"
+            if (error is not None and no_room(error) is not None) or any(
+                words in text for words in NO_ROOM_WORDS
+            ):
+                self._held.append(line)
+            else:
+                self._out.warn(line)
+        except Exception:  # standard error itself failed: nowhere left to say anything
+            pass
+
+    def print_held(self) -> None:
+        """Print the records held back."""
+        held, self._held = self._held, []
+        for line in held:
+            with contextlib.suppress(Exception):
+                self._out.warn(line)
+
+
+@contextlib.contextmanager
+def _library_logs(out: Output) -> Iterator[_LogLines]:
+    """The library's log records as :class:`_LogLines` while the command runs, unless
+    logging is configured already (by a program calling :func:`main`, or a test)."""
+    handler = _LogLines(out)
+    logger = logging.getLogger("operative")
+    if logging.getLogger().handlers or logger.handlers:
+        yield handler  # never called: the records go where they are configured to
+        return
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
 
 
 def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException | None:

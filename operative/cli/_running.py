@@ -14,7 +14,7 @@ from .._core._errors import OperativeError
 from ..durable import recover
 from ..sessions import SessionPersistenceError, open_session
 from ._agents import CHAT_AGENT, DEMO_AGENT, chat_agent, demo_agent
-from ._errors import EXIT_FAILED, EXIT_OK, UsageError
+from ._errors import EXIT_FAILED, EXIT_OK, UsageError, no_room
 from ._invocation import command_line
 from ._models import ModelChoice, choose_model, open_generate
 from ._output import Observed, Output, Progress, describe_cost, shorten, tokens
@@ -99,6 +99,8 @@ async def run_demo(args: argparse.Namespace, out: Output, env: Mapping[str, str]
                     result = await session.run(args.prompt)
                 except SessionPersistenceError as exc:
                     progress.end_line()
+                    if no_room(exc) is not None:
+                        raise  # the command says the disk is full (see _main)
                     out.error(f"the run ended but could not be stored: {exc}")
                     return EXIT_FAILED
             run_id = session.session.runs[-1].run_id
@@ -187,6 +189,8 @@ async def run_chat(
                         unstored = exc
                 progress.end_line()
                 if unstored is not None:
+                    if no_room(unstored) is not None:
+                        raise unstored  # every later turn would fail too: see _main
                     out.error(f"the turn ran but could not be stored: {unstored}")
                     failed = True
                     continue

@@ -3,6 +3,12 @@
 A data directory that cannot be one (a file, a path through a file, a directory nobody
 may read or write) is a :class:`UsageError` naming the path and what to do, found before
 anything is created or written; so is a database the command cannot open.
+
+What it holds is private: transcripts, notes, the approval secret. A data directory the
+command creates is ``0700`` (its missing parents get the usual mode), and every file it
+creates there is ``0600``: the database (SQLite gives its ``-wal`` and ``-shm`` files the
+database's mode), ``notes.txt`` and ``approval-secret``. A directory or file that already
+exists keeps its mode: the command never changes a mode it did not set.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from ._errors import UsageError
+from ._errors import UsageError, no_room
 
 if TYPE_CHECKING:  # loaded by open_state, so the parser (and --help) stays light
     from ..durable import SqliteCheckpointStore, SqliteEngine
@@ -25,7 +31,15 @@ if TYPE_CHECKING:  # loaded by open_state, so the parser (and --help) stays ligh
     from ..runstore import SqliteRunStore
     from ..sessions import SessionStore
 
-__all__ = ["DATABASE", "State", "check_data_dir", "default_data_dir", "open_state"]
+__all__ = [
+    "DATABASE",
+    "PRIVATE_DIR",
+    "State",
+    "check_data_dir",
+    "default_data_dir",
+    "make_data_dir",
+    "open_state",
+]
 
 DATABASE = "operative.db"
 
@@ -116,11 +130,16 @@ def check_data_dir(data_dir: Path, *, writing: bool = False) -> bool:
     return exists
 
 
+PRIVATE_DIR = 0o700
+"""The mode of a data directory the command creates (only its owner may enter it)."""
+
+
 def make_data_dir(data_dir: Path) -> None:
-    """Check ``data_dir`` for writing and create it (with its parents) when missing."""
+    """Check ``data_dir`` for writing and create it (``0700``; its parents with the usual
+    mode) when missing; an existing directory keeps its mode."""
     check_data_dir(data_dir, writing=True)
     try:
-        data_dir.mkdir(parents=True, exist_ok=True)
+        data_dir.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
     except OSError as error:
         raise UsageError(
             f"--data-dir {data_dir}: cannot create the directory ({_why(error)}): {_ANOTHER}"
@@ -172,6 +191,8 @@ async def open_state(data_dir: Path, *, create: bool = True) -> AsyncIterator[St
         try:
             await kv.get("operative.cli")  # opens (and checks) the file now
         except sqlite3.Error as error:
+            if no_room(error) is not None:
+                raise  # the command says the disk is full, and what to do
             raise UsageError(
                 f"cannot open the database {path} (SQLite: {error}): {_ANOTHER}"
             ) from None

@@ -5,6 +5,11 @@ that decides what would run and for whom: the call, the tool and its version, a 
 of the arguments, the request's authority, audience, agent and run, and its lifetime.
 A resume verifies the signature, the expiry and the resuming request's identity, then
 consumes the approval exactly once through a conditional write to the state store.
+
+A state store that fails while an approval is being consumed (a locked database, a lost
+connection, a full disk) is :class:`~operative.ApprovalStateError`, not the tool's
+failure: the call has not run, and the approval is still usable. A consumer that wrote
+its marker before the store failed takes it back (it recognises its own by a nonce).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import attrs
 import msgspec
 import trio
 
-from .._core._errors import ApprovalError, ConflictError, InvalidArgument
+from .._core._errors import ApprovalError, ApprovalStateError, ConflictError, InvalidArgument
 from .._core._types import Authority, PendingApproval, RequestContext, ToolCall
 from ..kvstore import ConditionalTextValueStore, Delete, Put
 from ._tool import Tool
@@ -240,28 +245,45 @@ class Approvals:
         return checked
 
     async def consume_or_release(self, approval: PendingApproval, decision: str) -> None:
-        """:meth:`consume`, but a consume cut short by cancellation is taken back.
+        """:meth:`consume`, but a consume cut short by cancellation, or by a store that
+        failed, is taken back.
 
-        A store may commit and then deliver the caller's cancellation; the call then never
-        runs, so the marker this consumer wrote (recognised by its nonce) is deleted under
-        a shield, and the approval stays usable. A marker written by anyone else stays.
+        A store may commit and then deliver the caller's cancellation (or fail to report
+        its commit); the call then never runs, so the marker this consumer wrote
+        (recognised by its nonce) is deleted, under a shield when cancelled, and the
+        approval stays usable. A marker written by anyone else stays.
         """
         nonce = os.urandom(8).hex()
         try:
             await self.consume(approval, decision, nonce=nonce)
         except trio.Cancelled:
-            with trio.CancelScope(shield=True), trio.move_on_after(_RELEASE_TIMEOUT):
-                key = APPROVAL_KEY_PREFIX + approval.approval_id
-                stored = await self.state.get(key)
-                if stored is not None and nonce in stored.value:
-                    with contextlib.suppress(ConflictError):
-                        await self.state.conditional_batch(
-                            [Delete(key=key, expected_version=stored.version)]
-                        )
+            with trio.CancelScope(shield=True):
+                await self._release(approval, nonce)
+            raise
+        except ApprovalStateError:
+            await self._release(approval, nonce)
             raise
 
+    async def _release(self, approval: PendingApproval, nonce: str) -> None:
+        """Delete this consumer's marker of ``approval``, if it is there; best effort, for
+        at most ``_RELEASE_TIMEOUT`` seconds (a store still failing leaves it to the
+        store: nothing was written, or a later try is refused as ``replayed``)."""
+        with trio.move_on_after(_RELEASE_TIMEOUT), contextlib.suppress(Exception):
+            key = APPROVAL_KEY_PREFIX + approval.approval_id
+            stored = await self.state.get(key)
+            if stored is not None and nonce in stored.value:
+                await self.state.conditional_batch(
+                    [Delete(key=key, expected_version=stored.version)]
+                )
+
     async def consume(self, approval: PendingApproval, decision: str, *, nonce: str = "") -> None:
-        """Mark ``approval`` used, once; a second consumer gets ``replayed``."""
+        """Mark ``approval`` used, once; a second consumer gets ``replayed``.
+
+        Raises:
+            ApprovalError: ``replayed``: another consumer used it first.
+            ApprovalStateError: the state store failed (any error of its write); the
+                approval was not used, and can be tried again.
+        """
         # The expiry lets a sweeper drop markers of approvals that can no longer verify.
         record = _canonical(
             {
@@ -280,6 +302,13 @@ class Approvals:
                 "call at most once",
                 reason="replayed",
             ) from None
+        except Exception as exc:
+            verb = "denied" if decision == "denied" else "run"
+            raise ApprovalStateError(
+                f"approval {approval.approval_id} was not used: the approval-state store "
+                f"failed while recording it ({type(exc).__name__}: {exc}), so the call was "
+                f"not {verb}; try the same approval again once the store answers"
+            ) from exc
 
     async def needs_approval(
         self,

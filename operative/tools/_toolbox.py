@@ -406,6 +406,9 @@ class Toolbox:
             ApprovalError: the approval was altered, expired, already used, is resumed
                 for another identity, or its tool is gone or changed version. A rejected
                 approval is not consumed.
+            ApprovalStateError: the approval-state store failed while the approval was
+                being used up (``reason`` ``"state-unavailable"``): the call did not run
+                and the approval is still usable; resume it again once the store answers.
         """
         if request_context is None and context is not None:
             request_context = context.request_context
@@ -460,6 +463,8 @@ class Toolbox:
         Raises:
             ApprovalError: as :meth:`resume_approval` (except for tool changes, which do
                 not matter to a refusal).
+            ApprovalStateError: as :meth:`resume_approval`: the store failed, the call
+                is not denied yet, and the approval can be denied (or resumed) again.
         """
         checked = self._approvals.verify(approval, request_context)
         await self._approvals.consume(checked, "denied")
