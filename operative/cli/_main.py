@@ -223,15 +223,53 @@ def build_parser(env: Mapping[str, str], *, prog: str = "operative") -> argparse
     serve = commands.add_parser(
         "serve",
         parents=[common, model],
-        help="serve the stateless chat host: a web page and POST /api/turn",
-        description="Serve a chat page at / and its HTTP API at /api/turn (server-sent "
-        "events). The client keeps the conversation; saving a note parks for approval and "
-        "a later request resumes it. Approvals are signed with $OPERATIVE_APPROVAL_SECRET, "
-        "else a secret generated once into the data directory.",
+        help="serve an agent over HTTP: a chat page, /api/turn, /api/chat, /api/agui, /runs",
+        description="Serve an agent (the chat agent, or MODULE:OBJECT, your own) on one "
+        "port: a chat page at /, operative's turn protocol at /api/turn, the Vercel AI "
+        "SDK's at /api/chat, AG-UI at /api/agui, and the run viewer at /runs. The client "
+        "keeps the conversation; a call that needs approval parks and a later request "
+        "resumes it. Approvals are signed with $OPERATIVE_APPROVAL_SECRET, else a secret "
+        "generated once into the data directory. Only this machine's loopback names are "
+        "answered unless --allow-host names others; bound beyond loopback, every request "
+        "needs a token (--token, $OPERATIVE_SERVE_TOKEN, or one generated and printed).",
+    )
+    serve.add_argument(
+        "target",
+        metavar="MODULE:OBJECT",
+        nargs="?",
+        help="your agent (made by create_agent; a function returning one is called); "
+        "default: the chat agent",
+    )
+    serve.add_argument(
+        "--app-dir",
+        type=Path,
+        metavar="DIR",
+        help="import MODULE from DIR (default: the current directory)",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address (default: %(default)s)")
     serve.add_argument(
         "--port", type=_port, default=8000, help="port, 0 for a free one (default: %(default)s)"
+    )
+    serve.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="answer requests for this Host too (repeatable; '*' for any), e.g. behind a "
+        "reverse proxy",
+    )
+    serve.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="let a front end on this origin call the APIs (repeatable), e.g. "
+        "http://localhost:5173",
+    )
+    serve.add_argument(
+        "--token",
+        help="the bearer token every request needs (default: $OPERATIVE_SERVE_TOKEN; "
+        "bound beyond loopback, one is generated and printed)",
     )
     serve.set_defaults(handler=run_serve, needs_stdin=False)
     add_mcp_command(commands, _Parser)
