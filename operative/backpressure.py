@@ -34,7 +34,7 @@ import trio
 from ._core._errors import InvalidArgument
 from ._core._model import GenerateRequest
 from ._core._types import Usage
-from .budgets import usage_tokens
+from .budgets._budget import charged_tokens
 
 __all__ = [
     "BackpressureNotify",
@@ -339,9 +339,10 @@ class _LimiterSlot:
         self._tokens = 0
 
     def record(self, usage: Usage | None) -> None:
-        """Replace the estimate with the tokens the attempt reported."""
+        """Replace the estimate with the tokens the attempt reported. The limiter is
+        never credited tokens: usage with a negative count is refused (``InvalidArgument``)."""
         if usage is not None and self._entry is not None:
-            self._owner._correct(self._entry, usage_tokens(usage))
+            self._owner._correct(self._entry, charged_tokens(usage, "GenerateLimiter"))
 
     async def __aenter__(self) -> _LimiterSlot:
         await trio.lowlevel.checkpoint()

@@ -25,7 +25,7 @@ import trio
 
 from ..hooks import call_hook
 from ._deltas import deliver_deltas
-from ._errors import HookError
+from ._errors import HookError, InvalidResponseError
 from ._event_hub import DeltaDelivery
 from ._events import (
     BackpressureApplied,
@@ -40,7 +40,13 @@ from ._events import (
     UsageAccumulated,
 )
 from ._extension import Settle, charge_extensions
-from ._model import GenerateRequest, GenerateResponse, checked_response, response_problem
+from ._model import (
+    GenerateRequest,
+    GenerateResponse,
+    checked_response,
+    response_problem,
+    usage_problem,
+)
 from ._options import _NO_HOOKS as NO_HOOKS
 from ._run_state import NO_USAGE, Inflight, RunState
 from ._types import Usage
@@ -248,9 +254,9 @@ class GeneratePhase:
                 break
             except Exception as exc:
                 # A failed attempt that reported usage was still paid for.
-                spent = getattr(exc, "usage", None)
+                spent = failed_usage(exc)
                 settles: tuple[Settle, ...] = ()
-                if isinstance(spent, Usage):
+                if spent is not None:
                     inflight.usage = inflight.usage + spent
                     state.usage = state.usage + spent
                     if ext.spent:
@@ -268,7 +274,7 @@ class GeneratePhase:
                             error=str(exc),
                             error_type=type(exc).__name__,
                             retryable=retrying,
-                            usage=spent if isinstance(spent, Usage) else NO_USAGE,
+                            usage=spent if spent is not None else NO_USAGE,
                         )
                     )
                 if not retrying:
@@ -346,10 +352,30 @@ class GeneratePhase:
         return response
 
 
+def failed_usage(exc: Exception) -> Usage | None:
+    """What a failed attempt reported spending (its error's ``usage``), if it did.
+
+    Raises:
+        InvalidResponseError: the usage has a negative count, or more cached tokens
+            than its total (see :func:`usage_problem`); it is not recorded.
+    """
+    spent = getattr(exc, "usage", None)
+    if not isinstance(spent, Usage):
+        return None
+    problem = usage_problem(spent)
+    if problem is not None:
+        raise InvalidResponseError(
+            f"the generate function failed ({type(exc).__name__}: {exc}) and reported "
+            f"usage the loop cannot count: {problem}. Fix the generate function (a "
+            "provider adapter or a test double); this usage was not recorded."
+        ) from exc
+    return spent
+
+
 def charge_failed(state: RunState, run: ActiveRun, exc: Exception, inflight: Inflight) -> None:
     """A plain attempt raised ``exc``: what it reported spending was still paid for."""
-    spent = getattr(exc, "usage", None)
-    if isinstance(spent, Usage):
+    spent = failed_usage(exc)
+    if spent is not None:
         inflight.usage = inflight.usage + spent
         state.usage = state.usage + spent
         spending = state.ext.spent

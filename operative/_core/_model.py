@@ -13,7 +13,13 @@ from ._errors import InvalidArgument, InvalidResponseError
 from ._output import OutputMode
 from ._types import ToolCall, ToolSpec, Usage
 
-__all__ = ["GenerateFunction", "GenerateRequest", "GenerateResponse", "checked_response"]
+__all__ = [
+    "GenerateFunction",
+    "GenerateRequest",
+    "GenerateResponse",
+    "checked_response",
+    "usage_problem",
+]
 
 
 class GenerateRequest(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -88,6 +94,12 @@ class GenerateResponse(msgspec.Struct, frozen=True, kw_only=True, gc=False):
                         and usage.cache_write.__class__ is int
                         and usage.reasoning.__class__ is int
                         and usage.estimated.__class__ is bool
+                        and usage.prompt >= 0
+                        and usage.completion >= 0
+                        and usage.cache_read >= 0
+                        and usage.cache_write >= 0
+                        and usage.reasoning >= 0
+                        and usage.total >= usage.cache_read + usage.cache_write
                     )
                 )
                 and self.model.__class__ in _OPTIONAL_STR
@@ -178,13 +190,9 @@ def response_problem(response: object) -> str | None:
     if usage is not None:
         if not isinstance(usage, Usage):
             return f"usage is {usage!r}; it must be a Usage record (or None)"
-        for name in _USAGE_FIELDS:
-            count = getattr(usage, name)
-            if not isinstance(count, int) or isinstance(count, bool):
-                return f"usage.{name} is {count!r}; token counts are ints"
-        estimated: object = usage.estimated
-        if not isinstance(estimated, bool):
-            return f"usage.estimated is {estimated!r}; it is a bool"
+        problem = usage_problem(usage)
+        if problem is not None:
+            return problem
     for name in ("model", "stop_reason", "response_id"):
         value = getattr(response, name)
         if not isinstance(value, _OPTIONAL_STR):
@@ -194,6 +202,37 @@ def response_problem(response: object) -> str | None:
         return "metadata must be a dict with str keys"
     problem = json_problem(metadata)
     return None if problem is None else f"metadata is {problem}"
+
+
+def usage_problem(usage: Usage) -> str | None:
+    """What is wrong with ``usage`` (the first problem found), or ``None``.
+
+    Token counts are ints, never negative (a negative count would credit a budget or a
+    rate limit), and the cached tokens (``cache_read + cache_write``), which are part of
+    the prompt ``total`` counts, are no more than ``total`` (a ``total`` of 0 leaves the
+    sum of the parts to count). A provider adapter clamps what a server over-reports,
+    with a warning, before it builds the response.
+    """
+    for name in _USAGE_FIELDS:
+        count = getattr(usage, name)
+        if not isinstance(count, int) or isinstance(count, bool):
+            return f"usage.{name} is {count!r}; token counts are ints"
+        if count < 0:
+            return (
+                f"usage.{name} is {count}; token counts are never negative (count what the "
+                "server reported as 0, or leave usage=None)"
+            )
+    estimated: object = usage.estimated
+    if not isinstance(estimated, bool):
+        return f"usage.estimated is {estimated!r}; it is a bool"
+    cached = usage.cache_read + usage.cache_write
+    if usage.total and cached > usage.total:
+        return (
+            f"usage.cache_read + usage.cache_write is {cached}, more than usage.total "
+            f"({usage.total}); cached tokens are part of the prompt, so count no more of "
+            "them than the server's prompt count"
+        )
+    return None
 
 
 def call_problem(call: ToolCall) -> str | None:

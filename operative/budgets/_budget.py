@@ -181,6 +181,41 @@ OK = BudgetStatus()
 """The status of a charge that crossed nothing (shared)."""
 
 
+_COUNTS = ("prompt", "completion", "total", "cache_read", "cache_write", "reasoning")
+
+
+def charged_tokens(usage: Usage, where: str) -> int:
+    """:func:`usage_tokens` of usage about to be charged by ``where`` (a budget or a rate
+    limit), which is never credited tokens: usage with a negative count is refused.
+
+    A run never gets this far with such usage (the loop refuses the response that
+    carries it with :class:`~operative.InvalidResponseError`); this guards the
+    invariant for whoever charges by hand.
+
+    Raises:
+        InvalidArgument: a count of ``usage`` is negative.
+    """
+    if (
+        min(
+            usage.prompt,
+            usage.completion,
+            usage.total,
+            usage.cache_read,
+            usage.cache_write,
+            usage.reasoning,
+        )
+        < 0
+    ):
+        name = next(name for name in _COUNTS if getattr(usage, name) < 0)
+        raise InvalidArgument(
+            f"{where} was given usage with {name}={getattr(usage, name)}: token counts are "
+            "never negative, and a budget or rate limit is never credited tokens. Count "
+            "what a server reported below zero as 0 (the provider adapters do, with a "
+            "warning)"
+        )
+    return usage_tokens(usage)
+
+
 def usage_tokens(usage: Usage) -> int:
     """The tokens a usage record counts against ``max_tokens``: ``total``, or when a
     provider left it at 0, the sum of the parts."""

@@ -20,6 +20,7 @@ from ._budget import (
     BudgetSpent,
     BudgetStatus,
     BudgetThreshold,
+    charged_tokens,
     usage_tokens,
 )
 from ._monitor import CostBudgetMonitor
@@ -165,7 +166,12 @@ class BudgetTracker:
         """
         if usage is None:
             return self._status()
-        tokens = usage_tokens(usage)
+        tokens = charged_tokens(usage, "BudgetTracker.charge_usage")
+        if cost_usd is not None and not cost_usd >= 0:
+            raise InvalidArgument(
+                f"BudgetTracker.charge_usage was given cost_usd={cost_usd!r}: a cost is a "
+                "number >= 0, and a budget is never credited"
+            )
         self._tokens += tokens
         unpriced: str | None = None
         cost = cost_usd if cost_usd is not None else self._price(usage, model)
@@ -199,7 +205,18 @@ class BudgetTracker:
         return OK
 
     def charge_child(self, spent: BudgetSpent) -> BudgetStatus:
-        """Add what a child run (a subagent given :meth:`remaining`) spent."""
+        """Add what a child run (a subagent given :meth:`remaining`) spent.
+
+        Raises:
+            InvalidArgument: a count of ``spent`` is negative (a budget is never credited).
+        """
+        for name in ("tokens", "cost_usd", "requests", "tool_calls", "unpriced_tokens"):
+            value = getattr(spent, name)
+            if not value >= 0:
+                raise InvalidArgument(
+                    f"BudgetTracker.charge_child was given BudgetSpent with {name}={value!r}: "
+                    "what a child run spent is never negative, and a budget is never credited"
+                )
         self._tokens += spent.tokens
         self._cost += spent.cost_usd
         self._unpriced += spent.unpriced_tokens

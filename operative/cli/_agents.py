@@ -197,10 +197,141 @@ def chat_agent(generate: Any, *, approver: Approver, notes: Path) -> Agent:
 
 
 # -- the offline model -------------------------------------------------------------------
+#
+# The planner reads the user's text on the event loop, so it does linear work only: no
+# pattern below can backtrack over more than one run of characters, and each scanner
+# looks at a character a bounded number of times. Together they find exactly what
+# these three patterns found, which backtracked quadratically (the note's cubically)
+# on text such as "1" * 20_000 or "weather in x" + " " * 20_000 + "#":
+#
+#   weather:    weather\s+(?:in|at|for)\s+([A-Za-z][\w'\- ]*?)\s*(?:[?.,!;]|\band\b|$)
+#   arithmetic: [-(]*\d[\d\s.()]*(?:(?:\*\*|//|[-+*/%])[\s(]*[\d.]+[\d\s.()]*)+
+#   note:       ^\s*(?:remember|note|save a note)\s*(?:that|to|:)?\s*(.+)$  (any case)
 
-_WEATHER = re.compile(r"weather\s+(?:in|at|for)\s+([A-Za-z][\w'\- ]*?)\s*(?:[?.,!;]|\band\b|$)")
-_ARITHMETIC = re.compile(r"[-(]*\d[\d\s.()]*(?:(?:\*\*|//|[-+*/%])[\s(]*[\d.]+[\d\s.()]*)+")
-_NOTE = re.compile(r"^\s*(?:remember|note|save a note)\s*(?:that|to|:)?\s*(.+)$", re.IGNORECASE)
+_SPACES = re.compile(r"\s*")
+_WORD = re.compile(r"\w")
+_WORDS = re.compile(r"\w*")
+
+_WEATHER_LEAD = re.compile(r"weather\s+(?:in|at|for)\s+(?=[A-Za-z])")
+_CITY = re.compile(r"[\w'\- ]*")
+_CITY_END = "?.,!;"
+
+_ARITHMETIC_START = re.compile(r"[-(\d]")
+_SIGNS = re.compile(r"[-(]*")
+_DIGIT = re.compile(r"\d")
+_NUMBERS = re.compile(r"[\d\s.()]*")
+_OPERATOR = re.compile(r"\*\*|//|[-+*/%]")
+_OPENING = re.compile(r"[\s(]*")
+_NUMBER = re.compile(r"[\d.]")
+
+_NOTE_LEAD = re.compile(r"\s*(?:remember|note|save a note)", re.IGNORECASE)
+_NOTE_JOINER = re.compile(r"that|to|:", re.IGNORECASE)
+
+
+def _past(run: re.Pattern[str], text: str, start: int, stop: int | None = None) -> int:
+    """Where the run of ``run``'s characters (a pattern that matches empty) from ``start``
+    ends, looking no further than ``stop``."""
+    found = run.match(text, start, len(text) if stop is None else stop)
+    assert found is not None
+    return found.end()
+
+
+def _cities(text: str) -> list[str]:
+    """The city of every ``weather in <city>`` in ``text``, in order."""
+    cities: list[str] = []
+    size = len(text)
+    dead = 0  # a city starting before this cannot end: an earlier one did not
+    position = 0
+    while (lead := _WEATHER_LEAD.search(text, position)) is not None:
+        start = lead.end()
+        if start < dead:
+            position = lead.start() + 1
+            continue
+        # The city is the shortest start[:end] (its characters ``[\w'\- ]``) after which
+        # spaces lead to punctuation, a word "and", or the end.
+        end, found = start + 1, -1
+        while True:
+            if _WORD.match(text, end) and _WORD.match(text, end - 1):
+                # Inside a word, punctuation, a word "and" or the text's end cannot follow.
+                end = _past(_WORDS, text, end)
+            after = _past(_SPACES, text, end)
+            if after < size and text[after] in _CITY_END:
+                found = after + 1
+            elif (
+                text.startswith("and", after)
+                and not _WORD.match(text, after - 1)
+                and not _WORD.match(text, after + 3)
+            ):
+                found = after + 3
+            elif after == size or (after == size - 1 and text[after] == "\n"):
+                found = after
+            if found >= 0:
+                break
+            # An end among these spaces meets the same character; the next end to try
+            # is past it, if the city's characters reach that far.
+            reach = _past(_CITY, text, end, after + 1)
+            if reach <= after:
+                dead = reach
+                break
+            end = after + 1
+        if found < 0:
+            position = lead.start() + 1
+            continue
+        cities.append(text[start:end])
+        position = found
+    return cities
+
+
+def _expressions(text: str) -> list[str]:
+    """Every arithmetic expression in ``text`` (a number, then operators and numbers)."""
+    expressions: list[str] = []
+    size = len(text)
+    position = 0
+    while (first := _ARITHMETIC_START.search(text, position)) is not None:
+        start = first.start()
+        digit = _past(_SIGNS, text, start)
+        if not _DIGIT.match(text, digit):
+            position = digit + 1  # every start among these signs stops at the same place
+            continue
+        end = _past(_NUMBERS, text, digit + 1)
+        operations = 0
+        while end < size:
+            sign = _OPERATOR.match(text, end)
+            if sign is None:
+                break
+            number = _past(_OPENING, text, sign.end())
+            if not _NUMBER.match(text, number):
+                break
+            end = _past(_NUMBERS, text, number)
+            operations += 1
+        if operations:
+            expressions.append(text[start:end])
+        # Without an operation, every start before ``end`` reaches the same ``end``.
+        position = end
+    return expressions
+
+
+def _note(text: str) -> str | None:
+    """The note of ``remember ...``, ``note ...`` or ``save a note ...``, or ``None``."""
+    lead = _NOTE_LEAD.match(text)
+    if lead is None:
+        return None
+    # The note is the rest of the text (less one final newline), from the first place
+    # tried that leaves it non-empty and on one line: after the spaces and a joiner
+    # ("that", "to", ":") and the spaces after it, each space back to the joiner; then
+    # after the spaces with no joiner, each space back to the keyword.
+    body = len(text) - 1 if text.endswith("\n") else len(text)
+    lowest, highest = text.rfind("\n", 0, body) + 1, body - 1
+    spaced = _past(_SPACES, text, lead.end())
+    ranges = [(spaced, lead.end())]
+    joiner = _NOTE_JOINER.match(text, spaced)
+    if joiner is not None:
+        ranges.insert(0, (_past(_SPACES, text, joiner.end()), joiner.end()))
+    for top, bottom in ranges:
+        start = min(top, highest)
+        if start >= max(bottom, lowest):
+            return text[start:body]
+    return None
 
 
 def _plan(text: str, offered: set[str], prefix: str) -> list[ToolCall]:
@@ -210,13 +341,13 @@ def _plan(text: str, offered: set[str], prefix: str) -> list[ToolCall]:
         if name in offered:
             calls.append(ToolCall(id=f"{prefix}-{len(calls) + 1}", name=name, arguments=arguments))
 
-    note = _NOTE.match(text)
+    note = _note(text)
     if note is not None:
-        add("save_note", {"text": note.group(1).strip()})
+        add("save_note", {"text": note.strip()})
         return calls
-    for city in _WEATHER.findall(text):
+    for city in _cities(text):
         add("get_weather", {"city": city.strip()})
-    for expression in _ARITHMETIC.findall(text):
+    for expression in _expressions(text):
         expression = expression.strip().rstrip("(")
         if expression.count("(") == expression.count(")"):
             add("calculate", {"expression": expression})

@@ -9,10 +9,12 @@ imported itself (never from ``import operative``)::
 :func:`open_model` opens any of them from a model string (``"openai:gpt-4o-mini"``,
 the strings ``operative --model`` takes).
 
-This package holds what all of them share (the streamed :class:`Delta` and the provider
-error tree) and the combinators over any generate functions: :func:`fallover` (try the
-next provider when one fails, optionally hedging a slow one), :func:`routing` (pick a
-provider per request), and :func:`cached` (answer repeated requests from a store).
+This package holds what all of them share (the streamed :class:`Delta`, the provider
+error tree, and :class:`ProviderUsageWarning`, warned when an adapter clamps usage a
+server over-reports) and the combinators over any generate functions: :func:`fallover`
+(try the next provider when one fails, optionally hedging a slow one), :func:`routing`
+(pick a provider per request), and :func:`cached` (answer repeated requests from a
+store).
 Test doubles live in ``operative.providers.test``.
 """
 
@@ -27,6 +29,7 @@ from .._core._errors import ProviderTimeoutError as ProviderTimeoutError
 from .._core._errors import ProviderUnavailableError as ProviderUnavailableError
 from ._common import Delta as Delta
 from ._common import DeltaCallback as DeltaCallback
+from ._common import ProviderUsageWarning as ProviderUsageWarning
 from ._fallover import Fallover as Fallover
 from ._fallover import FalloverEntry as FalloverEntry
 from ._fallover import fallover as fallover
@@ -58,6 +61,7 @@ __all__ = [
     "ProviderRequestError",
     "ProviderTimeoutError",
     "ProviderUnavailableError",
+    "ProviderUsageWarning",
     "ResponseCache",
     "Route",
     "Router",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import warnings
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, Generic, Literal, Self, TypeVar
@@ -20,6 +21,9 @@ __all__ = [
     "ClientAdapter",
     "Delta",
     "DeltaCallback",
+    "ProviderUsageWarning",
+    "cached_within",
+    "count_of",
     "data_url",
     "estimate_usage",
     "image_base64",
@@ -51,6 +55,43 @@ class Delta(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 DeltaCallback = Callable[[Delta], None]
 """A plain (sync) callable told about every streamed delta; it must not block."""
+
+
+class ProviderUsageWarning(UserWarning):
+    """A server reported token usage that cannot be right: a negative count, or more
+    cached tokens than prompt tokens. The adapter counted it clamped (the negative
+    count as 0, the cached tokens as the prompt's), so that no budget or rate limit is
+    credited; the message names the provider and the field."""
+
+
+def count_of(provider: str, field: str, value: int) -> int:
+    """``value``, a count the server reported as ``field``; 0, with a
+    :class:`ProviderUsageWarning`, when it is negative."""
+    if value >= 0:
+        return value
+    warnings.warn(
+        f"{provider} reported {field}={value}, a negative token count: counted as 0. The "
+        "server over-reports; budgets and rate limits count the clamped value",
+        ProviderUsageWarning,
+        stacklevel=3,
+    )
+    return 0
+
+
+def cached_within(provider: str, field: str, cached: int, prompt_field: str, prompt: int) -> int:
+    """``cached``, the cached prompt tokens the server reported as ``field``; at most
+    ``prompt`` (its ``prompt_field``, which includes them), with a
+    :class:`ProviderUsageWarning` when it was more."""
+    if cached <= prompt:
+        return cached
+    warnings.warn(
+        f"{provider} reported {field}={cached}, more than {prompt_field}={prompt} (which "
+        f"includes them): counted as {prompt}. The server over-reports; budgets and rate "
+        "limits count the clamped value",
+        ProviderUsageWarning,
+        stacklevel=3,
+    )
+    return prompt
 
 
 def is_error_outcome(outcome: ToolOutcome | None) -> bool:

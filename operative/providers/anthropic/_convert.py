@@ -18,7 +18,13 @@ from anthropic.types import (
 from ..._core._model import GenerateRequest, GenerateResponse
 from ..._core._types import ToolCall, ToolSpec, Usage
 from ...conversation import ContentPart, FilePart, ImagePart, Message, TextPart
-from .._common import image_base64, is_error_outcome, output_schema_hint, parse_arguments
+from .._common import (
+    count_of,
+    image_base64,
+    is_error_outcome,
+    output_schema_hint,
+    parse_arguments,
+)
 from .._output_modes import OUTPUT_TOOL_NAME, TOOL_FORMAT, output_tool, tool_instruction
 from ._cache import CACHE_CONTROL_KEY, cache_control_of
 
@@ -194,18 +200,21 @@ def usage_from(
     cache_write: int | None,
     thinking: int | None = None,
 ) -> Usage:
-    """Anthropic's counts already keep cached input apart from ``input_tokens``."""
-    prompt = input_tokens or 0
-    completion = output_tokens or 0
-    read = cache_read or 0
-    write = cache_write or 0
+    """Anthropic's counts already keep cached input apart from ``input_tokens``. A
+    negative count is counted as 0, with a ``ProviderUsageWarning``."""
+    provider = "anthropic"
+    prompt = count_of(provider, "usage.input_tokens", input_tokens or 0)
+    completion = count_of(provider, "usage.output_tokens", output_tokens or 0)
+    read = count_of(provider, "usage.cache_read_input_tokens", cache_read or 0)
+    write = count_of(provider, "usage.cache_creation_input_tokens", cache_write or 0)
+    thought = count_of(provider, "usage.output_tokens_details.thinking_tokens", thinking or 0)
     return Usage(
         prompt=prompt,
         completion=completion,
         total=prompt + completion + read + write,
         cache_read=read,
         cache_write=write,
-        reasoning=thinking or 0,
+        reasoning=thought,
     )
 
 

@@ -18,6 +18,8 @@ from ...conversation import ContentPart, FilePart, ImagePart, Message, TextPart
 from .._common import (
     Delta,
     DeltaCallback,
+    cached_within,
+    count_of,
     image_base64,
     is_error_outcome,
     merge_settings,
@@ -173,14 +175,26 @@ def build_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
 
 
 def usage_from(metadata: Mapping[str, Any] | None) -> Usage | None:
-    """``usageMetadata``: cached tokens come out of the prompt; thoughts count as output."""
+    """``usageMetadata``: cached tokens come out of the prompt; thoughts count as output.
+    Counts that cannot be right are clamped (a negative count is 0, the cached tokens at
+    most ``promptTokenCount``), with a ``ProviderUsageWarning``."""
     if not metadata:
         return None
-    cached = int(metadata.get("cachedContentTokenCount") or 0)
-    prompt = int(metadata.get("promptTokenCount") or 0) - cached
-    prompt += int(metadata.get("toolUsePromptTokenCount") or 0)
-    thoughts = int(metadata.get("thoughtsTokenCount") or 0)
-    completion = int(metadata.get("candidatesTokenCount") or 0) + thoughts
+
+    def count(field: str) -> int:
+        return count_of("gemini", f"usageMetadata.{field}", int(metadata.get(field) or 0))
+
+    prompt = count("promptTokenCount")
+    cached = cached_within(
+        "gemini",
+        "usageMetadata.cachedContentTokenCount",
+        count("cachedContentTokenCount"),
+        "usageMetadata.promptTokenCount",
+        prompt,
+    )
+    prompt += count("toolUsePromptTokenCount") - cached
+    thoughts = count("thoughtsTokenCount")
+    completion = count("candidatesTokenCount") + thoughts
     return Usage(
         prompt=prompt,
         completion=completion,

@@ -18,6 +18,7 @@ from ...conversation import ImagePart, Message, TextPart
 from .._common import (
     Delta,
     DeltaCallback,
+    count_of,
     image_base64,
     merge_settings,
     parse_arguments,
@@ -134,8 +135,9 @@ def _tool_calls(
 def _usage(body: Mapping[str, Any]) -> Usage | None:
     if "prompt_eval_count" not in body and "eval_count" not in body:
         return None
-    prompt = int(body.get("prompt_eval_count") or 0)
-    completion = int(body.get("eval_count") or 0)
+    # A negative count is counted as 0, with a ProviderUsageWarning.
+    prompt = count_of("ollama", "prompt_eval_count", int(body.get("prompt_eval_count") or 0))
+    completion = count_of("ollama", "eval_count", int(body.get("eval_count") or 0))
     return Usage(prompt=prompt, completion=completion, total=prompt + completion)
 
 

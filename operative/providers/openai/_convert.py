@@ -12,7 +12,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolC
 from ..._core._model import GenerateRequest, GenerateResponse
 from ..._core._types import ToolCall, ToolSpec, Usage
 from ...conversation import ContentPart, FilePart, ImagePart, Message, TextPart
-from .._common import data_url, parse_arguments
+from .._common import cached_within, count_of, data_url, parse_arguments
 from .._output_modes import (
     OUTPUT_TOOL_NAME,
     TOOL_FORMAT,
@@ -182,13 +182,7 @@ def usage_from(usage: CompletionUsage | None) -> Usage | None:
     cached = (prompt_details.cached_tokens or 0) if prompt_details is not None else 0
     completion_details = usage.completion_tokens_details
     reasoning = (completion_details.reasoning_tokens or 0) if completion_details is not None else 0
-    return Usage(
-        prompt=usage.prompt_tokens - cached,
-        completion=usage.completion_tokens,
-        total=usage.prompt_tokens + usage.completion_tokens,
-        cache_read=cached,
-        reasoning=reasoning,
-    )
+    return _usage(usage.prompt_tokens, usage.completion_tokens, cached, reasoning)
 
 
 def usage_from_dict(usage: Mapping[str, Any] | None) -> Usage | None:
@@ -199,6 +193,22 @@ def usage_from_dict(usage: Mapping[str, Any] | None) -> Usage | None:
     completion = int(usage.get("completion_tokens") or 0)
     cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
     reasoning = int((usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0)
+    return _usage(prompt, completion, cached, reasoning)
+
+
+_PROVIDER = "openai (Chat Completions)"
+
+
+def _usage(prompt: int, completion: int, cached: int, reasoning: int) -> Usage:
+    """The server's counts, clamped where they cannot be right (a negative count is 0,
+    cached tokens are at most ``prompt_tokens``), with a ``ProviderUsageWarning``."""
+    prompt = count_of(_PROVIDER, "usage.prompt_tokens", prompt)
+    completion = count_of(_PROVIDER, "usage.completion_tokens", completion)
+    field = "usage.prompt_tokens_details.cached_tokens"
+    cached = cached_within(
+        _PROVIDER, field, count_of(_PROVIDER, field, cached), "usage.prompt_tokens", prompt
+    )
+    reasoning = count_of(_PROVIDER, "usage.completion_tokens_details.reasoning_tokens", reasoning)
     return Usage(
         prompt=prompt - cached,
         completion=completion,

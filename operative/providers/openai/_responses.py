@@ -20,7 +20,7 @@ from ..._core._errors import InvalidArgument
 from ..._core._model import GenerateRequest, GenerateResponse
 from ..._core._types import ToolCall, ToolSpec, Usage
 from ...conversation import ContentPart, FilePart, ImagePart, Message, TextPart
-from .._common import data_url, is_error_outcome, parse_arguments
+from .._common import cached_within, count_of, data_url, is_error_outcome, parse_arguments
 from .._output_modes import (
     OUTPUT_TOOL_NAME,
     TOOL_FORMAT,
@@ -273,17 +273,30 @@ def _int(value: Any) -> int:
 
 def usage_from_body(usage: Mapping[str, Any] | None) -> Usage | None:
     """Responses usage. ``input_tokens`` includes cached (and cache-written) tokens: they
-    are taken out of ``prompt``, as for Chat Completions."""
+    are taken out of ``prompt``, as for Chat Completions. Counts that cannot be right are
+    clamped (a negative count is 0, the cached tokens at most ``input_tokens``), with a
+    ``ProviderUsageWarning``."""
     if not usage:
         return None
-    prompt = _int(usage.get("input_tokens"))
-    completion = _int(usage.get("output_tokens"))
+    provider = "openai (Responses)"
+    prompt = count_of(provider, "usage.input_tokens", _int(usage.get("input_tokens")))
+    completion = count_of(provider, "usage.output_tokens", _int(usage.get("output_tokens")))
     input_details = usage.get("input_tokens_details") or {}
-    cached = _int(input_details.get("cached_tokens"))
-    written = _int(input_details.get("cache_write_tokens"))
-    reasoning = _int((usage.get("output_tokens_details") or {}).get("reasoning_tokens"))
+    field = "usage.input_tokens_details.cached_tokens"
+    cached = count_of(provider, field, _int(input_details.get("cached_tokens")))
+    cached = cached_within(provider, field, cached, "usage.input_tokens", prompt)
+    field = "usage.input_tokens_details.cache_write_tokens"
+    written = count_of(provider, field, _int(input_details.get("cache_write_tokens")))
+    written = cached_within(
+        provider, field, written, "usage.input_tokens less its cached_tokens", prompt - cached
+    )
+    reasoning = count_of(
+        provider,
+        "usage.output_tokens_details.reasoning_tokens",
+        _int((usage.get("output_tokens_details") or {}).get("reasoning_tokens")),
+    )
     return Usage(
-        prompt=max(prompt - cached - written, 0),
+        prompt=prompt - cached - written,
         completion=completion,
         total=prompt + completion,
         cache_read=cached,
