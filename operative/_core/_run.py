@@ -60,7 +60,7 @@ from ._extension import (
     extensions_for,
 )
 from ._final_answer import answer_of
-from ._model import GenerateFunction
+from ._model import GenerateFunction, usage_problem
 from ._options import RunConfig
 from ._results import RunResult, StepResult
 from ._run_plan import RunPlan, derive_plan
@@ -433,7 +433,14 @@ class ActiveRun:
         (``spent``, with ``source="charge"`` and ``spent`` as its ``detail``: a budget
         charges a ``BudgetSpent``, derived from ``usage`` when omitted). Synchronous, so
         it is safe during a cancellation. Returns what to pass to :meth:`enforce` (``None``:
-        nothing to do)."""
+        nothing to do).
+
+        Raises:
+            InvalidArgument: ``usage`` has a negative count (nothing is charged).
+        """
+        problem = usage_problem(usage)
+        if problem is not None:
+            raise InvalidArgument(f"run.charge() got unusable usage: {problem}")
         state = self._state
         state.usage = state.usage + usage
         inflight = state.inflight

@@ -561,3 +561,15 @@ def test_a_budgets_spend_never_decreases(
         assert after.tokens >= before.tokens
         assert after.cost_usd >= before.cost_usd
         assert after.unpriced_tokens >= before.unpriced_tokens
+
+
+async def test_run_charge_refuses_negative_usage_and_charges_nothing() -> None:
+    from operative import InvalidArgument, create_agent
+    from operative.testing import ScriptedModel
+
+    agent = create_agent(generate=ScriptedModel(["done"]))
+    async with agent.open_run("hi") as run:
+        before = run.snapshot()
+        with pytest.raises(InvalidArgument, match="negative"):
+            run.charge(Usage(prompt=-5, total=-5))
+        assert run.snapshot().usage == before.usage
