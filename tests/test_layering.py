@@ -2,10 +2,12 @@
 
 The *kernel* is ``operative._core`` plus every module the run needs: each non-feature
 module reachable by imports from ``_core``, from ``operative._agent`` (``create_agent``)
-and from ``operative._lazy`` (lazy agents). A *feature package* is one built on the
-kernel (``durable``, ``guardrails``, ``multiagent``, ...). The rule:
+and from ``operative._lazy`` (lazy agents). A *feature* is a package or module built on
+the kernel: a feature package (``durable``, ``guardrails``, ``multiagent``, ...), or a
+feature module inside a package the kernel uses (the SQL backends of ``kvstore``, whose
+protocol and ``MemoryStore`` are beneath the kernel). The rule:
 
-(a) no kernel module imports a feature package (features attach to a run through the
+(a) no kernel module imports a feature (features attach to a run through the
     extension seam, ``operative._core._extension``, never the other way round);
 (b) no import cycle contains both a kernel module and a module outside the kernel.
 
@@ -17,13 +19,21 @@ What counts as an import, read from the source with :mod:`ast`:
 - ``importlib.import_module("literal")`` calls;
 - importing ``p.q.m`` also runs ``p.q/__init__.py``, so each enclosing package below the
   root is an import too (not for a module inside that package: it is already running);
-- ``from p import name`` imports the module ``p.name`` when there is one.
+- ``from p import name`` imports the module ``p.name`` when there is one;
+- a *lazy export* (PEP 562) is an import in a package's module-level ``__getattr__``: it
+  runs when a client first names the attribute, not when the package is imported. So it
+  is the client's import, not the package's: ``from p import name`` (or ``*``), and
+  ``p.name`` in a module that imports ``p``, import what ``p`` loads for ``name``. The
+  package's own ``__getattr__`` import, and the ``if TYPE_CHECKING:`` import declaring
+  the same names for type checkers, are kept (``lazy`` names the attributes) but are no
+  edge of their own. (A lazy table read by ``importlib.import_module`` with a name that
+  is not a literal is not seen, like any such call.)
 
 Imports under ``if TYPE_CHECKING:`` are *not* runtime imports: they never run, cannot make
 a cycle and do not make a module part of the kernel. They are kept apart (``runtime`` is
 False) and the rule is not applied to them: a kernel annotation may name a type from
 elsewhere without depending on it. (At the time of writing the kernel has none into a
-feature package; ``test_the_kernel_names_no_feature_type`` keeps it so, separately, so a
+feature; ``test_the_kernel_names_no_feature_type`` keeps it so, separately, so a
 failure there says which of the two rules broke.)
 
 Model providers are found through the ``operative.models`` entry points by name, at run
@@ -60,11 +70,29 @@ FEATURES = frozenset(
         "ui",
     }
 )
-"""Subpackages of ``operative`` built on the kernel (some are still to come).
+"""Subpackages of ``operative`` built on the kernel (some are still to come)."""
 
-The key-value stores (``storage``, renamed ``kvstore``) are not among them: like
-``conversation`` and ``tools`` they are a library beneath the kernel, since a toolbox
-consumes each signed approval through a ``ConditionalTextValueStore``."""
+FEATURE_MODULES = frozenset(
+    {
+        "_sql",
+        "kvstore._sql",
+        "kvstore._sqlite",
+        "kvstore._postgres",
+        "kvstore._rows",
+    }
+)
+"""Features named by dotted path below ``operative`` (a module, or a package and all in it).
+
+``kvstore`` as a whole is not a feature: its protocol (``kvstore._protocol``) and
+``MemoryStore`` (``kvstore._memory``) are a library beneath the kernel, like
+``conversation`` and ``tools``, since a toolbox consumes each signed approval through a
+``ConditionalTextValueStore`` (a ``MemoryStore`` unless it is given one). Its SQL stores
+are features (DESIGN.md §5): ``SqliteStore``, ``PostgresStore``, the ``SqlStore`` they
+share and its row checks (``kvstore._rows``), and the SQL core under them all
+(``_sql``, which durable runs and the run store use too). ``kvstore`` loads them lazily,
+when a client names one."""
+
+ALL_FEATURES = FEATURES | FEATURE_MODULES
 
 KERNEL_SEEDS = ("_core", "_agent", "_lazy")
 """Where the kernel starts, under the root package: the run, create_agent, lazy agents."""
@@ -93,10 +121,15 @@ class Import:
     in_function: bool
     runtime: bool
     """False under ``if TYPE_CHECKING:``."""
+    lazy: frozenset[str] = frozenset()
+    """For a lazy export of the package ``source``, the attributes it serves: the import is
+    then the edge of each module that names one of them, not of the package."""
 
     def describe(self) -> str:
         where = "inside a function" if self.in_function else "at module level"
         kind = "" if self.runtime else ", under TYPE_CHECKING"
+        if self.lazy:
+            kind += f", lazy export of {', '.join(sorted(self.lazy))}"
         return (
             f"{self.source} imports {self.target} "
             f"(line {self.line}, {where}{kind}: `{self.statement}`)"
@@ -114,7 +147,7 @@ class Graph:
     def runtime_edges(self) -> dict[str, list[Import]]:
         edges: dict[str, list[Import]] = {name: [] for name in self.files}
         for found in self.imports:
-            if found.runtime:
+            if found.runtime and not found.lazy:
                 edges[found.source].append(found)
         return edges
 
@@ -171,25 +204,53 @@ def _with_packages(target: str, source: str, root: str) -> Iterator[str]:
     yield target
 
 
+def _from_module(node: ast.ImportFrom, here: list[str]) -> str:
+    """The module a ``from ... import`` statement imports from, made absolute."""
+    if node.level:
+        base = here[: len(here) - node.level + 1]
+        return ".".join([*base, node.module] if node.module else base)
+    return node.module or ""
+
+
+def _lazy_exports(tree: ast.Module) -> dict[int, frozenset[str]]:
+    """A package's lazy exports: each ``from ... import`` of its module-level
+    ``__getattr__``, and each module-level ``if TYPE_CHECKING:`` import declaring only
+    names those serve, by ``id`` of the statement, with the names it binds."""
+    lazy: dict[int, frozenset[str]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.ImportFrom):
+                    lazy[id(inner)] = frozenset(a.asname or a.name for a in inner.names)
+    served = frozenset[str]().union(*lazy.values())
+    for node in tree.body:
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for inner in node.body:
+                if isinstance(inner, ast.ImportFrom):
+                    names = frozenset(a.asname or a.name for a in inner.names)
+                    if names <= served:
+                        lazy[id(inner)] = names
+    return lazy
+
+
 def read_imports(graph: Graph) -> None:
     """Parse every module of ``graph`` and record its imports of the package's modules."""
     known = graph.files
     root = graph.package
+    trees: dict[str, tuple[ast.Module, list[str]]] = {}
     for source, path in graph.files.items():
         text = path.read_text()
         tree = ast.parse(text, str(path))
         is_package = path.name == "__init__.py"
         here = source.split(".") if is_package else source.split(".")[:-1]
+        trees[source] = (tree, here)
+        lazy = _lazy_exports(tree) if is_package else {}
         for node, in_function, type_only in _walk(tree, calls="import_module" in text):
             named: list[str] = []
             if isinstance(node, ast.Import):
                 named = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = here[: len(here) - node.level + 1]
-                    module = ".".join([*base, node.module] if node.module else base)
-                else:
-                    module = node.module or ""
+                module = _from_module(node, here)
                 named = [module]
                 named += [f"{module}.{alias.name}" for alias in node.names]
             elif (
@@ -205,23 +266,65 @@ def read_imports(graph: Graph) -> None:
                 named = [node.args[0].value]
             else:
                 continue
-            statement = ast.unparse(node)
             targets: list[str] = []
             for name in named:
                 if name in known:
                     targets.extend(_with_packages(name, source, root))
-            for target in dict.fromkeys(targets):
-                if target != source:
-                    graph.imports.append(
-                        Import(
-                            source=source,
-                            target=target,
-                            line=getattr(node, "lineno", 0),
-                            statement=statement,
-                            in_function=in_function,
-                            runtime=not type_only,
-                        )
-                    )
+            _record(graph, source, node, targets, in_function, type_only, lazy.get(id(node)))
+    _name_lazy_exports(graph, trees)
+
+
+def _record(
+    graph: Graph,
+    source: str,
+    node: ast.AST,
+    targets: Iterable[str],
+    in_function: bool,
+    type_only: bool,
+    lazy: frozenset[str] | None = None,
+) -> None:
+    statement = ast.unparse(node)
+    for target in dict.fromkeys(targets):
+        if target != source:
+            graph.imports.append(
+                Import(
+                    source=source,
+                    target=target,
+                    line=getattr(node, "lineno", 0),
+                    statement=statement,
+                    in_function=in_function,
+                    runtime=not type_only,
+                    lazy=lazy or frozenset(),
+                )
+            )
+
+
+def _name_lazy_exports(graph: Graph, trees: dict[str, tuple[ast.Module, list[str]]]) -> None:
+    """Give each lazy export's imports to the modules that name it: ``from p import
+    name`` (or ``*``), or ``p.name`` (any attribute ``name``) in a module importing ``p``."""
+    exports: dict[str, dict[str, list[str]]] = {}
+    for found in graph.imports:
+        if found.lazy and found.runtime:
+            for name in found.lazy:
+                exports.setdefault(found.source, {}).setdefault(name, []).append(found.target)
+    imported: dict[str, set[str]] = {}
+    for found in graph.imports:
+        imported.setdefault(found.source, set()).add(found.target)
+    for source, (tree, here) in trees.items():
+        packages = [p for p in exports if p in imported.get(source, ())]
+        if not packages:
+            continue
+        for node, in_function, type_only in _walk(tree, calls=True):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                served = exports.get(_from_module(node, here), {})
+                names = [alias.name for alias in node.names]
+                for name in served if "*" in names else names:
+                    targets += served.get(name, [])
+            elif isinstance(node, ast.Attribute):
+                for package in packages:
+                    targets += exports[package].get(node.attr, [])
+            _record(graph, source, node, targets, in_function, type_only)
 
 
 def import_graph(root: Path, package: str) -> Graph:
@@ -234,10 +337,16 @@ def import_graph(root: Path, package: str) -> Graph:
 
 
 def feature_of(module: str, package: str, features: Iterable[str]) -> str | None:
-    """The feature package ``module`` belongs to, if any."""
+    """The feature ``module`` belongs to, if any: the name in ``features`` (a dotted path
+    below ``package``) of the module itself or of a package that holds it."""
     parts = module.split(".")
-    if len(parts) >= 2 and parts[0] == package and parts[1] in set(features):
-        return parts[1]
+    if len(parts) < 2 or parts[0] != package:
+        return None
+    named = set(features)
+    for end in range(2, len(parts) + 1):
+        name = ".".join(parts[1:end])
+        if name in named:
+            return name
     return None
 
 
@@ -248,7 +357,7 @@ class Layering:
     kernel: dict[str, Import | None]
     """Each kernel module, with the import that brought it in (None for a seed)."""
     upward: list[Import]
-    """Runtime imports from a kernel module into a feature package."""
+    """Runtime imports from a kernel module into a feature."""
     type_only_upward: list[Import]
     """The same under TYPE_CHECKING (reported apart)."""
     crossing_cycles: list[tuple[frozenset[str], list[Import]]]
@@ -268,7 +377,10 @@ class Layering:
 
 
 def check_layering(
-    graph: Graph, *, seeds: Iterable[str] = KERNEL_SEEDS, features: Iterable[str] = FEATURES
+    graph: Graph,
+    *,
+    seeds: Iterable[str] = KERNEL_SEEDS,
+    features: Iterable[str] = ALL_FEATURES,
 ) -> Layering:
     features = frozenset(features)
     package = graph.package
@@ -293,6 +405,7 @@ def check_layering(
         found
         for found in graph.imports
         if not found.runtime
+        and not found.lazy
         and found.source in kernel
         and feature_of(found.target, package, features) is not None
     ]
@@ -391,7 +504,7 @@ def _cycle_through(
 def report(layering: Layering) -> str:
     """What breaks the rule, and what to do about it."""
     lines = [
-        f"- {found.describe()}: the kernel must not import a feature package. "
+        f"- {found.describe()}: the kernel must not import a feature. "
         f"{layering.why_in_kernel(found.source)}. Fix: {SEAM}."
         for found in layering.upward
     ]
@@ -419,7 +532,7 @@ def operative_graph() -> tuple[Graph, Layering]:
 def test_the_kernel_imports_no_feature_package(
     operative_graph: tuple[Graph, Layering],
 ) -> None:
-    """No module of the kernel imports a feature package, at module level or inside a
+    """No module of the kernel imports a feature, at module level or inside a
     function, and no import cycle runs through the kernel and out of it."""
     _, layering = operative_graph
     problems = report(layering)
@@ -430,7 +543,9 @@ def test_the_graph_is_read_and_the_kernel_is_what_the_docs_say(
     operative_graph: tuple[Graph, Layering],
 ) -> None:
     """The checker sees the tree it checks: the kernel holds the run and what it needs,
-    the features import the kernel (the right direction), and no feature is kernel."""
+    the features import the kernel (the right direction), and no feature is kernel. The
+    kernel stops at the key-value protocol and ``MemoryStore``: the SQL stores load when
+    a client names one, and that client imports them."""
     graph, layering = operative_graph
     kernel = layering.kernel.keys()
     for module in (
@@ -442,13 +557,21 @@ def test_the_graph_is_read_and_the_kernel_is_what_the_docs_say(
         "operative.conversation",
         "operative.tools._toolbox",
         "operative.liveness",
+        "operative.kvstore",
+        "operative.kvstore._protocol",
+        "operative.kvstore._memory",
     ):
         assert module in kernel, module
-    assert not [m for m in kernel if feature_of(m, "operative", FEATURES)]
+    assert not [m for m in kernel if feature_of(m, "operative", ALL_FEATURES)]
+    for module in ("operative._sql", "operative.kvstore._sqlite", "operative.kvstore._rows"):
+        assert feature_of(module, "operative", ALL_FEATURES), module
     assert "operative" not in kernel, layering.why_in_kernel("operative")
     runtime = {(found.source, found.target) for found in graph.imports if found.runtime}
     assert ("operative.durable._driver", "operative._core._extension") in runtime
     assert ("operative.guardrails._runner", "operative._core._extension") in runtime
+    assert ("operative.cli._serve", "operative.kvstore._sqlite") in runtime
+    edges = graph.runtime_edges()
+    assert "operative.kvstore._sqlite" not in {f.target for f in edges["operative.kvstore"]}
     assert len(runtime) > 500
 
 
@@ -514,7 +637,7 @@ def test_the_checker_reports_an_import_inside_a_function(tmp_path: Path) -> None
     message = report(layering)
     assert (
         "pkg._core._run imports pkg.durable (line 9, inside a function: "
-        "`from ..durable import Journal`): the kernel must not import a feature package"
+        "`from ..durable import Journal`): the kernel must not import a feature."
     ) in message
     assert "extension seam" in message
     assert "docs/extending.md" in message
@@ -552,3 +675,42 @@ def test_the_checker_follows_the_kernel_through_helper_modules(tmp_path: Path) -
     assert "pkg.helpers is in the kernel because of the imports pkg.helpers <- pkg._core._run" in (
         report(layering)
     )
+
+
+def test_the_checker_gives_a_lazy_export_to_whoever_names_it(tmp_path: Path) -> None:
+    """A package the kernel uses may load a feature module in its ``__getattr__`` (and
+    declare it under TYPE_CHECKING): that is no import of the kernel's, until a kernel
+    module names the attribute, by ``from`` or as an attribute of the package."""
+    files = dict(_CLEAN)
+    files["kv/__init__.py"] = (
+        "import typing\n"
+        "from ._memory import Memory\n"
+        "if typing.TYPE_CHECKING:\n"
+        "    from ._sql import SqlStore as SqlStore\n"
+        "def __getattr__(name):\n"
+        "    if name == 'SqlStore':\n"
+        "        from ._sql import SqlStore\n"
+        "        return SqlStore\n"
+        "    raise AttributeError(name)\n"
+    )
+    files["kv/_memory.py"] = "class Memory:\n    pass\n"
+    files["kv/_sql.py"] = "from .._core._run import Run\n\nclass SqlStore(Run):\n    pass\n"
+    files["helpers.py"] = "from .kv._memory import Memory\n"
+    _write(tmp_path / "pkg", files)
+    features = {"durable", "kv._sql"}
+    layering = check_layering(import_graph(tmp_path / "pkg", "pkg"), features=features)
+    assert report(layering) == ""
+    assert {"pkg.kv", "pkg.kv._memory"} <= layering.kernel.keys()
+    assert "pkg.kv._sql" not in layering.kernel
+    assert [f.target for f in layering.type_only_upward] == ["pkg.durable"]
+
+    files["helpers.py"] = (
+        "from .kv import SqlStore\nimport pkg.kv\n\ndef later():\n    return pkg.kv.SqlStore\n"
+    )
+    _write(tmp_path / "pkg", files)
+    layering = check_layering(import_graph(tmp_path / "pkg", "pkg"), features=features)
+    assert {(f.source, f.target, f.line, f.in_function) for f in layering.upward} == {
+        ("pkg.helpers", "pkg.kv._sql", 1, False),
+        ("pkg.helpers", "pkg.kv._sql", 5, True),
+    }
+    assert "`from .kv import SqlStore`" in report(layering)

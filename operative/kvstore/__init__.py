@@ -41,6 +41,8 @@ __all__ = [
 
 def __getattr__(name: str) -> object:
     # The SQL stores (and sqlite3) load on first use: a plain run needs only MemoryStore.
+    # They are features, while the protocol and MemoryStore are beneath the kernel,
+    # which imports this package: import them here, never at module level.
     if name == "PostgresStore":
         from ._postgres import PostgresStore
 

@@ -28,7 +28,7 @@ import trio
 
 from .._core._errors import ApprovalError, ApprovalStateError, ConflictError, InvalidArgument
 from .._core._types import Authority, PendingApproval, RequestContext, ToolCall
-from ..kvstore import ConditionalTextValueStore, Delete, Put
+from ..kvstore._protocol import ConditionalTextValueStore, Delete, Put
 from ._tool import Tool
 
 __all__ = [

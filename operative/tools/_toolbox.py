@@ -20,7 +20,7 @@ from ._tool import ArgumentError, Tool
 
 if TYPE_CHECKING:
     # Loaded on first use: a toolbox that never parks a call needs none of them.
-    from ..kvstore import ConditionalTextValueStore
+    from ..kvstore._protocol import ConditionalTextValueStore
     from ._approvals import ApprovalDecider, ApprovalPolicy, Approvals
     from ._permissions import PermissionPolicy
 
@@ -489,7 +489,7 @@ def _new_approvals(
     ttl: float,
     clock: Callable[[], float],
 ) -> Approvals:
-    from ..kvstore import MemoryStore
+    from ..kvstore._memory import MemoryStore
     from ._approvals import Approvals
 
     return Approvals(
