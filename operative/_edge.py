@@ -327,10 +327,13 @@ async def _bounded(
     The app's writes go to the client through a small buffer and a writer task, so a
     client that stops reading never blocks the app where it cannot be cancelled (a
     server's own write may wait in a shield); once a write has waited ``write_seconds``
-    for room, the request (and its run) is cancelled.
+    for room, the request (and its run) is cancelled, what it had not written yet is
+    dropped, and the response is ended: a server waits for a response's end before it
+    reads further (a pipelined request, the client's close), so one left open would hold
+    the connection.
     """
     body_deadline = trio.current_time() + policy.body_seconds
-    state = {"body_done": False, "started": False, "timed_out": ""}
+    state = {"body_done": False, "started": False, "ended": False, "timed_out": ""}
     request = trio.CancelScope()
     outgoing, writes = trio.open_memory_channel[MutableMapping[str, Any]](_WRITE_BUFFER)
 
@@ -351,6 +354,8 @@ async def _bounded(
     async def bounded_send(message: MutableMapping[str, Any]) -> None:
         if message["type"] == "http.response.start":
             state["started"] = True
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            state["ended"] = True
         with trio.move_on_after(policy.write_seconds):
             await outgoing.send(message)
             return
@@ -362,6 +367,8 @@ async def _bounded(
     async def writer() -> None:
         async with writes:
             async for message in writes:
+                if state["timed_out"] == "write" and message is not _END:
+                    continue  # the client is not reading: drop what the app had written
                 await send(message)
 
     async with trio.open_nursery() as nursery:
@@ -376,9 +383,14 @@ async def _bounded(
                         408,
                         f"the request body did not arrive within {policy.body_seconds:g} s",
                     )
-        if state["timed_out"] == "write":
-            nursery.cancel_scope.cancel()  # the client is not reading: drop what is left
+            elif state["started"] and not state["ended"]:
+                # Cut short (a write deadline, a failure): end the response, so the
+                # server goes on to the connection's next request or its close.
+                await outgoing.send(_END)
 
+
+_END: MutableMapping[str, Any] = {"type": "http.response.body", "body": b"", "more_body": False}
+"""The end of a response the app did not end."""
 
 _WRITE_BUFFER = 16
 """Writes an app may have in flight to a client before its next write waits."""

@@ -8,6 +8,7 @@ clients against the real ``operative serve``.
 from __future__ import annotations
 
 import json
+import os
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -86,7 +87,7 @@ async def test_a_client_that_stops_reading_has_its_run_cancelled() -> None:
         try:
             while True:
                 sink(Delta(kind="text", text="x" * 65536))
-                await trio.sleep(0)
+                await trio.lowlevel.checkpoint()
         except trio.Cancelled:
             cancelled.set()
             raise
@@ -108,3 +109,45 @@ async def test_a_client_that_stops_reading_has_its_run_cancelled() -> None:
             await cancelled.wait()  # and the client never read a byte
         sock.close()
     assert calls == 1
+
+
+async def test_a_client_that_stops_reading_then_leaves_frees_its_connection() -> None:
+    """A client that pipelined a byte of its next request, stopped reading and closed:
+    once its run is cancelled the server ends the response, reads the close and lets go
+    of the socket."""
+    cancelled = trio.Event()
+
+    async def firehose(request: Any) -> GenerateResponse:
+        sink = current_delta_sink()
+        assert sink is not None
+        try:
+            while True:
+                sink(Delta(kind="text", text="x" * 65536))
+                await trio.lowlevel.checkpoint()
+        except trio.Cancelled:
+            cancelled.set()
+            raise
+
+    def open_descriptors() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    agent = create_agent(generate=ScriptedModel(firehose))
+    app = asgi_app(agent, approval_state=MemoryStore(), write_seconds=1)
+    async with served(app) as (host, port):
+        before = open_descriptors()
+        raw = socket.socket()
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock = trio.socket.from_stdlib_socket(raw)
+        await sock.connect((host, port))
+        payload = json.dumps({"message": "talk"}).encode()
+        head = (
+            f"POST /api/turn HTTP/1.1\r\nHost: {host}:{port}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
+        )
+        await sock.send(head.encode() + payload + b"\r\n")  # a byte of a next request
+        with trio.fail_after(15):
+            await cancelled.wait()
+        sock.close()
+        with trio.fail_after(10):
+            while open_descriptors() > before:  # noqa: ASYNC110 (the OS says, no event)
+                await trio.sleep(0.1)
