@@ -135,4 +135,7 @@ def bench(session: nox.Session) -> None:
     # The cost ledger: one-step run and marginal step split into components, with
     # instruction counts (callgrind) when valgrind is installed.
     session.run("python", "benchmarks/bench_breakdown.py", *smoke, "--json", out("breakdown"))
+    # The realistic-adapter variant: every model builds its responses each step; the guard
+    # for one run, one path (results/realistic_before.json is its baseline, kept).
+    session.run("python", "benchmarks/bench_realistic.py", *smoke, "--json", out("realistic"))
     session.run("python", "benchmarks/report.py", "--results", results, "--docs", docs)

@@ -51,6 +51,20 @@ process, summarised as a spread. The keys read, by file (``?`` marks an optional
     ``load_before``, ``load_after``, ``notes``.
 ``temporal.json`` (``bench_temporal.py --json``)
     ``per_step.<sqlite|postgres|temporal>.overhead_us_per_step`` (spreads).
+``realistic.json`` (``bench_realistic.py --json``), and ``realistic_before.json?`` (the
+baseline run of the same script, kept for the "before" column)
+    ``steps``, ``systems``; ``per_step.<system>.us_per_step_rounds`` (spread),
+    ``per_step.operative.x_floor_per_step`` (spread), ``per_step.<peer>.x_operative_per_step``
+    (spread of per-round ratios of the peer's time to operative's);
+    ``batch_rounds.{runs, rounds}``, ``batch_rounds.<floor|operative>.wall_s`` (spread),
+    ``batch_rounds.operative.x_floor_wall`` (spread);
+    ``concurrency.{runs, fresh_rounds}``,
+    ``concurrency.<floor|operative>.kib_per_run_rounds``,
+    ``concurrency.operative.x_floor_kib_per_run``; ``lockstep.{runs, rounds}``,
+    ``lockstep.<floor|operative>.kib_per_run_rounds``,
+    ``lockstep.operative.x_floor_kib_per_run`` (spreads);
+    ``over_prebuilt_us_per_step?.<floor|operative>``,
+    ``per_step.<floor|operative>-prebuilt.us_per_step_rounds?``.
 ``breakdown.json`` (``bench_breakdown.py --json``)
     ``rows[{component, group, us (spread), instructions?, pays.<system>: [run, step] |
     null, note}]``; ``systems.<system>.{us_run_1_step, us_marginal_step,
@@ -99,8 +113,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = ("loop", "durable", "import", "peers", "temporal", "breakdown")
+SOURCES = ("loop", "durable", "import", "peers", "temporal", "breakdown", "realistic")
 """``RESULTS/<name>.json`` files the report reads, each written by ``bench_<name>.py``."""
+BASELINES = {"realistic_before": "realistic"}
+"""``RESULTS/<name>.json`` files kept from an earlier run of a script (the source named),
+for a "before" column; not written by ``nox -s bench``."""
 DURABLE_LEVELS = ("1", "100", "1000")
 BACKENDS = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
 IDEMPOTENT = ", idempotent tool"
@@ -166,6 +183,16 @@ class Results:
                 self.why_missing[name] = f"`{name}.json` was not written (bench_{name}.py not run)"
             except (OSError, ValueError) as exc:
                 self.why_missing[name] = f"`{name}.json` could not be read ({exc})"
+        for name, source in BASELINES.items():
+            path = directory / f"{name}.json"
+            try:
+                self.data[name] = json.loads(path.read_text())
+            except FileNotFoundError:
+                self.why_missing[name] = (
+                    f"`{name}.json` not found (the baseline run of bench_{source}.py)"
+                )
+            except (OSError, ValueError) as exc:
+                self.why_missing[name] = f"`{name}.json` could not be read ({exc})"
 
     @classmethod
     def of(cls, data: dict[str, Any]) -> Results:
@@ -179,6 +206,11 @@ class Results:
             for name in SOURCES
             if name not in data
         }
+        for name, source in BASELINES.items():
+            if name not in data:
+                found.why_missing[name] = (
+                    f"`{name}.json` not found (the baseline run of bench_{source}.py)"
+                )
         return found
 
     def get(self, source: str, *path: str) -> Any:
@@ -1510,6 +1542,181 @@ def render_breakdown(r: Results) -> str:
     return "\n".join(out)
 
 
+@dataclass(frozen=True)
+class RealisticGoal:
+    """One goal of the realistic-adapter variant: ``ratio`` read from a
+    ``realistic.json``-shaped dict, kept ``at_most`` (≤) or at least (≥) ``target``."""
+
+    name: Callable[[dict[str, Any]], str]
+    target: float
+    at_most: bool
+    ratio: Callable[[dict[str, Any]], Figure]
+    against: Callable[[dict[str, Any]], str]
+    ours: Callable[[dict[str, Any]], str]
+
+
+def _realistic_fig(*path: str) -> Callable[[dict[str, Any]], Figure]:
+    def read(data: dict[str, Any]) -> Figure:
+        node: Any = data
+        for i, key in enumerate(path):
+            if not isinstance(node, dict) or key not in node:
+                raise Missing(f"no `{'.'.join(path[: i + 1])}`")
+            node = node[key]
+        return figure(node)
+
+    return read
+
+
+def _realistic_text(label: str, *path: str, unit: str) -> Callable[[dict[str, Any]], str]:
+    read = _realistic_fig(*path)
+    return lambda data: f"{label}{spread_text(read(data))}{unit}"
+
+
+def _realistic_goals() -> tuple[RealisticGoal, ...]:
+    """The issue's goals for one run, one path, on the realistic adapter."""
+    goals = [
+        RealisticGoal(
+            lambda d: f"µs per step ({d.get('steps', '?')}-step run) × floor",
+            3.0,
+            True,
+            _realistic_fig("per_step", "operative", "x_floor_per_step"),
+            _realistic_text("", "per_step", "floor", "us_per_step_rounds", unit=" µs"),
+            _realistic_text("", "per_step", "operative", "us_per_step_rounds", unit=" µs"),
+        ),
+        RealisticGoal(
+            lambda d: (
+                f"{d.get('batch_rounds', {}).get('runs', 2000):,}-run batch, wall time "
+                "× floor (one process)"
+            ),
+            1.5,
+            True,
+            _realistic_fig("batch_rounds", "operative", "x_floor_wall"),
+            _realistic_text("", "batch_rounds", "floor", "wall_s", unit=" s"),
+            _realistic_text("", "batch_rounds", "operative", "wall_s", unit=" s"),
+        ),
+        RealisticGoal(
+            lambda d: "peak RSS per in-flight run × floor (fresh processes)",
+            1.5,
+            True,
+            _realistic_fig("concurrency", "operative", "x_floor_kib_per_run"),
+            _realistic_text("", "concurrency", "floor", "kib_per_run_rounds", unit=" KiB"),
+            _realistic_text("", "concurrency", "operative", "kib_per_run_rounds", unit=" KiB"),
+        ),
+        RealisticGoal(
+            lambda d: "peak RSS per in-flight run × floor (lockstep, MockClock)",
+            1.5,
+            True,
+            _realistic_fig("lockstep", "operative", "x_floor_kib_per_run"),
+            _realistic_text("", "lockstep", "floor", "kib_per_run_rounds", unit=" KiB"),
+            _realistic_text("", "lockstep", "operative", "kib_per_run_rounds", unit=" KiB"),
+        ),
+    ]
+    goals.extend(
+        RealisticGoal(
+            lambda d, peer=peer: f"{peer} µs per step × operative's",
+            50.0,
+            False,
+            _realistic_fig("per_step", peer, "x_operative_per_step"),
+            _realistic_text(f"{peer}: ", "per_step", peer, "us_per_step_rounds", unit=" µs"),
+            _realistic_text("", "per_step", "operative", "us_per_step_rounds", unit=" µs"),
+        )
+        for peer in ("pydantic-ai", "openai-agents", "langgraph")
+    )
+    return tuple(goals)
+
+
+REALISTIC_GOALS = _realistic_goals()
+
+
+def _met(f: Figure, target: float, at_most: bool) -> str:
+    """Whether a ratio meets its goal: by its median, and in every round or not."""
+    worst = f.high if at_most else f.low
+    if (f.median > target) if at_most else (f.median < target):
+        return "**not met**"
+    if worst is not None and ((worst > target) if at_most else (worst < target)):
+        return "met (median; not every round)"
+    return "met"
+
+
+def render_realistic(r: Results) -> str:
+    """The realistic-adapter variant's goals (``realistic.json``), with the ratios of the
+    baseline run (``realistic_before.json``) beside them."""
+    now, before = r.data.get("realistic"), r.data.get("realistic_before")
+    if now is None and before is None:
+        raise Missing(f"{r.why_missing['realistic']}; {r.why_missing['realistic_before']}")
+    rows = []
+    for goal in REALISTIC_GOALS:
+        target = f"{'≤' if goal.at_most else '≥'} {goal.target:g}×"
+        name = attempt(goal.name, now or before, fallback="–")
+        if now is None:
+            cells = ["–", "–", NOT_MEASURED, "–"]  # the sentence below says why
+        else:
+            try:
+                fig = goal.ratio(now)
+            except Missing as exc:
+                cells = ["–", "–", f"not measured: {exc}", "–"]
+            else:
+                cells = [
+                    attempt(goal.against, now, fallback="–"),
+                    attempt(goal.ours, now, fallback="–"),
+                    ratio_text(fig),
+                    _met(fig, goal.target, goal.at_most),
+                ]
+        if before is None:
+            was = "–"
+        else:
+            was = attempt(lambda d, g=goal: ratio_text(g.ratio(d)), before, fallback="–")
+        rows.append([name, target, cells[0], cells[1], cells[2], was, cells[3]])
+    header = [
+        "realistic adapter (one path)",
+        "target",
+        "floor (or the peer)",
+        "operative",
+        "ratio (median, min–max)",
+        "before",
+        "",
+    ]
+
+    def when(data: dict[str, Any] | None, name: str) -> str:
+        if data is None:
+            return f"`{name}.json`: {r.why_missing[name]}"
+        quick = " (quick smoke run)" if data.get("quick") else ""
+        label = f", {data['label']}" if data.get("label") else ""
+        return f"`{name}.json`: {data.get('date', 'no date recorded')}{quick}{label}"
+
+    text = [
+        "",
+        "Each system's model builds its step's response, tool call and usage when it is "
+        "called, as a provider adapter converting the provider's JSON does "
+        "(`benchmarks/bench_realistic.py`, `benchmarks/realistic/`); the floor is a bare "
+        "Trio loop that builds plain dicts of the same shape and checkpoints once a step. "
+        "µs per step: every system in one process, in rounds; the batch: 5-step runs with "
+        "a 20 ms model, the floor's and operative's batches in one process, in rounds; "
+        "peak RSS: fresh processes in turn (real clock), and the batch in lockstep on "
+        "`MockClock`. A peer's ratio is its time over operative's, round by round. "
+        f"Ratios from {when(now, 'realistic')}; before: {when(before, 'realistic_before')}.",
+    ]
+    over = (now or {}).get("over_prebuilt_us_per_step") or {}
+    if isinstance(over, dict) and {"floor", "operative"} <= over.keys():
+        replayed = [
+            attempt(
+                _realistic_text("", "per_step", f"{s}-prebuilt", "us_per_step_rounds", unit=" µs"),
+                now or {},
+                fallback="–",
+            )
+            for s in ("floor", "operative")
+        ]
+        text[-1] += (
+            f" In the same rounds, the same runs over responses built before the run "
+            f"(`bench_peers.py`'s adapters, arguments a JSON string the loop decodes) took "
+            f"{replayed[0]} (floor) and {replayed[1]} (operative) a step; the difference, "
+            "building the responses less decoding the arguments: "
+            f"{over['floor']:+.1f} µs a step for the floor, {over['operative']:+.1f} µs for "
+            "operative."
+        )
+    return "\n".join(table(header, rows) + text)
+
+
 SECTIONS: dict[str, tuple[str, Callable[[Results], str]]] = {
     "machine": ("Machine", render_machine),
     "goals": ("Goals", render_goals),
@@ -1518,6 +1725,7 @@ SECTIONS: dict[str, tuple[str, Callable[[Results], str]]] = {
     "same-work": ("Against the same-work floor", render_same_work),
     "fixed-cost": ("Fixed cost of a one-step run", render_fixed_cost),
     "breakdown": ("Where a run's time goes: the cost ledger", render_breakdown),
+    "realistic": ("Realistic adapter (one path)", render_realistic),
     "import": ("Import", render_import),
     "gc": ("GC share of the batch", render_gc),
     "memory": ("Memory per in-flight run", render_memory),
@@ -1528,9 +1736,10 @@ SECTIONS: dict[str, tuple[str, Callable[[Results], str]]] = {
     ),
 }
 """Every section the report renders; a ``docs/comparison.md`` marker names one of these."""
-OPTIONAL = ("same-work", "breakdown")
+OPTIONAL = ("same-work", "breakdown", "realistic")
 """Sections ``summary.md`` leaves out, naming why, when their figures were not measured
-(a ``peers.json`` without the same-work floor, no ``breakdown.json``)."""
+(a ``peers.json`` without the same-work floor, no ``breakdown.json``, neither
+``realistic.json`` nor ``realistic_before.json``)."""
 
 
 def render(name: str, r: Results) -> str:
@@ -1568,6 +1777,10 @@ def summary(r: Results) -> str:
             sources.append(f"- `{s}.json`: {date}{' (quick)' if r.quick(s) else ''}")
         else:
             sources.append(f"- `{s}.json`: {r.why_missing[s]}")
+    for s, of in BASELINES.items():
+        if s in r.data:
+            date = r.data[s].get("date", "no date recorded")
+            sources.append(f"- `{s}.json` (baseline of `{of}.json`, kept): {date}")
     parts += ["", "## Sources", "", *sources]
     if left_out:
         parts += ["", "Sections left out, their figures not in these files:", "", *left_out]

@@ -522,3 +522,84 @@ def test_the_same_work_section_gives_the_lockstep_peak_and_marginal_rss(tmp_path
     text = report.render("same-work", report.Results(_write(tmp_path, sample)))
     assert "lockstep" not in text
     assert "µs per step (20-step run)" in text
+
+
+def _realistic(per_step: float, wall: float, peer: float) -> dict[str, Any]:
+    """A ``bench_realistic.py --json`` of the shape report.py reads."""
+    ratio = {"floor": _spread(10.0, 9.0, 11.0)}
+    return {
+        "date": "2026-12-07 21:00 UTC",
+        "steps": 20,
+        "systems": ["floor", "operative", "pydantic-ai"],
+        "per_step": {
+            "floor": {"us_per_step_rounds": ratio["floor"]},
+            "operative": {
+                "us_per_step_rounds": _spread(10.0 * per_step, 9.0, 40.0),
+                "x_floor_per_step": _spread(per_step, per_step - 0.1, per_step + 0.2),
+            },
+            "pydantic-ai": {
+                "us_per_step_rounds": _spread(2000.0, 1900.0, 2100.0),
+                "x_operative_per_step": _spread(peer, peer - 10, peer + 10),
+            },
+        },
+        "batch_rounds": {
+            "runs": 2000,
+            "rounds": 5,
+            "floor": {"wall_s": _spread(0.4, 0.38, 0.45)},
+            "operative": {
+                "wall_s": _spread(0.5, 0.45, 0.6),
+                "x_floor_wall": _spread(wall, 1.1, 1.6),
+            },
+        },
+        "concurrency": {
+            "runs": 2000,
+            "fresh_rounds": 3,
+            "floor": {"kib_per_run_rounds": _spread(8.0, 7.9, 8.1, 3)},
+            "operative": {
+                "kib_per_run_rounds": _spread(10.0, 9.9, 10.1, 3),
+                "x_floor_kib_per_run": _spread(1.25, 1.2, 1.3, 3),
+            },
+        },
+        "lockstep": {
+            "runs": 2000,
+            "rounds": 3,
+            "floor": {"kib_per_run_rounds": _spread(10.0, 10.0, 10.0, 3)},
+            "operative": {
+                "kib_per_run_rounds": _spread(12.0, 12.0, 12.0, 3),
+                "x_floor_kib_per_run": _spread(1.2, 1.2, 1.2, 3),
+            },
+        },
+    }
+
+
+def test_the_realistic_section_gives_each_goal_with_the_baseline_beside_it(
+    tmp_path: Path,
+) -> None:
+    """``realistic.json`` against the goals of one run, one path (at most 3, 1.5 and 1.5
+    times the floor, each peer at least 50 times operative), ``realistic_before.json``'s
+    ratios beside them; a section left out of the summary when neither was written."""
+    assert "## Realistic adapter" not in report.summary(report.Results(_write(tmp_path, {})))
+    files = {
+        "realistic": _realistic(per_step=3.2, wall=1.45, peer=55.0),
+        "realistic_before": _realistic(per_step=1.6, wall=1.3, peer=150.0),
+    }
+    text = report.render("realistic", report.Results(_write(tmp_path, files)))
+    rows = {row.split(" | ")[0].lstrip("| "): row for row in text.splitlines()}
+    per_step = rows["µs per step (20-step run) × floor"]
+    assert "| 3.20× (3.10–3.40) | 1.60× (1.50–1.80) | **not met** |" in per_step
+    batch = rows["2,000-run batch, wall time × floor (one process)"]
+    assert batch.endswith(
+        "| 1.45× (1.10–1.60) | 1.30× (1.10–1.60) | met (median; not every round) |"
+    )
+    peer = rows["pydantic-ai µs per step × operative's"]
+    assert "pydantic-ai: 2,000 (1,900–2,100) µs" in peer
+    assert peer.endswith("| 55.0× (45.0–65.0) | 150× (140–160) | met (median; not every round) |")
+    assert "openai-agents µs per step × operative's" in rows  # not measured: no such peer
+    assert (
+        "not measured: no `per_step.openai-agents`"
+        in rows["openai-agents µs per step × operative's"]
+    )
+    (tmp_path / "realistic.json").unlink()
+    text = report.render("realistic", report.Results(tmp_path))
+    assert "| ≤ 3× | – | – | not measured | 1.60× (1.50–1.80) | – |" in text
+    assert "`realistic.json` was not written" in text

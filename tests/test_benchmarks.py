@@ -127,3 +127,80 @@ def test_temporal_benchmark_quick_mode_runs(tmp_path: Path) -> None:
     for level in figures["concurrency"].values():
         assert level["steps_per_s"]["median"] > 0
     assert "| temporal |" in (tmp_path / "temporal.md").read_text()
+
+
+def test_realistic_adapter_quick_mode_runs(tmp_path: Path) -> None:
+    """bench_realistic.py (the realistic-adapter guard for one run, one path) runs tiny on
+    the floor and operative (no peer packages needed), its models build a fresh response
+    each call, and report.py renders its section from the JSON."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        sides = [
+            importlib.import_module(f"realistic.{name}") for name in ("floor", "operative_side")
+        ]
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    for side in sides:
+        first, again = side.respond(2, 3), side.respond(2, 3)
+        assert first == again
+        assert first is not again  # built at each call, not replayed
+    out = tmp_path / "realistic.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_realistic.py"),
+            "--quick",
+            "--systems",
+            "floor",
+            "operative",
+            "--steps",
+            "3",
+            "--repetitions",
+            "3",
+            "--runs",
+            "20",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "µs/step" in done.stdout
+    figures = json.loads(out.read_text())
+    # bench_peers.py's prebuilt-response floor and operative run in the same rounds.
+    assert figures["systems"] == ["floor", "operative", "floor-prebuilt", "operative-prebuilt"]
+    assert figures["steps"] == 3
+    for system in figures["systems"]:
+        assert figures["per_step"][system]["tool_calls"] > 0
+    assert set(figures["over_prebuilt_us_per_step"]) == {"floor", "operative"}
+    operative = figures["per_step"]["operative"]
+    assert operative["x_floor_per_step"]["median"] > 0
+    assert figures["batch_rounds"]["operative"]["x_floor_wall"]["median"] > 0
+    assert figures["concurrency"]["operative"]["x_floor_kib_per_run"]["median"] > 0
+    assert figures["lockstep"]["operative"]["x_floor_kib_per_run"]["median"] > 0
+    summary = tmp_path / "summary.md"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "report.py"),
+            "--results",
+            str(tmp_path),
+            "--summary",
+            str(summary),
+            "--docs",
+            "-",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = summary.read_text()
+    assert "## Realistic adapter (one path)" in text
+    row = next(line for line in text.splitlines() if line.startswith("| µs per step (3-step"))
+    assert "not measured" not in row
+    assert "| ≤ 3" in row
