@@ -56,7 +56,7 @@ async def operative_serve(
     environment.update(
         NO_COLOR="1",
         OPERATIVE_DATA_DIR=str(tmp_path / "data"),
-        PYTHONPATH=str(Path(__file__).resolve().parents[2]),
+        PYTHONPATH=str(ROOT),
         **(env or {}),
     )
     process = await trio.lowlevel.open_process(
@@ -89,6 +89,8 @@ async def request(
         return await client.post(url + path, json={}, headers=headers)
     return await client.get(url + path, headers=headers)
 
+
+ROOT = Path(__file__).resolve().parents[2]
 
 SPELLINGS = ["127.0.0.1", "127.0.0.2", "localhost", "::1"]
 

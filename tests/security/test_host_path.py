@@ -255,12 +255,12 @@ async def test_the_turn_history_never_carries_the_servers_instructions() -> None
     app = asgi_app(agent, approval_secret=SECRET, approval_state=MemoryStore())
     async with served(app) as url, httpx.AsyncClient() as client:
         text = await post(client, url, "turn", {"message": "hi"})
-    done = [
+    done = next(
         json.loads(line[6:])
         for frame in text.split("\n\n")
         if "event: turn.completed" in frame
         for line in frame.splitlines()
         if line.startswith("data: ")
-    ][0]
+    )
     assert [m["role"] for m in done["history"]["messages"]] == ["user", "assistant"]
     assert "Secret instructions." not in json.dumps(done)
