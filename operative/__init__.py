@@ -54,7 +54,6 @@ from ._core._model import GenerateFunction as GenerateFunction
 from ._core._model import GenerateRequest as GenerateRequest
 from ._core._model import GenerateResponse as GenerateResponse
 from ._core._open_run import open_run as open_run
-from ._core._open_run import run_to_end as run_to_end
 from ._core._options import RunConfig as RunConfig
 from ._core._results import RunResult as RunResult
 from ._core._results import SchemaValidation as SchemaValidation
@@ -243,7 +242,6 @@ __all__ = [
     "repair_dangling_tool_calls",
     "resolve_tool_result",
     "resume_session",
-    "run_to_end",
     "save_agent_session",
     "stop_when",
     "subagent_tool",

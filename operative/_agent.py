@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Protocol, Unpack, runtime_checkable
 
@@ -12,28 +12,17 @@ import trio
 
 from ._core._errors import InvalidArgument
 from ._core._event_hub import Listener, Overflow
-from ._core._instrument_hook import installed as installed_instrumentation
 from ._core._model import GenerateFunction, open_model_string
-from ._core._open_run import (
-    _new_run,
-    open_run,
-    run_configured,
-    run_in_nursery,
-    run_to_end,
-    runs_alone,
-)
+from ._core._open_run import open_configured, open_run
 from ._core._options import (
     DEFAULT_MAXIMUM_STEPS,
     RunConfig,
     config_for_run,
     configure_run,
     make_toolbox,
-    new_run_id,
 )
 from ._core._results import RunResult
 from ._core._run import ActiveRun
-from ._core._run_plan import RunPlan, plan_for
-from ._core._run_task import drive
 from .conditions import StopCondition, no_tool_calls
 from .conversation import ContentPart, Conversation, ConversationHistory, Message, new_message_id
 from .conversation._tool_results import check_history
@@ -120,11 +109,6 @@ class Agent:
     _template: RunConfig | None = attrs.field(default=None, init=False, eq=False, repr=False)
     """Every run's configuration but its id, validated once by :func:`create_agent`
     (``None`` for an agent built otherwise, or whose runs need per-run options)."""
-    _opens_model: bool = attrs.field(default=False, init=False, eq=False, repr=False)
-    """The template's generate opens a model per run (``open_for_run``: a model string)."""
-    _plan: RunPlan | None = attrs.field(default=None, init=False, eq=False, repr=False)
-    """What every run of the template decides, when it names no feature (``_run_plan``):
-    such runs share the template, each with its own id."""
 
     @property
     def has_output(self) -> bool:
@@ -167,14 +151,22 @@ class Agent:
         ``durable=`` (an :class:`operative.durable.Durable`) routes this run through a
         durable engine, overriding any the agent was defined with. ``abort_on=`` (a
         ``trio.Event``, an awaitable or an async function) aborts the run once it is set
-        or returns; it overrides ``context.abort_on``.
+        or returns; it overrides ``context.abort_on``. The input is checked here, when
+        the block is made.
         """
-        return open_run(**self._run_options(input, context, durable, abort_on))
+        template = self._template
+        if template is None or context is not None or durable is not None or abort_on is not None:
+            return open_run(**self._run_options(input, context, durable, abort_on))
+        # Validated when the agent was defined: only what is per run is made here.
+        conversation = self._conversation(input)
+        if isinstance(input, ConversationHistory):
+            check_history(conversation._messages)
+        return open_configured(config_for_run(template), conversation)
 
     def _run_options(
         self, input: AgentInput, context: AgentRunContext | None, durable: Any, abort_on: Any
     ) -> dict[str, Any]:
-        """What ``open_run`` (or ``run_to_end``) is given for a run of this agent."""
+        """What ``open_run`` is given for a run of this agent."""
         conversation = self._conversation(input)
         options = dict(self.options)
         if durable is not None:
@@ -202,39 +194,15 @@ class Agent:
             **options,
         }
 
-    def run(
+    async def run(
         self, input: AgentInput, *, context: AgentRunContext | None = None, abort_on: Any = None
-    ) -> Coroutine[Any, Any, RunResult]:
-        """Run to the end and return the result: ``await agent.run(input)``
-        (``abort_on=``: see :meth:`open_run`).
-
-        A plain method that returns the run's coroutine: the input is checked when it is
-        called (a bad one raises there, at the earliest moment), the run starts when the
-        coroutine is awaited. With nothing to run beside it (no ``abort_on``, stall
-        policy or durable lease), the loop runs in the awaiting task with no nursery (see
-        ``run_to_end``), and the coroutine is the loop task's own: a run in flight holds
-        no frame for this method.
-        """
-        template = self._template
-        if template is None or context is not None or abort_on is not None:
-            return run_to_end(**self._run_options(input, context, None, abort_on))
-        # Validated when the agent was defined: only what is per run is made here.
-        conversation = self._conversation(input)
-        if isinstance(input, ConversationHistory):
-            check_history(conversation._messages)
-        if self._opens_model:
-            return run_configured(config_for_run(template), conversation)
-        plan = self._plan
-        if plan is not None and installed_instrumentation() is None:
-            # Nothing attaches to the run: it shares the template.
-            run = ActiveRun(template, conversation, plan, new_run_id())
-            alone = plan.alone
-        else:
-            run = _new_run(config_for_run(template), conversation)
-            alone = runs_alone(run)
-        if alone:
-            return drive(run, alone=True)
-        return run_in_nursery(run)
+    ) -> RunResult:
+        """Run to the end and return the result: ``await agent.run(input)``, which is
+        ``async with agent.open_run(input) as run`` with an empty block, then
+        ``await run.result()`` (``abort_on=``: see :meth:`open_run`)."""
+        async with self.open_run(input, context=context, abort_on=abort_on) as run:
+            pass
+        return await run.result()
 
     async def load(self) -> Agent:
         """This agent, whose definition is loaded already.
@@ -359,14 +327,11 @@ def create_agent(
         if "instrumentation" not in options:
             validated = msgspec.structs.replace(validated, instrumentation=None)
         object.__setattr__(agent, "_template", validated)
-        opens = getattr(validated.generate, "open_for_run", None) is not None
-        object.__setattr__(agent, "_opens_model", opens)
-        object.__setattr__(agent, "_plan", plan_for(validated))
     return agent
 
 
 _PER_RUN = frozenset({"durable", "steering"})
-"""Options whose runs are configured run by run (``agent.run`` goes the long way)."""
+"""Options whose runs are configured run by run (each run validates its options)."""
 
 
 def __getattr__(name: str) -> object:

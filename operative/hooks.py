@@ -19,6 +19,9 @@ value replaces what the next hook (and the loop) sees, ``None`` leaves it as it 
 | ``on_maximum_steps`` | a ``HookContext`` | content that replaces the final answer |
 
 A hook that raises ends the run with ``finish_reason == "error"``.
+
+Beside the hooks of one run, :func:`on_run_created` tells a caller of every run made in
+its task and the tasks it starts (what a test kit's recorder attaches with).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import inspect
 import itertools
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, overload
 
 import msgspec
@@ -39,7 +43,42 @@ from .conversation import ConversationHistory
 if TYPE_CHECKING:
     from ._core._results import RunResult
 
-__all__ = ["HOOK_NAMES", "HookContext", "HookName", "HookRegistry", "call_hook"]
+__all__ = [
+    "HOOK_NAMES",
+    "HookContext",
+    "HookName",
+    "HookRegistry",
+    "call_hook",
+    "on_run_created",
+]
+
+_RUN_CREATED: ContextVar[tuple[Callable[[Any], object], ...]] = ContextVar(
+    "operative_run_created", default=()
+)
+"""Who is told of each run made in this context (see :func:`on_run_created`)."""
+
+
+def on_run_created(callback: Callable[[Any], object]) -> Callable[[], None]:
+    """Call ``callback(run)`` with the ``ActiveRun`` of every run created from now on in
+    this task and the tasks it starts, before the run starts (a listener attached then
+    misses nothing). Returns what stops it. ``operative.testing.RunRecorder.capture_all``
+    attaches its recorder this way.
+
+    The callbacks live in a context variable, not in the process: a run made in
+    another task tree is not seen.
+    """
+    _RUN_CREATED.set((*_RUN_CREATED.get(), callback))
+
+    def stop() -> None:
+        _RUN_CREATED.set(tuple(c for c in _RUN_CREATED.get() if c is not callback))
+
+    return stop
+
+
+def run_created_callbacks() -> tuple[Callable[[Any], object], ...]:
+    """The callbacks :func:`on_run_created` registered in this context."""
+    return _RUN_CREATED.get()
+
 
 T = TypeVar("T")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 from typing import Any
 
 import attrs
@@ -137,27 +139,25 @@ async def test_bad_input_type() -> None:
         await agent.run(42)  # type: ignore[arg-type]
 
 
-async def test_run_checks_its_input_when_called_and_starts_when_awaited() -> None:
-    """``agent.run(...)`` refuses bad input at the call (in the task that made the
-    mistake, not in a task it was handed to) and starts nothing until it is awaited;
-    what it returns is a plain coroutine, for ``await`` and for ``start_soon``."""
+async def test_run_is_a_coroutine_function_that_checks_its_input() -> None:
+    """``agent.run`` is an ``async def`` (for ``await`` and for ``start_soon``); bad input
+    is refused when it runs, before the model is called."""
     calls: list[int] = []
 
     async def counting(request: GenerateRequest) -> GenerateResponse:
         calls.append(request.step)
         return GenerateResponse(content="ok")
 
+    assert inspect.iscoroutinefunction(operative.Agent.run)
     for agent in (
         create_agent(generate=counting),
         create_agent(generate=counting, instructions="brief", tools=[lookup]),
         create_agent(generate=counting, stall_policy=operative.StallPolicy(stall_after=30)),
     ):
         with pytest.raises(operative.InvalidArgument, match="agent input"):
-            agent.run(42)  # type: ignore[arg-type, unused-coroutine]
-        pending = agent.run("hello")
-        await trio.lowlevel.checkpoint()
+            await agent.run(42)  # type: ignore[arg-type]
         assert calls == []
-        result = await pending
+        result = await agent.run("hello")
         assert result.content == "ok"
         assert calls == [1]
         async with trio.open_nursery() as nursery:

@@ -27,7 +27,7 @@ async def test_a_run_factory_returns_the_runs_own_coroutine(adapter: ModuleType)
     pending = adapter.make_steps(3, 0.0)()
     assert pending.__class__.__name__ == "coroutine"
     # Not a wrapper of the adapter's: the coroutine is the system's own loop.
-    assert pending.cr_code.co_filename.endswith(("floor.py", "floor_same_work.py", "_run_task.py"))
+    assert pending.cr_code.co_filename.endswith(("floor.py", "floor_same_work.py", "_agent.py"))
     assert adapter.answer(await pending) == "the answer is 42"
     assert adapter.CALLS[0] == before + 2
     assert adapter.answer(await adapter.make_parallel(3, 0.001)()) == "done"

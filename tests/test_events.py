@@ -199,18 +199,3 @@ async def test_streamed_deltas_become_generate_delta_events(autojump_clock: Any)
     assert types.index("generate.delta") < types.index("generate.completed")
 
 
-async def test_no_delta_sink_without_listeners() -> None:
-    """Without a generate.delta listener the loop installs no sink."""
-    from operative._core._deltas import current_delta_sink
-
-    seen: list[object] = []
-
-    async def model(request: operative.GenerateRequest) -> GenerateResponse:
-        seen.append(current_delta_sink())
-        return GenerateResponse(content="ok")
-
-    async with open_run(
-        generate=model, conversation=_conversation(), stop_when=stop_when.no_tool_calls()
-    ):
-        pass
-    assert seen == [None]

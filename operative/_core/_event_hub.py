@@ -27,13 +27,11 @@ import trio
 from ._events import EVENT_TYPES
 
 __all__ = [
-    "UNHEARD",
     "DeltaDelivery",
     "EventHub",
     "EventStream",
     "Listener",
     "Overflow",
-    "UnheardHub",
 ]
 
 logger = logging.getLogger("operative.events")
@@ -535,33 +533,3 @@ class EventHub:
                     stream._finish()
             self._streams = ()
             self._recompute()
-
-
-class UnheardHub(EventHub):
-    """The event hub of a run nobody listens to: a *sealed* run (see ``_run_scope``),
-    whose handle never leaves the kernel. ``wanted`` stays empty: the loop builds no
-    event, and what clean-up sends anyway (a step cut short) reaches nobody. It never
-    changes, so every sealed run shares :data:`UNHEARD`; a run listened to as it is made
-    (the test recorder's ``capture_all``) is given a hub of its own first
-    (``ActiveRun._heard``), so attaching anything to this one is a bug and fails loudly."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "<UnheardHub>"
-
-    def _attach(self, stream: EventStream) -> None:
-        raise AssertionError("an event stream was attached to a sealed run's hub")
-
-    def add_listener(self, type: str, listener: Listener) -> Callable[[], None]:
-        raise AssertionError("a listener was added to a sealed run's hub")
-
-    def once(self, type: str, listener: Listener) -> Callable[[], None]:
-        raise AssertionError("a listener was added to a sealed run's hub")
-
-    def close(self) -> None:
-        return None  # nothing to end, and the shared hub stays as it is
-
-
-UNHEARD = UnheardHub()
-"""The one hub every sealed run shares (nothing is ever attached to it)."""

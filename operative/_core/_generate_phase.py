@@ -12,13 +12,13 @@ attempt's usage, a failed attempt's too (it was still paid for). Extensions may 
 run before an attempt (``before_attempt``: a budget's request limit); what they ask to
 be done about a spend is done once it is recorded: a failed attempt's before the next
 attempt, the answer's by ``StepLoop`` once the answer is in the transcript.
-(Each boundary is asked ``if ext.before_attempt:`` first: a truth test costs a step less
-than a loop over an empty tuple.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -47,16 +47,13 @@ from ._model import (
     response_problem,
     usage_problem,
 )
-from ._options import _NO_HOOKS as NO_HOOKS
 from ._run_state import NO_USAGE, Inflight, RunState
 from ._types import Usage
 
 if TYPE_CHECKING:
-    from ._extension import Extensions
-    from ._options import RunConfig
     from ._run import ActiveRun
 
-__all__ = ["GeneratePhase", "charge_answer", "charge_failed"]
+__all__ = ["GeneratePhase", "charge_answer"]
 
 
 class _BackpressureEvents:
@@ -69,25 +66,29 @@ class _BackpressureEvents:
 
     async def applied(self, delay: float | None, reason: str) -> None:
         state = self._state
-        if state.hub.wants("backpressure.applied"):
-            await state.hub.emit(
-                BackpressureApplied(
-                    run_id=state.run_id,
-                    step=state.step,
-                    time=state.now(),
-                    delay=delay,
-                    reason=reason,
-                )
+        await state.hub.emit(
+            BackpressureApplied(
+                run_id=state.run_id, step=state.step, time=state.now(), delay=delay, reason=reason
             )
+        )
 
     async def released(self, waited: float) -> None:
         state = self._state
-        if state.hub.wants("backpressure.released"):
-            await state.hub.emit(
-                BackpressureReleased(
-                    run_id=state.run_id, step=state.step, time=state.now(), waited=waited
-                )
+        await state.hub.emit(
+            BackpressureReleased(
+                run_id=state.run_id, step=state.step, time=state.now(), waited=waited
             )
+        )
+
+
+@asynccontextmanager
+async def _slot(strategy: Any, request: GenerateRequest, events: Any) -> AsyncIterator[Any]:
+    """The backpressure strategy's slot around one attempt (``None`` without one)."""
+    if strategy is None:
+        yield None
+        return
+    async with strategy.slot(request, events) as slot:
+        yield slot
 
 
 def _names(entries: Any) -> tuple[str, ...]:
@@ -130,11 +131,9 @@ class GeneratePhase:
         self._state = state
 
     async def _call_model(self, request: GenerateRequest) -> GenerateResponse:
-        """One attempt, with streamed deltas delivered as events when someone listens."""
+        """One attempt, its streamed deltas delivered as events."""
         state = self._state
         hub = state.hub
-        if "generate.delta" not in hub.wanted:
-            return await self._attempt(request)
         now = state.now
         run_id = state.run_id
         step = request.step
@@ -146,6 +145,8 @@ class GeneratePhase:
 
         def sink(delta: Any) -> None:
             nonlocal delivery
+            if not hub.wants("generate.delta"):
+                return
             event = GenerateDelta(
                 run_id=run_id,
                 step=step,
@@ -178,43 +179,14 @@ class GeneratePhase:
     async def _attempt(self, request: GenerateRequest) -> GenerateResponse:
         """One attempt: the backpressure slot, the attempt's timeout, the type check."""
         cfg = self._state.config
-        strategy = cfg.backpressure
         retry = cfg.retry
         timeout = retry.attempt_timeout if retry is not None else None
-        if strategy is not None:
-            async with strategy.slot(request, _BackpressureEvents(self._state)) as slot:
-                if timeout is not None:
-                    with trio.fail_after(timeout):
-                        response = checked_response(await cfg.generate(request))
-                else:
-                    response = checked_response(await cfg.generate(request))
+        async with _slot(cfg.backpressure, request, _BackpressureEvents(self._state)) as slot:
+            with trio.fail_after(math.inf if timeout is None else timeout):
+                response = checked_response(await cfg.generate(request))
+            if slot is not None:
                 slot.record(response.usage)  # checked first: the slot reads its usage
-            return response
-        if timeout is not None:
-            with trio.fail_after(timeout):
-                response = await cfg.generate(request)
-        else:
-            response = await cfg.generate(request)
-        if response.__class__ is not GenerateResponse:
-            # A GenerateResponse checked its fields when it was built.
-            response = checked_response(response)
         return response
-
-    @staticmethod
-    def plain_for(cfg: RunConfig, ext: Extensions) -> bool:
-        """True when, under ``cfg``, the step's generate phase is the model call alone
-        unless someone listens for events: no retry, no backpressure, no extension
-        before an attempt, no ``validate_response`` hook. Kept in
-        ``RunState.plain_generate``; the step loop then calls the model itself (one
-        coroutine frame fewer per run in flight) while nobody listens, and settles the
-        answer with :func:`charge_failed` or :func:`charge_answer`, as :meth:`run`
-        does."""
-        return (
-            cfg.retry is None
-            and cfg.backpressure is None
-            and not ext.before_attempt
-            and (cfg.hooks is NO_HOOKS or not cfg.hooks.validate_response)
-        )
 
     async def run(
         self, run: ActiveRun, request: GenerateRequest, inflight: Inflight
@@ -230,27 +202,14 @@ class GeneratePhase:
         retry = cfg.retry
         ext = state.ext
         attempt = 1
-        fast = cfg.backpressure is None and (retry is None or retry.attempt_timeout is None)
         while True:
-            if fast and "generate.delta" in hub.wanted:
-                fast = False
-            if ext.before_attempt:
-                for extension in ext.before_attempt:
-                    await extension.before_attempt(run, request, attempt)
-            if "generate.started" in hub.wanted:
-                await hub.emit(
-                    GenerateStarted(run_id=run_id, step=step, time=state.now(), attempt=attempt)
-                )
+            for extension in ext.before_attempt:
+                await extension.before_attempt(run, request, attempt)
+            await hub.emit(
+                GenerateStarted(run_id=run_id, step=step, time=state.now(), attempt=attempt)
+            )
             try:
-                if fast:
-                    # No listener for deltas, no backpressure, no attempt timeout: the
-                    # attempt is the call itself (two coroutine frames fewer a step).
-                    response = await cfg.generate(request)
-                    if response.__class__ is not GenerateResponse:
-                        # A GenerateResponse checked its fields when it was built.
-                        response = checked_response(response)
-                else:
-                    response = await self._call_model(request)
+                response = await self._call_model(request)
                 break
             except Exception as exc:
                 # A failed attempt that reported usage was still paid for.
@@ -259,41 +218,36 @@ class GeneratePhase:
                 if spent is not None:
                     inflight.usage = inflight.usage + spent
                     state.usage = state.usage + spent
-                    if ext.spent:
-                        settles = charge_extensions(
-                            run, ext.spent, step, spent, None, "failed-attempt"
-                        )
+                    settles = charge_extensions(run, ext.spent, step, spent, None, "failed-attempt")
                 retrying = retry is not None and retry.should_retry(exc, attempt)
-                if "generate.error" in hub.wanted:
-                    await hub.emit(
-                        GenerateError(
-                            run_id=run_id,
-                            step=step,
-                            time=state.now(),
-                            attempt=attempt,
-                            error=str(exc),
-                            error_type=type(exc).__name__,
-                            retryable=retrying,
-                            usage=spent if spent is not None else NO_USAGE,
-                        )
+                await hub.emit(
+                    GenerateError(
+                        run_id=run_id,
+                        step=step,
+                        time=state.now(),
+                        attempt=attempt,
+                        error=str(exc),
+                        error_type=type(exc).__name__,
+                        retryable=retrying,
+                        usage=spent if spent is not None else NO_USAGE,
                     )
+                )
                 if not retrying:
                     raise
                 assert retry is not None
                 delay = retry.delay(attempt, exc)
                 attempt += 1
-                if "generate.retry" in hub.wanted:
-                    await hub.emit(
-                        GenerateRetry(
-                            run_id=run_id,
-                            step=step,
-                            time=state.now(),
-                            attempt=attempt,
-                            delay=delay,
-                            error=str(exc),
-                            error_type=type(exc).__name__,
-                        )
+                await hub.emit(
+                    GenerateRetry(
+                        run_id=run_id,
+                        step=step,
+                        time=state.now(),
+                        attempt=attempt,
+                        delay=delay,
+                        error=str(exc),
+                        error_type=type(exc).__name__,
                     )
+                )
                 await trio.sleep(delay)
                 request = retry.next_request(request, exc, attempt)
                 for settle in settles:  # the failed attempt's spend, before the next one
@@ -301,20 +255,19 @@ class GeneratePhase:
         charge_answer(state, run, response, inflight)
         usage = response.usage
         total = state.usage
-        if "generate.completed" in hub.wanted:
-            await hub.emit(
-                GenerateCompleted(
-                    run_id=run_id,
-                    step=step,
-                    time=state.now(),
-                    attempt=attempt,
-                    content=response.content,
-                    tool_calls=tuple(response.tool_calls),
-                    usage=usage or NO_USAGE,
-                    model=response.model,
-                )
+        await hub.emit(
+            GenerateCompleted(
+                run_id=run_id,
+                step=step,
+                time=state.now(),
+                attempt=attempt,
+                content=response.content,
+                tool_calls=tuple(response.tool_calls),
+                usage=usage or NO_USAGE,
+                model=response.model,
             )
-        if response.metadata and "generate.routed" in hub.wanted:
+        )
+        if response.metadata:
             routed = _routed(response.metadata)
             if routed is not None:
                 route, provider, failed, cancelled = routed
@@ -330,13 +283,13 @@ class GeneratePhase:
                         cancelled=cancelled,
                     )
                 )
-        if usage is not None and "usage.accumulated" in hub.wanted:
+        if usage is not None:
             await hub.emit(
                 UsageAccumulated(
                     run_id=run_id, step=step, time=state.now(), usage=usage, total=total
                 )
             )
-        if cfg.hooks is not NO_HOOKS and cfg.hooks.validate_response:
+        if cfg.hooks.validate_response:
             for hook in cfg.hooks.validate_response:
                 replacement = await call_hook(hook, response, request)
                 if replacement is not None:
@@ -347,8 +300,7 @@ class GeneratePhase:
                             f"cannot use: {problem}; return a GenerateResponse or None"
                         )
                     response = replacement
-            if "response.validated" in hub.wanted:
-                await hub.emit(ResponseValidated(run_id=run_id, step=step, time=state.now()))
+            await hub.emit(ResponseValidated(run_id=run_id, step=step, time=state.now()))
         return response
 
 
@@ -370,17 +322,6 @@ def failed_usage(exc: Exception) -> Usage | None:
             "provider adapter or a test double); this usage was not recorded."
         ) from exc
     return spent
-
-
-def charge_failed(state: RunState, run: ActiveRun, exc: Exception, inflight: Inflight) -> None:
-    """A plain attempt raised ``exc``: what it reported spending was still paid for."""
-    spent = failed_usage(exc)
-    if spent is not None:
-        inflight.usage = inflight.usage + spent
-        state.usage = state.usage + spent
-        spending = state.ext.spent
-        if spending:
-            charge_extensions(run, spending, inflight.step, spent, None, "failed-attempt")
 
 
 def charge_answer(

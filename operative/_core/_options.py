@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import inspect
-import itertools
-import os
+import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -284,36 +283,10 @@ def config_for_run(template: RunConfig) -> RunConfig:
     return msgspec.structs.replace(template, run_id=new_run_id(), instrumentation=instrumentation)
 
 
-class _RunIds:
-    """Run ids from the OS's random source, read 4 KiB at a time (one read per 341 ids
-    instead of one per run). The pool and its cursor are swapped as one tuple, so two
-    threads never hand out the same digits; a forked child draws a pool of its own."""
-
-    __slots__ = ("source",)
-
-    def __init__(self) -> None:
-        self.reseed()
-
-    def reseed(self) -> None:
-        self.source = (os.urandom(_RUN_ID_BYTES * _RUN_IDS_PER_READ).hex(), itertools.count())
-
-
-_RUN_ID_BYTES = 12
-_RUN_ID_DIGITS = 2 * _RUN_ID_BYTES
-_RUN_IDS_PER_READ = 4096 // _RUN_ID_BYTES
-_run_ids = _RunIds()
-os.register_at_fork(after_in_child=_run_ids.reseed)
-
-
 def new_run_id() -> str:
     """A run id: 24 random hex digits (run ids address runs over HTTP and the command
-    line, so they are not guessable; each is 96 bits the OS's random source gave)."""
-    while True:
-        pool, cursor = _run_ids.source
-        start = next(cursor) * _RUN_ID_DIGITS
-        if start < len(pool):
-            return pool[start : start + _RUN_ID_DIGITS]
-        _run_ids.reseed()
+    line, so they are not guessable; each is 96 bits of the OS's random source)."""
+    return secrets.token_hex(12)
 
 
 _NUMBER = (int, float)

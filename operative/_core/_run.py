@@ -7,7 +7,7 @@
         │                    deadline, budgets; the run's end and its result
         └── step k           ``StepLoop``: generate → assistant message → tools → stop?
             ├── generate     ``GeneratePhase``: attempts, retries, backpressure, spend
-            └── tool nursery ``ToolPhase``: one child task per call (none for one call)
+            └── tool nursery ``ToolPhase``: one child task per call
 
 Each part owns the state it writes:
 
@@ -19,13 +19,9 @@ Each part owns the state it writes:
 - ``FinalAnswer`` (in ``RunState``, made on first use): an answer replacing the last
   step's, the structured output, its validation;
 - ``StepLoop``: the ids of the transcript's calls, the context manager, the steering
-  cursor; and, made on first use (a plain step needs neither):
+  cursor, and the run's two phases:
 - ``GeneratePhase``: nothing beyond one call (attempts are its locals); adds the spend;
 - ``ToolPhase``: the step's results (in ``Inflight``), the elicitation handler.
-
-A sealed run (``_run_scope``) shares one hub nobody hears and one liveness tracker
-nobody reads with every other sealed run: its parts are the handle, its state, its
-scope and its step loop.
 
 No part keeps the run handle (it is passed down to what extensions and tools are
 given), so a run that has ended is freed by reference counting, not by the collector.
@@ -36,10 +32,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import trio
-
 from ..conversation import Conversation
-from ..hooks import HookContext
+from ..hooks import HookContext, run_created_callbacks
 from ..liveness import (
     LivenessSnapshot,
     LivenessTracker,
@@ -47,12 +41,10 @@ from ..liveness import (
     SnapshotStream,
     SnapshotSubscription,
 )
-from ..liveness._tracker import UNREAD
 from ._errors import CleanupError, InvalidArgument, OutputValidationError
-from ._event_hub import UNHEARD, EventHub, EventStream, Listener, Overflow
+from ._event_hub import EventHub, EventStream, Listener, Overflow
 from ._events import Event
 from ._extension import (
-    NO_EXTENSIONS,
     Extension,
     Settle,
     Switch,
@@ -63,7 +55,6 @@ from ._final_answer import answer_of
 from ._model import GenerateFunction, usage_problem
 from ._options import RunConfig
 from ._results import RunResult, StepResult
-from ._run_plan import RunPlan, derive_plan
 from ._run_scope import RunScope
 from ._run_state import CancelReason, RunState, run_clock
 from ._step import StepLoop
@@ -73,6 +64,7 @@ if TYPE_CHECKING:
     from ..context import ContextManager
 
 __all__ = ["ActiveRun"]
+
 
 _ABORTED = FinishReason.ABORTED
 _ERROR = FinishReason.ERROR
@@ -95,50 +87,24 @@ class ActiveRun:
         "run_id",
     )
 
-    def __init__(
-        self,
-        config: RunConfig,
-        conversation: Conversation,
-        plan: RunPlan | None = None,
-        run_id: str | None = None,
-    ) -> None:
-        """``plan``: what ``config`` decides, worked out once (see ``_run_plan``); its
-        runs share ``config`` and are given their ``run_id`` here."""
-        # The handle composes the parts; ``_hub`` and ``_liveness`` are also the state's.
-        run_id = self.run_id = config.run_id if run_id is None else run_id
+    def __init__(self, config: RunConfig, conversation: Conversation) -> None:
+        run_id = self.run_id = config.run_id
         self.conversation: Conversation = conversation
         """The run's live conversation (shared with the caller when one was passed)."""
-        now: Callable[[], float]
-        if plan is None:
-            now = run_clock()
-            ext = extensions_for(config)
-            plan = derive_plan(config, ext)
-            liveness = self._liveness = LivenessTracker(
-                run_id,
-                clock=now,
-                durability="process-local" if ext.durable is None else "durable",
-            )
-            hub = self._hub = EventHub()
-        else:
-            ext = NO_EXTENSIONS
-            if plan.alone and plan.sealable:
-                # Driven in its caller's task, sealed: nothing can hear or read it, and
-                # its clock is read about once (no bound clock kept for it).
-                now = trio.current_time
-                hub = self._hub = UNHEARD
-                liveness = self._liveness = UNREAD
-            else:
-                now = run_clock()
-                hub = self._hub = EventHub()
-                liveness = self._liveness = LivenessTracker(run_id, clock=now)
-        state = self._state = RunState(config, run_id, conversation, now, hub, liveness, ext, plan)
+        now = run_clock()
+        ext = extensions_for(config)
+        self._liveness = LivenessTracker(
+            run_id, clock=now, durability="process-local" if ext.durable is None else "durable"
+        )
+        self._hub = EventHub()
+        self._state = RunState(config, run_id, conversation, now, self._hub, self._liveness, ext)
         self._scope = RunScope()
-        self._loop = StepLoop(state)
+        self._loop = StepLoop(self._state)
+        for created in run_created_callbacks():
+            created(self)
 
     def __repr__(self) -> str:
-        liveness = self._liveness
-        status = "sealed" if liveness is UNREAD else liveness.status
-        return f"<ActiveRun {self.run_id} {status} step={self._state.step}>"
+        return f"<ActiveRun {self.run_id} {self._liveness.status} step={self._state.step}>"
 
     # -- control ---------------------------------------------------------------------
 
@@ -162,7 +128,7 @@ class ActiveRun:
         Listeners are plain callables, called in the run's task; one that raises is
         logged and counted, never allowed to break the run. Returns a remover.
         """
-        return self._heard().add_listener(type, listener)
+        return self._hub.add_listener(type, listener)
 
     def once(self, type: str, listener: Listener) -> Any:
         """Call ``listener(event)`` for the first event of ``type`` only, then drop it.
@@ -170,7 +136,7 @@ class ActiveRun:
         Returns a remover, like :meth:`add_listener`; :meth:`remove_listener` also
         removes it before it fired.
         """
-        return self._heard().once(type, listener)
+        return self._hub.once(type, listener)
 
     def remove_listener(self, type: str, listener: Listener) -> None:
         """Remove ``listener`` for ``type`` (one registration, by :meth:`add_listener` or
@@ -179,22 +145,7 @@ class ActiveRun:
 
     def events(self, *types: str, capacity: int = 256, overflow: Overflow = "block") -> EventStream:
         """Iterate the run's events (all, or only ``types``) until the terminal one."""
-        return self._heard().stream(types, capacity=capacity, overflow=overflow)
-
-    def _heard(self) -> EventHub:
-        """The hub to attach a listener or a stream to. A sealed run shares the hub
-        nobody hears until something listens: the run recorder of ``operative.testing``
-        attaches to runs as they are made, and such a run gets a hub of its own then,
-        before it starts (its loop reads the hub once, as it starts)."""
-        hub = self._hub
-        if hub is UNHEARD:
-            if self._state.started_at is not None:
-                raise AssertionError(
-                    "a listener was attached to a sealed run after it started: only "
-                    "what is attached as the run is made (before it starts) can hear it"
-                )
-            hub = self._hub = self._state.hub = EventHub()
-        return hub
+        return self._hub.stream(types, capacity=capacity, overflow=overflow)
 
     def snapshot(self) -> LivenessSnapshot:
         """How the run is doing now; never blocks, never changes anything."""
@@ -397,12 +348,7 @@ class ActiveRun:
         """Run on under ``config`` from the next step, as given. A new generate function
         is not wrapped here: pass ``run.wrap_generate(generate)`` in it, so the run's
         tracing (and any other wrapper) covers it exactly once."""
-        state = self._state
-        state.config = config
-        plan = derive_plan(config, state.ext)
-        state.plain_generate = plan.plain_generate
-        state.plain_tools = plan.plain_tools
-        state.context_free = plan.context_free
+        self._state.config = config
 
     @property
     def pending_switch(self) -> Switch | None:

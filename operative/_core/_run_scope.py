@@ -4,14 +4,6 @@ whether the run has ended.
 An abort, a deadline (the request's, the budget's duration), a crossed budget limit and
 a shutdown all end the run the same way: the scope is cancelled, and whatever was in
 flight is repaired by clean-up. The first reason recorded is the one the run reports.
-
-A run that nothing can cancel needs no scope of its own: one run to its end in its
-caller's task (``agent.run``, ``run_to_end``) with no extension, steering, watchdog,
-``abort_on``, request deadline or approval handler, whose tools are never handed a
-context (the only way to its handle), can end early only when its caller is cancelled,
-and that cancellation reaches it as it would through a scope. Such a run is *sealed*:
-it enters no ``trio.CancelScope`` (about 6 µs and 1 KiB a run, the largest fixed cost of
-a one-step run), and asking a sealed run to stop is a bug that fails loudly.
 """
 
 from __future__ import annotations
@@ -21,35 +13,12 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ._extension import NO_EXTENSIONS
 from ._run_state import CancelReason
-from ._tool_phase import keeps_its_calls
 
 if TYPE_CHECKING:
-    from ._extension import Extensions
-    from ._options import RunConfig
     from ._results import RunResult
 
-__all__ = ["RunScope", "nothing_cancels"]
-
-
-def nothing_cancels(config: RunConfig, ext: Extensions) -> bool:
-    """True when nothing but the caller can end a run of ``config`` early: no feature
-    is attached (budgets, guardrails, durability, tracing and tool sources all are
-    extensions), no steering, stall watchdog, ``abort_on`` or request deadline, no
-    approval handler, and no tool is ever handed a context (through which a subagent
-    or handoff reaches the run). What holds then for a run in its caller's task: its
-    handle never leaves the kernel."""
-    request = config.request_context
-    return (
-        ext is NO_EXTENSIONS
-        and config.steering is None
-        and config.stall_policy is None
-        and config.abort_on is None
-        and config.on_approval is None
-        and (request is None or request.deadline is None)
-        and keeps_its_calls(config.toolbox)
-    )
+__all__ = ["RunScope"]
 
 
 class RunScope:
@@ -64,16 +33,13 @@ class RunScope:
         "deadlines",
         "reason",
         "result",
-        "sealed",
         "watcher",
     )
 
     def __init__(self) -> None:
-        self.cancel_scope: trio.CancelScope | None = None
-        """Made when the loop enters it (:meth:`enter`), or earlier by a cancel or a
-        deadline that comes before the loop starts; never for a sealed run."""
-        self.sealed = False
-        """The run runs with no scope: nothing can cancel it but its caller."""
+        self.cancel_scope = trio.CancelScope()
+        """What the loop task runs in; cancelled (or given a deadline) before the loop
+        starts, it takes effect as the loop enters it."""
         self.reason: CancelReason | None = None
         """Why the scope was cancelled, first come (written by :meth:`cancel` only)."""
         self.deadlines: list[tuple[float, CancelReason]] | None = None
@@ -96,7 +62,7 @@ class RunScope:
             return
         if self.reason is None:
             self.reason = reason
-        self._made().cancel()
+        self.cancel_scope.cancel()
         if self.watcher is not None:
             self.watcher(None)
 
@@ -105,33 +71,10 @@ class RunScope:
         if self.deadlines is None:
             self.deadlines = []
         self.deadlines.append((when, reason))
-        scope = self._made()
+        scope = self.cancel_scope
         scope.deadline = min(scope.deadline, when)
         if self.watcher is not None:
             self.watcher(when)
-
-    def enter(self, sealed: bool) -> trio.CancelScope | None:
-        """What the loop runs in: the run's cancel scope, or nothing (``None``) when
-        ``sealed`` (:func:`nothing_cancels` holds for a run in its caller's task) and
-        nobody has cancelled the run or given it a deadline before it started."""
-        scope = self.cancel_scope
-        if scope is None:
-            if sealed:
-                self.sealed = True
-                return None
-            scope = self.cancel_scope = trio.CancelScope()
-        return scope
-
-    def _made(self) -> trio.CancelScope:
-        scope = self.cancel_scope
-        if scope is None:
-            if self.sealed:
-                raise AssertionError(
-                    "a sealed run (one nothing but its caller can cancel) was asked to "
-                    "stop: nothing_cancels() let through a way to its handle"
-                )
-            scope = self.cancel_scope = trio.CancelScope()
-        return scope
 
     def has_ended(self) -> bool:
         return self._ended

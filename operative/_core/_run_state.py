@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from ._final_answer import FinalAnswer
     from ._options import RunConfig
     from ._results import StepResult
-    from ._run_plan import RunPlan
 
 __all__ = [
     "NO_USAGE",
@@ -126,17 +125,13 @@ class RunState:
     __slots__ = (
         "answer",
         "config",
-        "context_free",
         "conversation",
         "ext",
         "hub",
         "inflight",
         "liveness",
         "now",
-        "plain_generate",
-        "plain_tools",
         "run_id",
-        "sealable",
         "started_at",
         "step",
         "steps",
@@ -154,13 +149,11 @@ class RunState:
         hub: EventHub,
         liveness: LivenessTracker,
         ext: Extensions,
-        plan: RunPlan,
     ) -> None:
         self.config = config
         """The run's configuration. Written by ``ActiveRun.reconfigure`` (a switch)."""
         self.run_id = run_id
-        """The run's id: ``config.run_id``, or the id given to a run that shares its
-        agent's configuration (``_run_plan``)."""
+        """The run's id (``config.run_id``)."""
         self.conversation = conversation
         """The run's live transcript (shared with the caller when one was passed)."""
         self.now = now
@@ -192,20 +185,6 @@ class RunState:
         self.answer: FinalAnswer | None = None
         """What the run answers where its last step's content does not say it (an
         answer replaced, a structured output): made on first use (``answer_of``)."""
-        # What ``plan`` (``derive_plan(config, ext)``) says of ``config``, kept beside it
-        # (the loop reads these every step).
-        self.plain_generate = plan.plain_generate
-        """``GeneratePhase.plain_for(config, ext)``. Written by ``ActiveRun`` whenever it
-        sets the configuration."""
-        self.plain_tools = plan.plain_tools
-        """``ToolPhase.plain_for(config, ext)``. Written by ``ActiveRun`` whenever it
-        sets the configuration."""
-        self.context_free = plan.context_free
-        """``ToolPhase.context_free(config)``. Written by ``ActiveRun`` whenever it sets
-        the configuration."""
-        self.sealable = plan.sealable
-        """``nothing_cancels(config, ext)`` for the configuration the run started with:
-        run in its caller's task, it needs no cancel scope (``_run_scope``)."""
 
     def hook_context(self) -> HookContext:
         """What a hook is told about the run, now."""

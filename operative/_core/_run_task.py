@@ -26,7 +26,7 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import trio
@@ -34,9 +34,7 @@ import trio
 from ..conversation import cancelled_result, repair_dangling_tool_calls, tool_result_message
 from ..hooks import call_hook
 from ..liveness import terminal_status
-from ..liveness._tracker import UNREAD
 from ._errors import CleanupError, HookError
-from ._event_hub import UNHEARD
 from ._events import (
     RunAborted,
     RunCompleted,
@@ -84,78 +82,35 @@ _STEERING_EVENTS: dict[str, Any] = {
 }
 
 
-@overload
-async def drive(run: ActiveRun, *, alone: Literal[True]) -> RunResult: ...
-@overload
-async def drive(run: ActiveRun, *, alone: Literal[False] = False) -> None: ...
-async def drive(run: ActiveRun, *, alone: bool = False) -> RunResult | None:
-    """The loop task of ``run``: start, run the steps in the run scope, end. What
-    came from outside the run (its caller cancelled, Ctrl-C) is raised again after
-    the end. The parts of a run never keep its handle (it is passed down), so a run
-    that has ended is freed by reference counting, with no reference cycle.
-
-    ``alone``: the run has no nursery (it runs in its caller's task), and this returns
-    its result (an ``Agent.run`` coroutine is this one: no frame around it); what
-    escapes it other than a cancellation comes out in a group, as from the run's
-    nursery, so the caller sees what it would see of a nursery-backed run."""
+async def drive(run: ActiveRun) -> None:
+    """The loop task of ``run``: start, run the steps in the run scope, end. What came
+    from outside the run (its caller cancelled, Ctrl-C) is raised again after the end.
+    The parts of a run never keep its handle (it is passed down), so a run that has
+    ended is freed by reference counting, with no reference cycle."""
+    state = run._state
+    finish: FinishReason | None = None
+    error: BaseException | None = None
+    escaping: BaseException | None = None
+    remove_steering_listener = _start(run)
     try:
-        finish: FinishReason | None = None
-        error: BaseException | None = None
-        escaping: BaseException | None = None
-        state = run._state
-        remove_steering_listener = _start(run)
-        # A sealed run (alone, and nothing but its caller can cancel it) enters no cancel
-        # scope of its own (see ``_run_scope``): ``with cancel_scope:`` is written out
-        # (PEP 343's expansion), so a sealed run pays for no context manager at all.
-        cancel_scope = run._scope.enter(_sealed(state, alone))
-        try:
-            if cancel_scope is not None:
-                cancel_scope.__enter__()
+        with run._scope.cancel_scope:
             try:
-                try:
-                    resume: ResumePoint | None = None
-                    if state.ext.run_started or state.config.hooks.on_run_start:
-                        resume = await _run_started(run)
-                    finish = await _loop_of(run, resume)
-                except Exception as exc:
-                    finish, error = await _recover(state, exc)
-            except BaseException as exc:
-                if cancel_scope is None or not cancel_scope.__exit__(
-                    type(exc), exc, exc.__traceback__
-                ):
-                    raise
-            else:
-                if cancel_scope is not None:
-                    cancel_scope.__exit__(None, None, None)
-        except Exception as exc:
-            # A failure that met a cancellation of the run scope (e.g. a tool task that
-            # raised while an abort was landing): the scope took the Cancelled out of
-            # the group; what is left is the run's error, not the caller's.
-            finish, error = _ERROR, exc
-        except BaseException as exc:  # cancelled from outside the run, KeyboardInterrupt
-            escaping = exc
-        if remove_steering_listener is not None:
-            remove_steering_listener()
-        await _finish(run, finish, error, escaping)
-        if escaping is not None:
-            raise escaping
-    except trio.Cancelled:
-        raise
-    except BaseException as exc:
-        if not alone:
-            raise
-        # What the run's nursery would raise (see ``run_configured``).
-        raise BaseExceptionGroup("Exceptions from Trio nursery", [exc]) from None
-    # Outside the ``try``: a clean-up's failure (``CleanupError``) is raised bare.
-    return run._outcome() if alone else None
-
-
-def _sealed(state: RunState, alone: bool) -> bool:
-    """Whether the run runs sealed: alone, and nothing but its caller can cancel it."""
-    sealed = alone and state.sealable
-    if not sealed and (state.liveness is UNREAD or state.hub is UNHEARD):
-        raise AssertionError("a run nobody can hear or read must run sealed")
-    return sealed
+                resume = await _run_started(run)
+                finish = await _loop(run, resume)
+            except Exception as exc:
+                finish, error = await _recover(state, exc)
+    except Exception as exc:
+        # A failure that met a cancellation of the run scope (e.g. a tool task that
+        # raised while an abort was landing): the scope took the Cancelled out of the
+        # group; what is left is the run's error, not the caller's.
+        finish, error = _ERROR, exc
+    except BaseException as exc:  # cancelled from outside the run, KeyboardInterrupt
+        escaping = exc
+    if remove_steering_listener is not None:
+        remove_steering_listener()
+    await _finish(run, finish, error, escaping)
+    if escaping is not None:
+        raise escaping
 
 
 async def _run_started(run: ActiveRun) -> ResumePoint | None:
@@ -170,32 +125,24 @@ async def _run_started(run: ActiveRun) -> ResumePoint | None:
     return resume
 
 
-def _loop_of(run: ActiveRun, resume: ResumePoint | None) -> Awaitable[FinishReason]:
-    """The step loop's coroutine, as the ``wrap_loop`` extensions wrap it. Made by a
-    plain function, so ``drive``'s frame (which every run in flight holds) keeps none
-    of the extensions' locals and no frame stands between it and the loop."""
-    ext = run._state.ext
-    if not ext.wrap_loop and resume is None:
-        return run._loop.run(run)
+async def _loop(run: ActiveRun, resume: ResumePoint | None) -> FinishReason:
+    """The step loop, as the ``wrap_loop`` extensions wrap it."""
     loop: Callable[[], Awaitable[FinishReason]] = functools.partial(run._loop.run, run, resume)
-    for extension in ext.wrap_loop:
+    for extension in run._state.ext.wrap_loop:
         loop = extension.wrap_loop(run, loop)
-    return loop()
+    return await loop()
 
 
 def _start(run: ActiveRun) -> Callable[[], None] | None:
     """The run starts (in the loop task, before the run scope): its clock and liveness,
     ``run.started``, the transcript repaired, the request's deadline set. Returns what
-    removes the steering listener, if the run listens (kept out of ``drive``'s frame,
-    which every run in flight holds)."""
+    removes the steering listener, if the run listens to steering."""
     state = run._state
     started_at = state.started_at = state.now()
     state.liveness._start_at(started_at)
-    hub = state.hub
-    if "run.started" in hub.wanted:
-        hub.emit_nowait(
-            RunStarted(run_id=state.run_id, time=started_at, agent_name=state.config.agent_name)
-        )
+    state.hub.emit_nowait(
+        RunStarted(run_id=state.run_id, time=started_at, agent_name=state.config.agent_name)
+    )
     for message in state.conversation._messages:
         if message.tool_calls:
             # A call left open by an earlier, cut-short turn is answered before the
@@ -431,48 +378,36 @@ async def _finish(
     scope = run._scope
     scope.result = result
     finish = result.finish_reason
-    liveness = state.liveness
-    # The terminal event is built only when someone listens (a stream ends on close);
-    # the end is recorded only where someone can read it (not a sealed run's).
-    announce = bool(hub.wanted)
-    if announce or liveness is not UNREAD:
-        end = state.now()
-        step = state.step
-        usage = state.usage
-    if announce:
-        if finish is _ERROR:
-            terminal: Any = RunError(
-                run_id=run_id,
-                step=step,
-                time=end,
-                error=str(result.error),
-                error_type=type(result.error).__name__,
-                usage=usage,
-                steps=len(steps),
-            )
-        elif finish is _ABORTED:
-            terminal = RunAborted(
-                run_id=run_id,
-                step=step,
-                time=end,
-                reason=reason or "",
-                usage=usage,
-                steps=len(steps),
-            )
-        else:
-            terminal = RunCompleted(
-                run_id=run_id,
-                step=step,
-                time=end,
-                finish_reason=finish,
-                content=content,
-                usage=usage,
-                steps=len(steps),
-                recovered_error=None if answer is None else answer.recovered_error,
-            )
-    if liveness is not UNREAD:
-        liveness._end(terminal_status(finish), finish, step, usage, end)
-    if announce:
-        hub.emit_nowait(terminal)
+    end = state.now()
+    step = state.step
+    usage = state.usage
+    terminal: Any
+    if finish is _ERROR:
+        terminal = RunError(
+            run_id=run_id,
+            step=step,
+            time=end,
+            error=str(result.error),
+            error_type=type(result.error).__name__,
+            usage=usage,
+            steps=len(steps),
+        )
+    elif finish is _ABORTED:
+        terminal = RunAborted(
+            run_id=run_id, step=step, time=end, reason=reason or "", usage=usage, steps=len(steps)
+        )
+    else:
+        terminal = RunCompleted(
+            run_id=run_id,
+            step=step,
+            time=end,
+            finish_reason=finish,
+            content=content,
+            usage=usage,
+            steps=len(steps),
+            recovered_error=None if answer is None else answer.recovered_error,
+        )
+    state.liveness._end(terminal_status(finish), finish, step, usage, end)
+    hub.emit_nowait(terminal)
     scope.end()
     hub.close()

@@ -11,9 +11,8 @@ validation at a stop). The extension boundaries are named where they are called.
 The loop owns what only it writes: the ids the transcript's calls hold (a call id names
 one call), the run's context manager, and the steering cursor (a paused run parks here,
 between steps). The step counter, the steps and the step in flight are the run's
-(``RunState``); the final answer's validation is ``FinalAnswer``'s. The generate and
-tool phases are made on first use: a plain step (see ``RunPlan``) calls the model and
-the toolbox in its own frame, and a run made only of plain steps never makes either.
+(``RunState``); the final answer's validation is ``FinalAnswer``'s; calling the model
+is the generate phase's, running the calls the tool phase's.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import trio
 
-from ..conversation import ConversationHistory, Message, new_message_id, tool_result_message
+from ..conversation import ConversationHistory, tool_result_message
 from ..hooks import call_hook
 from ..liveness import DeclaredWait
 from ._errors import HookError
@@ -37,13 +36,13 @@ from ._events import (
 )
 from ._extension import ResumePoint, charge_extensions
 from ._final_answer import answer_of
-from ._generate_phase import GeneratePhase, charge_answer, charge_failed
-from ._model import GenerateRequest, GenerateResponse, checked_response
+from ._generate_phase import GeneratePhase
+from ._model import GenerateRequest, GenerateResponse
 from ._results import StepResult
 from ._run_state import NO_USAGE, Inflight, RunState
-from ._tool_calls import RefusedCalls, normalize_calls, unsendable
-from ._tool_phase import ToolPhase, select_specs, settle_one
-from ._types import NO_METADATA, FinishReason, ToolCall, ToolResult
+from ._tool_calls import normalize_calls
+from ._tool_phase import ToolPhase, select_specs
+from ._types import FinishReason, ToolResult
 
 if TYPE_CHECKING:
     from ..context import ContextManager
@@ -52,9 +51,6 @@ if TYPE_CHECKING:
     from ._run import ActiveRun
 
 __all__ = ["StepLoop"]
-
-_FEW_IDS = 16
-"""Call ids kept in a list, looked up by scanning; more go in a set."""
 
 
 class StepLoop:
@@ -72,12 +68,10 @@ class StepLoop:
 
     def __init__(self, state: RunState) -> None:
         self._state = state
-        self._generate: GeneratePhase | None = None
-        self._tools: ToolPhase | None = None
-        self.call_ids: list[str] | set[str] = []
-        """The ids of the calls in the transcript (see :meth:`take_call_ids`): a list
-        while there are at most ``_FEW_IDS`` (a run in flight holds 72 B, not a set's 216),
-        then a set."""
+        self._generate = GeneratePhase(state)
+        self._tools = ToolPhase(state)
+        self.call_ids: set[str] = set()
+        """The ids of the calls in the transcript (see :meth:`take_call_ids`)."""
         config = state.config
         # Optional subsystems are imported only by runs that use them.
         self.context: ContextManager | None = None
@@ -98,28 +92,11 @@ class StepLoop:
                 on_unpark=self._steering_resumed,
             )
 
-    def _generate_phase(self) -> GeneratePhase:
-        """The run's generate phase, made on first use."""
-        generate = self._generate
-        if generate is None:
-            generate = self._generate = GeneratePhase(self._state)
-        return generate
-
-    def _tool_phase(self) -> ToolPhase:
-        """The run's tool phase, made on first use."""
-        tools = self._tools
-        if tools is None:
-            tools = self._tools = ToolPhase(self._state)
-        return tools
-
     def take_call_ids(self) -> None:
         """Take the ids of the calls the transcript holds already: a server that says
         ``call_0`` every turn must not produce two calls with one id in the transcript."""
-        call_ids = set(self.call_ids)
         for message in self._state.conversation.messages:
-            if message.tool_calls:
-                call_ids.update(call.id for call in message.tool_calls)
-        self.call_ids = call_ids
+            self.call_ids.update(call.id for call in message.tool_calls)
 
     def _steering_parked(self, state: object) -> None:
         self._steering_wait = self._state.liveness.declare_wait("steering")
@@ -149,12 +126,9 @@ class StepLoop:
             and await self.stopped(state.steps[-1])
         ):
             return FinishReason.STOP_CONDITION
-        # By hand, not over a range: no iterator held by every run in flight. The limit
-        # is read once, as a range would (a switch's new config does not move it).
-        last = cfg.maximum_steps
-        step = 0 if resume is None else resume.next_step - 1
-        while step < last:
-            step += 1
+        # The limit is read once: a switch's new configuration does not move it.
+        first = 1 if resume is None else resume.next_step
+        for step in range(first, cfg.maximum_steps + 1):
             for extension in ext.step_started:
                 await extension.step_started(run, step)
             await trio.lowlevel.checkpoint()
@@ -164,98 +138,35 @@ class StepLoop:
                 await self._at_step_entry(step)
             inflight.begin(step)
             state.inflight = inflight
-            if "step.started" in hub.wanted:
-                await hub.emit(StepStarted(run_id=state.run_id, step=step, time=state.now()))
-            if ext.step_entered:
-                for extension in ext.step_entered:
-                    await extension.step_entered(run, step)
-            offered: frozenset[str] | None = None
-            response: GenerateResponse | None = None
-            for extension in ext.replayed:
-                response = extension.replayed(run, step)
-                if response is not None:
-                    break
-            if response is not None:
-                # Generated before a crash and journaled: the recorded answer stands.
-                inflight.usage = response.usage or NO_USAGE
-            else:
-                history = conversation.current
-                if self.context is not None:
-                    history = await self._assemble_context(run, history, inflight)
-                request = GenerateRequest(
-                    conversation=history,
-                    tools=specs,
-                    step=step,
-                    run_id=state.run_id,
-                    settings=cfg.settings,
-                    output_schema=cfg.output_schema,
-                    output_mode=cfg.output_mode,
-                )
-                if cfg.hooks.select_tools or cfg.hooks.prepare_step:
-                    request, offered = await self._prepare(request)
-                if state.plain_generate and not hub.wanted:
-                    # The model call itself, in this frame (see ``plain_for``).
-                    try:
-                        response = await cfg.generate(request)
-                    except Exception as exc:
-                        charge_failed(state, run, exc, inflight)
-                        raise
-                    if response.__class__ is not GenerateResponse:
-                        # A GenerateResponse checked its fields when it was built.
-                        response = checked_response(response)
-                    charge_answer(state, run, response, inflight)
-                else:
-                    response = await self._generate_phase().run(run, request, inflight)
-
-            calls = response.tool_calls
-            if calls:
-                calls = self._normalized(calls)
+            await hub.emit(StepStarted(run_id=state.run_id, step=step, time=state.now()))
+            for extension in ext.step_entered:
+                await extension.step_entered(run, step)
+            response, offered = await self._answer(run, step, specs, inflight)
+            calls = normalize_calls(response.tool_calls, self.call_ids)
             inflight.calls = calls
-            content = inflight.content = response.content
-            if content.__class__ is str:
-                conversation._append_built(
-                    Message(
-                        id=new_message_id(),
-                        role="assistant",
-                        content=content,
-                        tool_calls=calls,
-                        metadata=dict(response.metadata) if response.metadata else NO_METADATA,
-                    )
-                )
-            else:  # content parts: checked on the way in
-                conversation.append_assistant_message(content, calls, metadata=response.metadata)
+            inflight.content = response.content
+            conversation.append_assistant_message(
+                response.content, calls, metadata=response.metadata
+            )
             inflight.generated = True
             inflight.stop_reason = response.stop_reason
             for extension in ext.generated:
                 await extension.generated(run, step, response, inflight.usage)
-            if "step.generated" in hub.wanted:
-                await self._emit_generated(step, response, calls)
-            if state.to_settle:
-                await self._settle(run)
-
+            await hub.emit(
+                StepGenerated(
+                    run_id=state.run_id,
+                    step=step,
+                    time=state.now(),
+                    content=response.content,
+                    tool_calls=calls,
+                    stop_reason=response.stop_reason,
+                )
+            )
+            await self._settle(run)
             results: tuple[ToolResult, ...] = ()
             if calls:
-                if (
-                    state.plain_tools
-                    and len(calls) == 1
-                    and offered is None
-                    and calls.__class__ is not RefusedCalls
-                    and not hub.wanted
-                ):
-                    # The tool phase of one call, in this frame (see ``plain_for``).
-                    call = calls[0]
-                    try:
-                        result = await cfg.toolbox.execute(
-                            call,
-                            None if state.context_free else self._tool_phase().execution(run, step),
-                        )
-                    except RecursionError as exc:
-                        result = unsendable(call, exc)
-                    results = settle_one(state, inflight, result)
-                    conversation._append_built(tool_result_message(results[0]))
-                else:
-                    results = await self._tool_phase().run(run, inflight, offered)
-                    conversation._extend_built([tool_result_message(r) for r in results])
+                results = await self._tools.run(run, inflight, offered)
+                conversation._extend_built([tool_result_message(r) for r in results])
                 inflight.settled = True
             step_result = StepResult(
                 step=step,
@@ -270,12 +181,20 @@ class StepLoop:
                 await extension.step_completed(run, step_result)
             state.steps.append(step_result)
             inflight.completed = True
-            if "step.completed" in hub.wanted:
-                await self._emit_completed(step_result)
+            await hub.emit(
+                StepCompleted(
+                    run_id=state.run_id,
+                    step=step,
+                    time=state.now(),
+                    content=step_result.content,
+                    tool_calls=step_result.tool_calls,
+                    results=step_result.results,
+                    usage=step_result.usage,
+                    stop_reason=step_result.stop_reason,
+                )
+            )
             state.inflight = None
-            if cfg.hooks.on_step:
-                await self._on_step(step_result)
-
+            await self._on_step(step_result)
             if state.switch is not None:
                 # A tool switched the run's configuration (a handoff to another agent):
                 # the run goes on under the new generate, tools and stop conditions from
@@ -283,68 +202,41 @@ class StepLoop:
                 cfg = await self._switch(run)
                 specs = cfg.toolbox.specs()
                 continue
-
-            if cfg.stop_when:
-                # Synchronous conditions (the common case) are checked without a
-                # coroutine of their own; an async one hands over to ``stopped``.
-                index = 0
-                for condition in cfg.stop_when:
-                    stop = condition(step_result)
-                    if stop.__class__ is not bool and inspect.isawaitable(stop):
-                        if await self.stopped(step_result, index, stop):
-                            return FinishReason.STOP_CONDITION
-                        break
-                    if stop:
-                        if cfg.output is not None and not answer_of(state).accept(
-                            state, step_result
-                        ):
-                            break  # the model gets another attempt at the output
-                        return FinishReason.STOP_CONDITION
-                    index += 1  # noqa: SIM113 (by hand: no enumerate object a step)
-
+            if await self.stopped(step_result):
+                return FinishReason.STOP_CONDITION
         if cfg.hooks.on_maximum_steps or cfg.output is not None:
             await self._at_maximum_steps()
         return FinishReason.MAXIMUM_STEPS
 
-    # The step loop's rare blocks, kept out of its frame (a run in flight holds it).
-
-    def _normalized(self, calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
-        """The step's calls, each with an id no other call in the transcript has."""
-        call_ids = self.call_ids
-        calls = normalize_calls(calls, call_ids)
-        if len(call_ids) > _FEW_IDS and call_ids.__class__ is list:
-            self.call_ids = set(call_ids)
-        return calls
-
-    async def _emit_generated(
-        self, step: int, response: GenerateResponse, calls: tuple[ToolCall, ...]
-    ) -> None:
+    async def _answer(
+        self, run: ActiveRun, step: int, specs: Any, inflight: Inflight
+    ) -> tuple[GenerateResponse, frozenset[str] | None]:
+        """The step's answer, and the tools offered when not every tool was: the answer
+        a journal recorded before a crash, or the model's to this step's request."""
         state = self._state
-        await state.hub.emit(
-            StepGenerated(
-                run_id=state.run_id,
-                step=step,
-                time=state.now(),
-                content=response.content,
-                tool_calls=calls,
-                stop_reason=response.stop_reason,
-            )
+        cfg = state.config
+        for extension in state.ext.replayed:
+            recorded = extension.replayed(run, step)
+            if recorded is not None:
+                # Generated before a crash and journaled: the recorded answer stands.
+                inflight.usage = recorded.usage or NO_USAGE
+                return recorded, None
+        history = state.conversation.current
+        if self.context is not None:
+            history = await self._assemble_context(run, history, inflight)
+        request = GenerateRequest(
+            conversation=history,
+            tools=specs,
+            step=step,
+            run_id=state.run_id,
+            settings=cfg.settings,
+            output_schema=cfg.output_schema,
+            output_mode=cfg.output_mode,
         )
-
-    async def _emit_completed(self, step_result: StepResult) -> None:
-        state = self._state
-        await state.hub.emit(
-            StepCompleted(
-                run_id=state.run_id,
-                step=step_result.step,
-                time=state.now(),
-                content=step_result.content,
-                tool_calls=step_result.tool_calls,
-                results=step_result.results,
-                usage=step_result.usage,
-                stop_reason=step_result.stop_reason,
-            )
-        )
+        offered: frozenset[str] | None = None
+        if cfg.hooks.select_tools or cfg.hooks.prepare_step:
+            request, offered = await self._prepare(request)
+        return await self._generate.run(run, request, inflight), offered
 
     async def _switch(self, run: ActiveRun) -> RunConfig:
         """Apply the switch a tool asked for; the run's configuration from then on."""
@@ -362,8 +254,7 @@ class StepLoop:
         steering = self._steering
         if steering is not None:
             for applied in await steering.at_step_entry(step):
-                if "steering.applied" in state.hub.wanted:
-                    await state.hub.emit(applied)
+                await state.hub.emit(applied)
         selection = state.config.selection
         if selection is not None:
             from ..steering import check_selection
@@ -380,6 +271,8 @@ class StepLoop:
 
     async def _on_step(self, step_result: StepResult) -> None:
         state = self._state
+        if not state.config.hooks.on_step:
+            return
         context = state.hook_context()
         for hook in state.config.hooks.on_step:
             await call_hook(hook, step_result, context)
@@ -405,22 +298,14 @@ class StepLoop:
             if answer.validation is None:
                 answer.validate(state, answer.content_override or state.steps[-1].content)
 
-    async def stopped(self, step_result: StepResult, first: int = 0, pending: Any = None) -> bool:
-        """Whether a stop condition holds (and the output validates).
-
-        ``first`` and ``pending``: the conditions before ``first`` were checked already
-        (none held), and ``pending`` is what condition ``first`` returned (awaitable).
-        """
+    async def stopped(self, step_result: StepResult) -> bool:
+        """Whether a stop condition holds (and the output validates)."""
         state = self._state
         cfg = state.config
-        conditions = cfg.stop_when
-        for index in range(first, len(conditions)):
-            if pending is not None and index == first:
-                stop = await pending
-            else:
-                stop = conditions[index](step_result)
-                if stop.__class__ is not bool and inspect.isawaitable(stop):
-                    stop = await stop
+        for condition in cfg.stop_when:
+            stop = condition(step_result)
+            if inspect.isawaitable(stop):
+                stop = await stop
             if stop:
                 # With an output type, the answer must validate; if it does not, the
                 # model gets another attempt at the output.
@@ -436,7 +321,7 @@ class StepLoop:
         state = self._state
         hub = state.hub
         prepared = await manager.prepare(history, step=inflight.step)
-        if prepared.warned and "context.budget-warning" in hub.wanted:
+        if prepared.warned:
             await hub.emit(
                 ContextBudgetWarning(
                     run_id=state.run_id,
@@ -459,19 +344,18 @@ class StepLoop:
                     step = inflight.step
                     for settle in charge_extensions(run, spending, step, usage, None, "compaction"):
                         await settle(run)
-            if "context.compacted" in hub.wanted:
-                await hub.emit(
-                    ContextCompacted(
-                        run_id=state.run_id,
-                        step=inflight.step,
-                        time=state.now(),
-                        removed=compaction.removed,
-                        tokens_before=compaction.tokens_before,
-                        tokens_after=compaction.tokens_after,
-                        summarized=compaction.summary is not None,
-                        usage=usage or NO_USAGE,
-                    )
+            await hub.emit(
+                ContextCompacted(
+                    run_id=state.run_id,
+                    step=inflight.step,
+                    time=state.now(),
+                    removed=compaction.removed,
+                    tokens_before=compaction.tokens_before,
+                    tokens_after=compaction.tokens_after,
+                    summarized=compaction.summary is not None,
+                    usage=usage or NO_USAGE,
                 )
+            )
         return prepared.history
 
     async def _prepare(

@@ -47,11 +47,9 @@ SMALL_INT_NEGATED = -SMALL_INT
 _SHALLOW = 2 * MAX_JSON_DEPTH + 1
 
 
-def normalize_calls(calls: Sequence[ToolCall], seen: list[str] | set[str]) -> tuple[ToolCall, ...]:
+def normalize_calls(calls: Sequence[ToolCall], seen: set[str]) -> tuple[ToolCall, ...]:
     """Check the calls' fields and give every call a run-unique id (``seen``: the ids
-    the run's transcript holds; the calls' ids are added to it). ``seen`` is a list
-    while it is short (a third of a set's bytes for a run in flight, see
-    ``StepLoop.call_ids``), a set once it is not.
+    the run's transcript holds; the calls' ids are added to it).
 
     Some servers reuse ids (``call_0`` every turn) or send none; a call id must name
     exactly one call in the transcript, so repeats and blanks get fresh ids. A field
@@ -64,12 +62,10 @@ def normalize_calls(calls: Sequence[ToolCall], seen: list[str] | set[str]) -> tu
     """
     if type(calls) is not tuple:
         calls = tuple(calls)
-    add = seen.add if seen.__class__ is set else seen.append  # type: ignore[union-attr]
+    add = seen.add
     fixed: list[ToolCall] | None = None
     refused: dict[str, str] | None = None
-    index = -1
-    for call in calls:
-        index += 1  # by hand: no enumerate object a step
+    for index, call in enumerate(calls):
         # The calls' field types were checked when the response was built; what is
         # left is the arguments' depth (a JSON text of n characters nests at most
         # n / 2 levels) and whether the id is taken.

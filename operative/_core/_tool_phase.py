@@ -3,7 +3,7 @@
 ::
 
     step k
-    └── tool nursery   one child task per call (a single call runs in the step's task),
+    └── tool nursery   one child task per call
         └── tool task  bounded by tool_concurrency; the toolbox applies each tool's limits
 
 Results reach the transcript in the order the model asked for them, whatever order they
@@ -25,15 +25,11 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..hooks import HookContext, call_hook
-from ..tools import ExecutionContext, Toolbox
+from ..tools import ExecutionContext
 from ._errors import ApprovalError, HookError
 from ._events import ToolResultValidated, ToolsExecuted, ToolsExecuting
-from ._options import _NO_HOOKS as NO_HOOKS
 from ._run_state import Inflight, RunState
 from ._tool_calls import (
-    PLAIN_VALUES,
-    SMALL_INT,
-    SMALL_INT_NEGATED,
     RefusedCalls,
     refused_result,
     sendable,
@@ -43,18 +39,9 @@ from ._tool_calls import (
 from ._types import ToolCall, ToolResult
 
 if TYPE_CHECKING:
-    from ._extension import Extensions
-    from ._options import RunConfig
     from ._run import ActiveRun
 
-__all__ = ["ToolPhase", "keeps_its_calls", "select_specs", "settle_one"]
-
-
-def keeps_its_calls(toolbox: Toolbox) -> bool:
-    """True when ``toolbox`` hands no call a context, and with it the run: a plain
-    :class:`Toolbox` (a host's subclass may pass its context anywhere) whose tools
-    declare no ``ToolContext`` and need no per-call approval check."""
-    return toolbox.__class__ is Toolbox and not toolbox.gives_context
+__all__ = ["ToolPhase", "select_specs"]
 
 
 class ToolPhase:
@@ -74,37 +61,6 @@ class ToolPhase:
         assert handler is not None
         with self._state.liveness.waiting("elicitation", detail=str(request.request_id)):
             return await handler(request)
-
-    @staticmethod
-    def plain_for(cfg: RunConfig, ext: Extensions) -> bool:
-        """True when, under ``cfg``, a step's tool phase of one call goes through the
-        toolbox alone unless someone listens for events (or a call is refused, or not
-        every tool is offered): no approval handler, no hook around tools, no extension
-        at the tool boundaries. Kept in ``RunState.plain_tools``; the step loop then
-        runs such a call in its own frame (one coroutine frame fewer a step) and settles
-        it with :func:`settle_one`, as :meth:`run` does."""
-        hooks = cfg.hooks
-        return (
-            cfg.on_approval is None
-            and not ext.tools_starting
-            and not ext.wrap_tool
-            and (
-                hooks is NO_HOOKS
-                or not (
-                    hooks.before_tool_execution
-                    or hooks.validate_tool_result
-                    or hooks.after_tool_execution
-                )
-            )
-        )
-
-    @staticmethod
-    def context_free(cfg: RunConfig) -> bool:
-        """True when, under ``cfg``, no call needs to know where it runs: the toolbox is
-        a plain ``Toolbox`` that hands no tool a context, and no request context binds
-        the calls (its deadline, its approvals). The plain phase then calls the toolbox
-        with no :class:`ExecutionContext` (it would be built for nobody each step)."""
-        return cfg.request_context is None and keeps_its_calls(cfg.toolbox)
 
     def execution(self, run: ActiveRun, step: int) -> ExecutionContext:
         """Where the step's calls run: the run and step, and the host's hooks."""
@@ -130,7 +86,6 @@ class ToolPhase:
         cfg = state.config
         hub = state.hub
         hooks = cfg.hooks
-        hooked = hooks is not NO_HOOKS  # one test instead of three for a run without hooks
         run_id = state.run_id
         step = inflight.step
         calls = inflight.calls
@@ -152,7 +107,7 @@ class ToolPhase:
                         f"Available: {', '.join(sorted(offered)) or '(none)'}.",
                     )
             to_run = [(i, c) for i, c in to_run if results[i] is None]
-        if hooked and hooks.before_tool_execution:
+        if hooks.before_tool_execution:
             context = state.hook_context()
             to_run = await self._before_tools(to_run, results, context)
         if state.ext.tools_starting and to_run:
@@ -163,8 +118,7 @@ class ToolPhase:
             )
             for extension in state.ext.tools_starting:
                 await extension.tools_starting(run, step, about_to_run)
-        if "tools.executing" in hub.wanted:
-            await hub.emit(ToolsExecuting(run_id=run_id, step=step, time=state.now(), calls=calls))
+        await hub.emit(ToolsExecuting(run_id=run_id, step=step, time=state.now(), calls=calls))
         execution = self.execution(run, step)
         execute: Callable[[ToolCall, ExecutionContext], Awaitable[ToolResult]] = (
             cfg.toolbox.execute if cfg.on_approval is None else self._execute_or_park
@@ -175,32 +129,21 @@ class ToolPhase:
             execute = sendable_execute(execute)
             for extension in wrappers:
                 execute = extension.wrap_tool(run, execute, step)
-        if len(to_run) == 1:
-            index, call = to_run[0]
-            try:
-                result = await execute(call, execution)
-            except RecursionError as exc:
-                result = unsendable(call, exc)
-            results[index] = sendable(result)
-        elif to_run:
-            limiter = trio.CapacityLimiter(cfg.tool_concurrency) if cfg.tool_concurrency else None
+        limiter = trio.CapacityLimiter(cfg.tool_concurrency or math.inf)
 
-            async def run_one(index: int, call: ToolCall) -> None:
+        async def run_one(index: int, call: ToolCall) -> None:
+            async with limiter:
                 try:
-                    if limiter is None:
-                        results[index] = sendable(await execute(call, execution))
-                    else:
-                        async with limiter:
-                            results[index] = sendable(await execute(call, execution))
+                    results[index] = sendable(await execute(call, execution))
                 except RecursionError as exc:
                     results[index] = unsendable(call, exc)
 
-            async with trio.open_nursery() as nursery:
-                for index, call in to_run:
-                    nursery.start_soon(run_one, index, call, name=f"tool {call.name} {call.id}")
+        async with trio.open_nursery() as nursery:
+            for index, call in to_run:
+                nursery.start_soon(run_one, index, call, name=f"tool {call.name} {call.id}")
         state.liveness._progress(step, state.usage)
         settled: list[ToolResult] = results  # type: ignore[assignment]
-        if hooked and hooks.validate_tool_result:
+        if hooks.validate_tool_result:
             context = context or state.hook_context()
             for index, result in enumerate(settled):
                 for hook in hooks.validate_tool_result:
@@ -208,12 +151,11 @@ class ToolPhase:
                     if replacement is not None:
                         result = sendable(_checked_result(replacement, result, hook))
                 settled[index] = result
-        if "tool-result.validated" in hub.wanted:
-            for result in settled:
-                await hub.emit(
-                    ToolResultValidated(run_id=run_id, step=step, time=state.now(), result=result)
-                )
-        if hooked and hooks.after_tool_execution:
+        for result in settled:
+            await hub.emit(
+                ToolResultValidated(run_id=run_id, step=step, time=state.now(), result=result)
+            )
+        if hooks.after_tool_execution:
             context = context or state.hook_context()
             for hook in hooks.after_tool_execution:
                 replacement = await call_hook(hook, tuple(settled), context)
@@ -221,8 +163,7 @@ class ToolPhase:
                     settled = [sendable(r) for r in _checked_results(replacement, settled, hook)]
                     inflight.results = list(settled)
         final = tuple(settled)
-        if "tools.executed" in hub.wanted:
-            await hub.emit(ToolsExecuted(run_id=run_id, step=step, time=state.now(), results=final))
+        await hub.emit(ToolsExecuted(run_id=run_id, step=step, time=state.now(), results=final))
         return final
 
     async def _execute_or_park(self, call: ToolCall, execution: ExecutionContext) -> ToolResult:
@@ -325,21 +266,6 @@ def _approved(decision: Any) -> tuple[bool, str]:
         f"on_approval returned {decision!r}; return True (approve), False (deny) or an "
         "ApprovalDecision(approved=..., reason=...)"
     )
-
-
-def settle_one(state: RunState, inflight: Inflight, result: ToolResult) -> tuple[ToolResult]:
-    """The plain phase's one result, storable, kept in ``inflight``; a progress pulse."""
-    value = result.value
-    kind = value.__class__
-    # ``sendable``'s own first test, inline: most values are plain.
-    if kind is int:
-        if not SMALL_INT_NEGATED < value < SMALL_INT:
-            result = sendable(result)  # a big int: can JSON hold it?
-    elif kind not in PLAIN_VALUES:
-        result = sendable(result)  # a container: is it JSON?
-    results = inflight.results = (result,)
-    state.liveness._progress(inflight.step, state.usage)
-    return results
 
 
 def select_specs(specs: tuple[Any, ...], chosen: Any, hook: Any) -> tuple[Any, ...]:

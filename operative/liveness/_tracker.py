@@ -29,7 +29,7 @@ from ._snapshots import (
 if TYPE_CHECKING:
     from ._watchdog import StallPolicy, StallWatchdog
 
-__all__ = ["UNREAD", "LivenessTracker", "UnreadTracker", "create_stall_watchdog"]
+__all__ = ["LivenessTracker", "create_stall_watchdog"]
 
 logger = logging.getLogger("operative.liveness")
 
@@ -525,34 +525,6 @@ class LivenessTracker:
             snapshot = self.snapshot()
             for subscription in tuple(self._subscriptions):
                 subscription._deliver(snapshot)
-
-
-class UnreadTracker(LivenessTracker):
-    """The tracker of a run nothing can read: a *sealed* run (see
-    ``operative._core._run_scope``), whose handle never leaves the kernel, so no
-    snapshot, subscription or watchdog ever looks at it, and no feature that declares a
-    wait (approvals, elicitation, steering) is attached to it. The loop's start and its
-    progress pulses are all that reach it, and record nothing (the loop task does not
-    record the end of a run it knows is unread). It holds no state, so every sealed run
-    shares :data:`UNREAD`; any other method fails (its state was never set)."""
-
-    __slots__ = ()
-
-    def __init__(self) -> None:
-        return None  # no state: see the class docstring
-
-    def __repr__(self) -> str:
-        return "<UnreadTracker>"
-
-    def _start_at(self, now: float) -> None:
-        return None
-
-    def _progress(self, step: int, usage: Usage) -> None:
-        return None
-
-
-UNREAD = UnreadTracker()
-"""The one tracker every sealed run shares (it holds nothing)."""
 
 
 def create_stall_watchdog(

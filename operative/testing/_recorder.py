@@ -7,6 +7,7 @@ from typing import Any
 
 from .._core._results import RunResult
 from .._core._run import ActiveRun
+from ..hooks import on_run_created
 from ._invariants import check_run_invariants
 
 __all__ = ["RunRecorder"]
@@ -26,6 +27,7 @@ class RunRecorder:
         self.runs: dict[str, list[Any]] = {}
         """Each run's events, by run id, in the order runs started."""
         self._removers: list[Callable[[], None]] = []
+        self._stop_capture: Callable[[], None] | None = None
 
     def attach(self, run: ActiveRun) -> ActiveRun:
         """Record every event of ``run`` from now on; returns ``run``.
@@ -70,23 +72,20 @@ class RunRecorder:
         return next(iter(self.runs.values()))
 
     def capture_all(self) -> _Capture:
-        """Attach to every run created from now on (any task, any agent).
+        """Attach to every run created from now on in this task and the tasks it starts
+        (any agent), through :func:`operative.hooks.on_run_created`.
 
         Stop with :meth:`stop_capture`, or use the return value as a ``with`` block.
-        It works by wrapping ``ActiveRun.__init__`` while any recorder captures, since
-        the loop has no public hook that announces new runs.
         """
-        if self not in _capturing:
-            _capturing.append(self)
-            _install()
+        if self._stop_capture is None:
+            self._stop_capture = on_run_created(self.attach)
         return _Capture(self)
 
     def stop_capture(self) -> None:
         """Stop attaching to new runs (runs already attached keep being recorded)."""
-        if self in _capturing:
-            _capturing.remove(self)
-        if not _capturing:
-            _uninstall()
+        if self._stop_capture is not None:
+            self._stop_capture()
+            self._stop_capture = None
 
     def detach(self) -> None:
         """Stop recording every run (what was recorded stays)."""
@@ -106,32 +105,3 @@ class _Capture:
 
     def __exit__(self, *exc: object) -> None:
         self._recorder.stop_capture()
-
-
-_capturing: list[RunRecorder] = []
-_patched: list[tuple[bool, Any]] = []
-"""While capturing: (ActiveRun defined __init__ itself, that __init__)."""
-
-
-def _install() -> None:
-    if _patched:
-        return
-    own = "__init__" in vars(ActiveRun)
-    original = ActiveRun.__init__
-    _patched.append((own, vars(ActiveRun).get("__init__")))
-
-    def recording_init(run: ActiveRun, *args: Any, **kwargs: Any) -> None:
-        original(run, *args, **kwargs)
-        for recorder in tuple(_capturing):
-            recorder.attach(run)
-
-    ActiveRun.__init__ = recording_init  # type: ignore[method-assign, assignment]
-
-
-def _uninstall() -> None:
-    if _patched:
-        own, original = _patched.pop()
-        if own:
-            ActiveRun.__init__ = original  # type: ignore[method-assign]
-        else:
-            del ActiveRun.__init__

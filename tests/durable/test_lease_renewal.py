@@ -25,7 +25,7 @@ from operative import (
     GenerateResponse,
     ToolCall,
     create_agent,
-    run_to_end,
+    open_run,
     stop_when,
     tool,
 )
@@ -94,7 +94,7 @@ def _scripted(*names: str) -> Any:
 
 async def test_a_durable_run_starts_its_loop_and_writer_tasks_only(sqlite_db: DurableDb) -> None:
     """The run's nursery holds the loop task and the writer task, nothing else, in
-    ``open_run`` and in ``run_to_end``: no separate lease renewer."""
+    ``agent.open_run`` and in ``open_run``: no separate lease renewer."""
     seen: list[tuple[str, list[str]]] = []
 
     async def generate(request: GenerateRequest) -> GenerateResponse:
@@ -111,12 +111,14 @@ async def test_a_durable_run_starts_its_loop_and_writer_tasks_only(sqlite_db: Du
             pass
         conversation = Conversation()
         conversation.append_user_message("go")
-        result = await run_to_end(
+        async with open_run(
             generate=generate,
             conversation=conversation,
             stop_when=stop_when.no_tool_calls(),
             durable=Durable(engine=engine, checkpoint_store=store, run_id="b"),
-        )
+        ) as run:
+            pass
+        result = await run.result()
     assert result.finish_reason == "stop-condition"
     assert seen == [
         ("operative run a", ["operative durable writer a", "operative run a"]),

@@ -67,7 +67,7 @@ def first_step() -> GenerateResponse:
     return GenerateResponse(tool_calls=(call,), usage=Usage.of(40, 10), model="gpt-4o")
 
 
-async def run_to_end(
+async def run_once(
     generate: Any, **options: Any
 ) -> tuple[operative.RunResult, list[Any], BudgetSpent]:
     conversation = Conversation()
@@ -134,7 +134,7 @@ async def test_a_response_with_bad_usage_ends_the_run_and_is_not_counted(
         return answer() if answer else GenerateResponse(content="done", usage=build())
 
     limiter = GenerateLimiter(tokens_per_minute=1_000_000, estimate=lambda request: 1)
-    result, events, spent = await run_to_end(
+    result, events, spent = await run_once(
         generate, budget=Budget(max_tokens=100, max_cost_usd=1.0), backpressure=limiter
     )
     assert result.finish_reason == "error"
@@ -160,7 +160,7 @@ async def test_a_response_that_skips_the_checks_of_construction_is_refused_at_th
             pass
 
     model = ScriptedModel([first_step(), Lenient(content="x", usage=Usage(total=-(10**9)))])
-    result, _, spent = await run_to_end(model, budget=Budget(max_tokens=100))
+    result, _, spent = await run_once(model, budget=Budget(max_tokens=100))
     assert isinstance(result.error, InvalidResponseError)
     assert "usage.total is -1000000000" in str(result.error)
     assert spent.tokens == 50
@@ -180,7 +180,7 @@ async def test_a_failed_attempt_reporting_bad_usage_ends_the_run_uncounted(
     """The usage a failed attempt reports is checked too: the run ends with an
     InvalidResponseError whose cause is the attempt's own error."""
     model = ScriptedModel([first_step(), Paid("cut off", Usage(prompt=-500, total=-500))])
-    result, _, spent = await run_to_end(
+    result, _, spent = await run_once(
         model, budget=Budget(max_tokens=100), retry=operative.RetryOptions()
     )
     assert isinstance(result.error, InvalidResponseError)
