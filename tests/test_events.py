@@ -197,5 +197,3 @@ async def test_streamed_deltas_become_generate_delta_events(autojump_clock: Any)
     assert deltas == ["Hel", "lo"]
     assert types.index("generate.started") < types.index("generate.delta")
     assert types.index("generate.delta") < types.index("generate.completed")
-
-

@@ -11,7 +11,7 @@ import pytest
 import trio
 import trio.testing
 
-from operative import ActiveRun, Conversation, create_agent, open_run, stop_when
+from operative import Conversation, create_agent, open_run, stop_when
 from operative.testing import RunRecorder, ScriptedModel, ToolCallingModel
 
 
