@@ -13,7 +13,7 @@ import trio
 from ._core._errors import InvalidArgument
 from ._core._event_hub import Listener, Overflow
 from ._core._model import GenerateFunction, open_model_string
-from ._core._open_run import open_configured, open_run
+from ._core._open_run import open_configured, run_configured
 from ._core._options import (
     DEFAULT_MAXIMUM_STEPS,
     RunConfig,
@@ -154,14 +154,20 @@ class Agent:
         or returns; it overrides ``context.abort_on``. The input is checked here, when
         the block is made.
         """
+        return open_configured(*self._configured(input, context, durable, abort_on))
+
+    def _configured(
+        self, input: AgentInput, context: AgentRunContext | None, durable: Any, abort_on: Any
+    ) -> tuple[RunConfig, Conversation]:
+        """A run's configuration and conversation: the agent's, validated when it was
+        defined, with a run id of its own; or, with per-run options, validated now."""
         template = self._template
         if template is None or context is not None or durable is not None or abort_on is not None:
-            return open_run(**self._run_options(input, context, durable, abort_on))
-        # Validated when the agent was defined: only what is per run is made here.
+            return configure_run(**self._run_options(input, context, durable, abort_on))
         conversation = self._conversation(input)
         if isinstance(input, ConversationHistory):
             check_history(conversation._messages)
-        return open_configured(config_for_run(template), conversation)
+        return config_for_run(template), conversation
 
     def _run_options(
         self, input: AgentInput, context: AgentRunContext | None, durable: Any, abort_on: Any
@@ -197,12 +203,11 @@ class Agent:
     async def run(
         self, input: AgentInput, *, context: AgentRunContext | None = None, abort_on: Any = None
     ) -> RunResult:
-        """Run to the end and return the result: ``await agent.run(input)``, which is
+        """Run to the end and return the result: ``await agent.run(input)`` is what
         ``async with agent.open_run(input) as run`` with an empty block, then
-        ``await run.result()`` (``abort_on=``: see :meth:`open_run`)."""
-        async with self.open_run(input, context=context, abort_on=abort_on) as run:
-            pass
-        return await run.result()
+        ``await run.result()``, does (``abort_on=``: see :meth:`open_run`). The same
+        run, driven in this task (there is no block to run beside it)."""
+        return await run_configured(*self._configured(input, context, None, abort_on))
 
     async def load(self) -> Agent:
         """This agent, whose definition is loaded already.

@@ -1,8 +1,9 @@
 """How a streaming provider adapter reaches the run it serves: a context variable.
 
 The loop sets a sink around a generate call when someone listens for
-``generate.delta``; an adapter that streams passes each piece to
-:func:`current_delta_sink` (besides its own ``on_delta``). A context variable crosses
+``generate.delta`` (and ``None`` otherwise: an adapter then need not stream); an adapter
+that streams passes each piece to :func:`current_delta_sink` (besides its own
+``on_delta``). A context variable crosses
 any layers in between (fallover, routing, caching wrappers) without changing the
 ``GenerateFunction`` signature, and child tasks inherit it.
 """
@@ -31,7 +32,7 @@ class deliver_deltas:
 
     __slots__ = ("_sink", "_token")
 
-    def __init__(self, sink: DeltaSink) -> None:
+    def __init__(self, sink: DeltaSink | None) -> None:
         self._sink = sink
         self._token: Token[DeltaSink | None] | None = None
 

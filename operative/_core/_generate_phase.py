@@ -16,9 +16,8 @@ attempt, the answer's by ``StepLoop`` once the answer is in the transcript.
 
 from __future__ import annotations
 
-import math
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+import contextlib
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -81,14 +80,63 @@ class _BackpressureEvents:
         )
 
 
-@asynccontextmanager
-async def _slot(strategy: Any, request: GenerateRequest, events: Any) -> AsyncIterator[Any]:
-    """The backpressure strategy's slot around one attempt (``None`` without one)."""
-    if strategy is None:
-        yield None
-        return
-    async with strategy.slot(request, events) as slot:
-        yield slot
+class _DeltaSink:
+    """Where an adapter's streamed deltas go during one attempt: ``generate.delta``
+    events. Deltas arrive in a sync callback, so a full ``block`` stream holds them back
+    (merged), and the run waits for its consumer once the call has returned; with no
+    stream attached there is nothing to hold back (listeners never wait)."""
+
+    __slots__ = ("_attempt", "_delivery", "_state", "_step")
+
+    def __init__(self, state: RunState, request: GenerateRequest) -> None:
+        self._state = state
+        self._step = request.step
+        self._attempt = request.attempt
+        self._delivery: DeltaDelivery | None = None
+
+    def __call__(self, delta: Any) -> None:
+        state = self._state
+        hub = state.hub
+        event = GenerateDelta(
+            run_id=state.run_id,
+            step=self._step,
+            time=state.now(),
+            attempt=self._attempt,
+            kind=str(getattr(delta, "kind", "text")),
+            text=str(getattr(delta, "text", "")),
+            index=int(getattr(delta, "index", 0)),
+            call_id=getattr(delta, "call_id", None),
+            tool_name=getattr(delta, "tool_name", None),
+        )
+        if self._delivery is None:
+            if not hub.has_streams:
+                hub.emit_nowait(event)
+                return
+            self._delivery = hub.deltas()
+        self._delivery.offer(event)
+
+    def flush_nowait(self) -> None:
+        if self._delivery is not None:
+            self._delivery.flush_nowait()
+
+    async def flush(self) -> None:
+        if self._delivery is not None:
+            await self._delivery.flush()
+
+
+class _NoSlot:
+    """No backpressure strategy: an attempt waits for nothing."""
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+_NO_SLOT = _NoSlot()
+_NO_TIMEOUT = contextlib.nullcontext()
+"""No ``attempt_timeout``: the attempt is bounded by the run's own scope only."""
 
 
 def _names(entries: Any) -> tuple[str, ...]:
@@ -130,62 +178,30 @@ class GeneratePhase:
     def __init__(self, state: RunState) -> None:
         self._state = state
 
-    async def _call_model(self, request: GenerateRequest) -> GenerateResponse:
-        """One attempt, its streamed deltas delivered as events."""
-        state = self._state
-        hub = state.hub
-        now = state.now
-        run_id = state.run_id
-        step = request.step
-        attempt = request.attempt
-        # Deltas arrive in a sync callback: a full ``block`` stream holds them back
-        # (merged), and the run waits for its consumer once the call has returned. With
-        # no stream attached there is nothing to hold back (listeners never wait).
-        delivery: DeltaDelivery | None = None
-
-        def sink(delta: Any) -> None:
-            nonlocal delivery
-            if not hub.wants("generate.delta"):
-                return
-            event = GenerateDelta(
-                run_id=run_id,
-                step=step,
-                time=now(),
-                attempt=attempt,
-                kind=str(getattr(delta, "kind", "text")),
-                text=str(getattr(delta, "text", "")),
-                index=int(getattr(delta, "index", 0)),
-                call_id=getattr(delta, "call_id", None),
-                tool_name=getattr(delta, "tool_name", None),
-            )
-            if delivery is None:
-                if not hub.has_streams:
-                    hub.emit_nowait(event)
-                    return
-                delivery = hub.deltas()
-            delivery.offer(event)
-
-        with deliver_deltas(sink):
-            try:
-                response = await self._attempt(request)
-            except BaseException:
-                if delivery is not None:
-                    delivery.flush_nowait()  # what streamed before the failure, first
-                raise
-        if delivery is not None:
-            await delivery.flush()
-        return response
-
     async def _attempt(self, request: GenerateRequest) -> GenerateResponse:
-        """One attempt: the backpressure slot, the attempt's timeout, the type check."""
-        cfg = self._state.config
+        """One attempt: the backpressure slot, the attempt's timeout, the type check, and
+        its streamed deltas delivered as events (asked for only when someone listens:
+        an adapter streams only to a sink)."""
+        state = self._state
+        cfg = state.config
         retry = cfg.retry
         timeout = retry.attempt_timeout if retry is not None else None
-        async with _slot(cfg.backpressure, request, _BackpressureEvents(self._state)) as slot:
-            with trio.fail_after(math.inf if timeout is None else timeout):
-                response = checked_response(await cfg.generate(request))
-            if slot is not None:
-                slot.record(response.usage)  # checked first: the slot reads its usage
+        strategy = cfg.backpressure
+        slots = _NO_SLOT if strategy is None else strategy.slot(request, _BackpressureEvents(state))
+        sink = _DeltaSink(state, request) if "generate.delta" in state.hub.wanted else None
+        with deliver_deltas(sink):
+            try:
+                async with slots as slot:
+                    with _NO_TIMEOUT if timeout is None else trio.fail_after(timeout):
+                        response = checked_response(await cfg.generate(request))
+                    if slot is not None:
+                        slot.record(response.usage)  # checked first: the slot reads its usage
+            except BaseException:
+                if sink is not None:
+                    sink.flush_nowait()  # what streamed before the failure, first
+                raise
+        if sink is not None:
+            await sink.flush()
         return response
 
     async def run(
@@ -205,11 +221,12 @@ class GeneratePhase:
         while True:
             for extension in ext.before_attempt:
                 await extension.before_attempt(run, request, attempt)
-            await hub.emit(
-                GenerateStarted(run_id=run_id, step=step, time=state.now(), attempt=attempt)
-            )
+            if "generate.started" in hub.wanted:
+                await hub.emit(
+                    GenerateStarted(run_id=run_id, step=step, time=state.now(), attempt=attempt)
+                )
             try:
-                response = await self._call_model(request)
+                response = await self._attempt(request)
                 break
             except Exception as exc:
                 # A failed attempt that reported usage was still paid for.
@@ -220,34 +237,36 @@ class GeneratePhase:
                     state.usage = state.usage + spent
                     settles = charge_extensions(run, ext.spent, step, spent, None, "failed-attempt")
                 retrying = retry is not None and retry.should_retry(exc, attempt)
-                await hub.emit(
-                    GenerateError(
-                        run_id=run_id,
-                        step=step,
-                        time=state.now(),
-                        attempt=attempt,
-                        error=str(exc),
-                        error_type=type(exc).__name__,
-                        retryable=retrying,
-                        usage=spent if spent is not None else NO_USAGE,
+                if "generate.error" in hub.wanted:
+                    await hub.emit(
+                        GenerateError(
+                            run_id=run_id,
+                            step=step,
+                            time=state.now(),
+                            attempt=attempt,
+                            error=str(exc),
+                            error_type=type(exc).__name__,
+                            retryable=retrying,
+                            usage=spent if spent is not None else NO_USAGE,
+                        )
                     )
-                )
                 if not retrying:
                     raise
                 assert retry is not None
                 delay = retry.delay(attempt, exc)
                 attempt += 1
-                await hub.emit(
-                    GenerateRetry(
-                        run_id=run_id,
-                        step=step,
-                        time=state.now(),
-                        attempt=attempt,
-                        delay=delay,
-                        error=str(exc),
-                        error_type=type(exc).__name__,
+                if "generate.retry" in hub.wanted:
+                    await hub.emit(
+                        GenerateRetry(
+                            run_id=run_id,
+                            step=step,
+                            time=state.now(),
+                            attempt=attempt,
+                            delay=delay,
+                            error=str(exc),
+                            error_type=type(exc).__name__,
+                        )
                     )
-                )
                 await trio.sleep(delay)
                 request = retry.next_request(request, exc, attempt)
                 for settle in settles:  # the failed attempt's spend, before the next one
@@ -255,35 +274,37 @@ class GeneratePhase:
         charge_answer(state, run, response, inflight)
         usage = response.usage
         total = state.usage
-        await hub.emit(
-            GenerateCompleted(
-                run_id=run_id,
-                step=step,
-                time=state.now(),
-                attempt=attempt,
-                content=response.content,
-                tool_calls=tuple(response.tool_calls),
-                usage=usage or NO_USAGE,
-                model=response.model,
+        if "generate.completed" in hub.wanted:
+            await hub.emit(
+                GenerateCompleted(
+                    run_id=run_id,
+                    step=step,
+                    time=state.now(),
+                    attempt=attempt,
+                    content=response.content,
+                    tool_calls=tuple(response.tool_calls),
+                    usage=usage or NO_USAGE,
+                    model=response.model,
+                )
             )
-        )
         if response.metadata:
             routed = _routed(response.metadata)
             if routed is not None:
                 route, provider, failed, cancelled = routed
-                await hub.emit(
-                    GenerateRouted(
-                        run_id=run_id,
-                        step=step,
-                        time=state.now(),
-                        attempt=attempt,
-                        route=route,
-                        provider=provider,
-                        failed=failed,
-                        cancelled=cancelled,
+                if "generate.routed" in hub.wanted:
+                    await hub.emit(
+                        GenerateRouted(
+                            run_id=run_id,
+                            step=step,
+                            time=state.now(),
+                            attempt=attempt,
+                            route=route,
+                            provider=provider,
+                            failed=failed,
+                            cancelled=cancelled,
+                        )
                     )
-                )
-        if usage is not None:
+        if usage is not None and "usage.accumulated" in hub.wanted:
             await hub.emit(
                 UsageAccumulated(
                     run_id=run_id, step=step, time=state.now(), usage=usage, total=total
@@ -300,7 +321,8 @@ class GeneratePhase:
                             f"cannot use: {problem}; return a GenerateResponse or None"
                         )
                     response = replacement
-            await hub.emit(ResponseValidated(run_id=run_id, step=step, time=state.now()))
+            if "response.validated" in hub.wanted:
+                await hub.emit(ResponseValidated(run_id=run_id, step=step, time=state.now()))
         return response
 
 

@@ -16,6 +16,7 @@ and the run's result.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
@@ -27,12 +28,13 @@ from ..conversation import Conversation
 from ..liveness import create_stall_watchdog
 from ._model import GenerateFunction
 from ._options import RunConfig, configure_run
+from ._results import RunResult
 from ._run import ActiveRun
 from ._run_state import CancelReason, is_shutdown, only_cancelled
 from ._run_task import drive
 from ._types import FinishReason
 
-__all__ = ["open_configured", "open_run"]
+__all__ = ["open_configured", "open_run", "run_configured"]
 
 _ABORTED = FinishReason.ABORTED
 
@@ -76,19 +78,11 @@ async def open_configured(config: RunConfig, live: Conversation) -> AsyncIterato
     """:func:`open_run` for a configuration validated already (by ``configure_run``, or
     an agent's, validated once when it was defined and given its run id)."""
     async with _model_for_run(config.generate) as generate:
-        if generate is not config.generate:
-            config = msgspec.structs.replace(config, generate=generate)
-        run = ActiveRun(config, live)
-        ext = run._state.ext
-        if ext.wrap_generate:
-            run.reconfigure(
-                msgspec.structs.replace(config, generate=run.wrap_generate(config.generate))
-            )
-        for extension in ext.attached:
-            extension.attached(run)
+        run = _made(config, live, generate)
         failure: BaseException | None = None
         async with trio.open_nursery() as nursery:
-            _start(run, nursery)
+            nursery.start_soon(drive, run, name=f"operative run {run.run_id}")
+            _start_beside(run, nursery)
             try:
                 yield run
             except BaseException as exc:
@@ -101,15 +95,44 @@ async def open_configured(config: RunConfig, live: Conversation) -> AsyncIterato
             raise failure
 
 
-@asynccontextmanager
-async def _model_for_run(generate: Any) -> AsyncIterator[Any]:
-    """A model string's client, opened for this run and closed once it has ended."""
+async def run_configured(config: RunConfig, live: Conversation) -> RunResult:
+    """Run to the end in this task and return the result: what ``agent.run`` awaits,
+    ``open_configured`` with nothing for the caller to do beside the loop. The loop is
+    the same ``drive``; what runs beside it (a watchdog, an ``abort_on`` watcher, a
+    durable run's writer) gets the run's nursery, and a run with none needs none."""
+    async with _model_for_run(config.generate) as generate:
+        run = _made(config, live, generate)
+        if _needs_tasks_beside(run):
+            async with trio.open_nursery() as nursery:
+                _start_beside(run, nursery)
+                await drive(run)
+        else:
+            await drive(run)
+    return run._outcome()
+
+
+def _made(config: RunConfig, live: Conversation, generate: Any) -> ActiveRun:
+    """The run's handle, its generate function opened and wrapped, its extensions
+    attached."""
+    if generate is not config.generate:
+        config = msgspec.structs.replace(config, generate=generate)
+    run = ActiveRun(config, live)
+    ext = run._state.ext
+    if ext.wrap_generate:
+        run.reconfigure(msgspec.structs.replace(config, generate=run.wrap_generate(generate)))
+    for extension in ext.attached:
+        extension.attached(run)
+    return run
+
+
+def _model_for_run(generate: Any) -> AbstractAsyncContextManager[Any]:
+    """What answers the run's model calls, as long as the run lasts: ``generate`` itself,
+    or a model string's client, opened for this run and closed once it has ended."""
     open_for_run = getattr(generate, "open_for_run", None)
     if open_for_run is None:
-        yield generate
-        return
-    async with open_for_run() as opened:
-        yield opened
+        return contextlib.nullcontext(generate)
+    opened: AbstractAsyncContextManager[Any] = open_for_run()
+    return opened
 
 
 def _stop_for(run: ActiveRun, exc: BaseException) -> None:
@@ -147,19 +170,27 @@ async def _abort_when(run: ActiveRun, wait: Callable[[], Awaitable[object]]) -> 
         watch.cancel_scope.cancel()
 
 
-def _start(run: ActiveRun, nursery: trio.Nursery) -> None:
-    """Start the run's loop task and what runs beside it in the run's nursery."""
+def _needs_tasks_beside(run: ActiveRun) -> bool:
+    """Whether anything runs beside the run's loop (see :func:`_start_beside`)."""
     config = run._state.config
-    nursery.start_soon(drive, run, name=f"operative run {run.run_id}")
+    return (
+        config.stall_policy is not None
+        or config.abort_on is not None
+        or bool(run._state.ext.start_tasks)
+    )
+
+
+def _start_beside(run: ActiveRun, nursery: trio.Nursery) -> None:
+    """Start what runs beside the run's loop in the run's nursery: the stall watchdog,
+    the ``abort_on`` watcher, the extensions' tasks (a durable run's writer). Each
+    returns by itself once the run has ended."""
+    config = run._state.config
     if config.stall_policy is not None:
         watchdog = create_stall_watchdog(run._liveness, config.stall_policy, on_abort=run.abort)
-        # It returns by itself once the run's liveness is terminal.
         nursery.start_soon(watchdog.run, name=f"operative stall watchdog {run.run_id}")
     if config.abort_on is not None:
-        # It returns by itself once the run has ended.
         nursery.start_soon(
             _abort_when, run, config.abort_on, name=f"operative abort_on {run.run_id}"
         )
     for extension in run._state.ext.start_tasks:
-        # Each returns by itself once the run has finished (a durable run's writer).
         extension.start_tasks(run, nursery)

@@ -96,7 +96,11 @@ async def drive(run: ActiveRun) -> None:
         with run._scope.cancel_scope:
             try:
                 resume = await _run_started(run)
-                finish = await _loop(run, resume)
+                loop: Callable[[], Awaitable[FinishReason]]
+                loop = functools.partial(run._loop.run, run, resume)
+                for extension in state.ext.wrap_loop:
+                    loop = extension.wrap_loop(run, loop)
+                finish = await loop()
             except Exception as exc:
                 finish, error = await _recover(state, exc)
     except Exception as exc:
@@ -123,14 +127,6 @@ async def _run_started(run: ActiveRun) -> ResumePoint | None:
     for hook in state.config.hooks.on_run_start:
         await call_hook(hook, state.hook_context())
     return resume
-
-
-async def _loop(run: ActiveRun, resume: ResumePoint | None) -> FinishReason:
-    """The step loop, as the ``wrap_loop`` extensions wrap it."""
-    loop: Callable[[], Awaitable[FinishReason]] = functools.partial(run._loop.run, run, resume)
-    for extension in run._state.ext.wrap_loop:
-        loop = extension.wrap_loop(run, loop)
-    return await loop()
 
 
 def _start(run: ActiveRun) -> Callable[[], None] | None:

@@ -138,10 +138,16 @@ class StepLoop:
                 await self._at_step_entry(step)
             inflight.begin(step)
             state.inflight = inflight
-            await hub.emit(StepStarted(run_id=state.run_id, step=step, time=state.now()))
+            if "step.started" in hub.wanted:
+                await hub.emit(StepStarted(run_id=state.run_id, step=step, time=state.now()))
             for extension in ext.step_entered:
                 await extension.step_entered(run, step)
-            response, offered = await self._answer(run, step, specs, inflight)
+            # The step's answer: one a journal recorded before a crash, or the model's.
+            response = self._replayed(run, step, inflight)
+            offered: frozenset[str] | None = None
+            if response is None:
+                request, offered = await self._request(run, step, specs, inflight)
+                response = await self._generate.run(run, request, inflight)
             calls = normalize_calls(response.tool_calls, self.call_ids)
             inflight.calls = calls
             inflight.content = response.content
@@ -152,16 +158,17 @@ class StepLoop:
             inflight.stop_reason = response.stop_reason
             for extension in ext.generated:
                 await extension.generated(run, step, response, inflight.usage)
-            await hub.emit(
-                StepGenerated(
-                    run_id=state.run_id,
-                    step=step,
-                    time=state.now(),
-                    content=response.content,
-                    tool_calls=calls,
-                    stop_reason=response.stop_reason,
+            if "step.generated" in hub.wanted:
+                await hub.emit(
+                    StepGenerated(
+                        run_id=state.run_id,
+                        step=step,
+                        time=state.now(),
+                        content=response.content,
+                        tool_calls=calls,
+                        stop_reason=response.stop_reason,
+                    )
                 )
-            )
             await self._settle(run)
             results: tuple[ToolResult, ...] = ()
             if calls:
@@ -181,18 +188,19 @@ class StepLoop:
                 await extension.step_completed(run, step_result)
             state.steps.append(step_result)
             inflight.completed = True
-            await hub.emit(
-                StepCompleted(
-                    run_id=state.run_id,
-                    step=step,
-                    time=state.now(),
-                    content=step_result.content,
-                    tool_calls=step_result.tool_calls,
-                    results=step_result.results,
-                    usage=step_result.usage,
-                    stop_reason=step_result.stop_reason,
+            if "step.completed" in hub.wanted:
+                await hub.emit(
+                    StepCompleted(
+                        run_id=state.run_id,
+                        step=step,
+                        time=state.now(),
+                        content=step_result.content,
+                        tool_calls=step_result.tool_calls,
+                        results=step_result.results,
+                        usage=step_result.usage,
+                        stop_reason=step_result.stop_reason,
+                    )
                 )
-            )
             state.inflight = None
             await self._on_step(step_result)
             if state.switch is not None:
@@ -208,19 +216,23 @@ class StepLoop:
             await self._at_maximum_steps()
         return FinishReason.MAXIMUM_STEPS
 
-    async def _answer(
-        self, run: ActiveRun, step: int, specs: Any, inflight: Inflight
-    ) -> tuple[GenerateResponse, frozenset[str] | None]:
-        """The step's answer, and the tools offered when not every tool was: the answer
-        a journal recorded before a crash, or the model's to this step's request."""
-        state = self._state
-        cfg = state.config
-        for extension in state.ext.replayed:
+    def _replayed(self, run: ActiveRun, step: int, inflight: Inflight) -> GenerateResponse | None:
+        """The answer a journal recorded for ``step`` before a crash, if one did."""
+        for extension in self._state.ext.replayed:
             recorded = extension.replayed(run, step)
             if recorded is not None:
-                # Generated before a crash and journaled: the recorded answer stands.
                 inflight.usage = recorded.usage or NO_USAGE
-                return recorded, None
+                return recorded
+        return None
+
+    async def _request(
+        self, run: ActiveRun, step: int, specs: Any, inflight: Inflight
+    ) -> tuple[GenerateRequest, frozenset[str] | None]:
+        """What the step sends: the transcript (compacted when over the context budget)
+        and the tools, as the ``select_tools`` and ``prepare_step`` hooks leave them; and
+        the tools offered when not every tool was."""
+        state = self._state
+        cfg = state.config
         history = state.conversation.current
         if self.context is not None:
             history = await self._assemble_context(run, history, inflight)
@@ -233,10 +245,9 @@ class StepLoop:
             output_schema=cfg.output_schema,
             output_mode=cfg.output_mode,
         )
-        offered: frozenset[str] | None = None
         if cfg.hooks.select_tools or cfg.hooks.prepare_step:
-            request, offered = await self._prepare(request)
-        return await self._generate.run(run, request, inflight), offered
+            return await self._prepare(request)
+        return request, None
 
     async def _switch(self, run: ActiveRun) -> RunConfig:
         """Apply the switch a tool asked for; the run's configuration from then on."""
@@ -321,7 +332,7 @@ class StepLoop:
         state = self._state
         hub = state.hub
         prepared = await manager.prepare(history, step=inflight.step)
-        if prepared.warned:
+        if prepared.warned and "context.budget-warning" in hub.wanted:
             await hub.emit(
                 ContextBudgetWarning(
                     run_id=state.run_id,
@@ -344,18 +355,19 @@ class StepLoop:
                     step = inflight.step
                     for settle in charge_extensions(run, spending, step, usage, None, "compaction"):
                         await settle(run)
-            await hub.emit(
-                ContextCompacted(
-                    run_id=state.run_id,
-                    step=inflight.step,
-                    time=state.now(),
-                    removed=compaction.removed,
-                    tokens_before=compaction.tokens_before,
-                    tokens_after=compaction.tokens_after,
-                    summarized=compaction.summary is not None,
-                    usage=usage or NO_USAGE,
+            if "context.compacted" in hub.wanted:
+                await hub.emit(
+                    ContextCompacted(
+                        run_id=state.run_id,
+                        step=inflight.step,
+                        time=state.now(),
+                        removed=compaction.removed,
+                        tokens_before=compaction.tokens_before,
+                        tokens_after=compaction.tokens_after,
+                        summarized=compaction.summary is not None,
+                        usage=usage or NO_USAGE,
+                    )
                 )
-            )
         return prepared.history
 
     async def _prepare(

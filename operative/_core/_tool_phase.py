@@ -3,7 +3,7 @@
 ::
 
     step k
-    └── tool nursery   one child task per call
+    └── tool nursery   one child task per call (one call runs in the step's task)
         └── tool task  bounded by tool_concurrency; the toolbox applies each tool's limits
 
 Results reach the transcript in the order the model asked for them, whatever order they
@@ -118,7 +118,8 @@ class ToolPhase:
             )
             for extension in state.ext.tools_starting:
                 await extension.tools_starting(run, step, about_to_run)
-        await hub.emit(ToolsExecuting(run_id=run_id, step=step, time=state.now(), calls=calls))
+        if "tools.executing" in hub.wanted:
+            await hub.emit(ToolsExecuting(run_id=run_id, step=step, time=state.now(), calls=calls))
         execution = self.execution(run, step)
         execute: Callable[[ToolCall, ExecutionContext], Awaitable[ToolResult]] = (
             cfg.toolbox.execute if cfg.on_approval is None else self._execute_or_park
@@ -129,7 +130,9 @@ class ToolPhase:
             execute = sendable_execute(execute)
             for extension in wrappers:
                 execute = extension.wrap_tool(run, execute, step)
-        limiter = trio.CapacityLimiter(cfg.tool_concurrency or math.inf)
+        limiter: Any = (
+            trio.CapacityLimiter(cfg.tool_concurrency) if cfg.tool_concurrency else _UNLIMITED
+        )
 
         async def run_one(index: int, call: ToolCall) -> None:
             async with limiter:
@@ -138,9 +141,12 @@ class ToolPhase:
                 except RecursionError as exc:
                     results[index] = unsendable(call, exc)
 
-        async with trio.open_nursery() as nursery:
-            for index, call in to_run:
-                nursery.start_soon(run_one, index, call, name=f"tool {call.name} {call.id}")
+        if len(to_run) == 1:
+            await run_one(*to_run[0])  # one call needs no task of its own
+        else:
+            async with trio.open_nursery() as nursery:
+                for index, call in to_run:
+                    nursery.start_soon(run_one, index, call, name=f"tool {call.name} {call.id}")
         state.liveness._progress(step, state.usage)
         settled: list[ToolResult] = results  # type: ignore[assignment]
         if hooks.validate_tool_result:
@@ -152,9 +158,10 @@ class ToolPhase:
                         result = sendable(_checked_result(replacement, result, hook))
                 settled[index] = result
         for result in settled:
-            await hub.emit(
-                ToolResultValidated(run_id=run_id, step=step, time=state.now(), result=result)
-            )
+            if "tool-result.validated" in hub.wanted:
+                await hub.emit(
+                    ToolResultValidated(run_id=run_id, step=step, time=state.now(), result=result)
+                )
         if hooks.after_tool_execution:
             context = context or state.hook_context()
             for hook in hooks.after_tool_execution:
@@ -163,7 +170,8 @@ class ToolPhase:
                     settled = [sendable(r) for r in _checked_results(replacement, settled, hook)]
                     inflight.results = list(settled)
         final = tuple(settled)
-        await hub.emit(ToolsExecuted(run_id=run_id, step=step, time=state.now(), results=final))
+        if "tools.executed" in hub.wanted:
+            await hub.emit(ToolsExecuted(run_id=run_id, step=step, time=state.now(), results=final))
         return final
 
     async def _execute_or_park(self, call: ToolCall, execution: ExecutionContext) -> ToolResult:
@@ -253,6 +261,20 @@ class ToolPhase:
                     error=f"The call to {call.name!r} was skipped by the host before it ran.",
                 )
         return [(by_id[call.id], call) for call in current]
+
+
+class _Unlimited:
+    """No ``tool_concurrency``: entering waits for nothing (a ``CapacityLimiter``'s
+    acquire is a scheduling point even with tokens to spare)."""
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+_UNLIMITED = _Unlimited()
 
 
 def _approved(decision: Any) -> tuple[bool, str]:
