@@ -195,6 +195,7 @@ class Agent:
             "generate": self.generate,
             "conversation": conversation,
             "toolbox": self.toolbox,
+            "tools": None,
             "stop_when": self.stop_when,
             "maximum_steps": self.maximum_steps,
             **options,

@@ -50,7 +50,7 @@ async def test_a_cancelled_caller_shuts_the_run_down_and_propagates(autojump_clo
     assert result.abort_reason == "the run's caller was cancelled"
 
 
-async def test_ctrl_c_in_the_loop_comes_out_as_from_the_runs_nursery() -> None:
+async def test_ctrl_c_in_the_loop_leaves_agent_run_as_itself() -> None:
     @operative.tool
     async def interrupt() -> str:
         """Stand in for Ctrl-C landing in a tool."""
@@ -65,9 +65,8 @@ async def test_ctrl_c_in_the_loop_comes_out_as_from_the_runs_nursery() -> None:
         return script[request.step - 1]
 
     agent = create_agent(generate=generate, tools=[interrupt])
-    with pytest.raises(BaseExceptionGroup) as caught:
+    with pytest.raises(KeyboardInterrupt):  # as itself, not inside a group
         await agent.run("go")
-    assert caught.group_contains(KeyboardInterrupt)
     with pytest.raises(BaseExceptionGroup) as caught_open:
         async with agent.open_run("go"):
             pass
