@@ -180,8 +180,12 @@ def demo_agent(generate: Any) -> Agent:
     )
 
 
-def chat_agent(generate: Any, *, approver: Approver, notes: Path) -> Agent:
-    """The chat agent: the demo's tools and ``save_note``, which needs the user's yes."""
+def chat_agent(
+    generate: Any, *, approver: Approver | None, notes: Path, name: str = CHAT_AGENT
+) -> Agent:
+    """The chat agent: the demo's tools and ``save_note``, which needs the user's yes
+    (asked of ``approver`` in the run; without one the call parks, and a later request
+    answers it, as ``operative serve`` does)."""
     toolbox = Toolbox(
         [get_weather, calculate, _note_tool(notes)],
         approval_policy=ApprovalPolicy(mode="on-mutation"),
@@ -190,7 +194,7 @@ def chat_agent(generate: Any, *, approver: Approver, notes: Path) -> Agent:
         generate=generate,
         toolbox=toolbox,
         instructions=_INSTRUCTIONS.format(kind="chat", notes=" and save_note to save notes"),
-        name=CHAT_AGENT,
+        name=name,
         maximum_steps=8,
         on_approval=approver,
     )

@@ -18,13 +18,12 @@ from typing import Any
 
 import trio
 
-from .._agent import Agent, create_agent
+from .._agent import Agent
 from .._edge import is_loopback
 from ..kvstore import SqliteStore
 from ..runstore import SqliteRunStore
-from ..tools import ApprovalPolicy, Toolbox
 from ..ui import UIApp, asgi_app
-from ._agents import _INSTRUCTIONS, _note_tool, calculate, get_weather
+from ._agents import chat_agent
 from ._chat_page import FAVICON_ICO, FAVICON_SVG, page
 from ._errors import EXIT_OK, UsageError
 from ._interrupt import STOPPING_SIGNALS
@@ -103,19 +102,9 @@ def approval_secret(data_dir: Path, env: Mapping[str, str]) -> bytes:
 
 
 def served_chat_agent(generate: Any, *, notes: Path) -> Agent:
-    """The agent ``operative serve`` serves when it is given none: the demo's tools and
-    ``save_note``, which parks for the user's yes (the page answers it)."""
-    toolbox = Toolbox(
-        [get_weather, calculate, _note_tool(notes)],
-        approval_policy=ApprovalPolicy(mode="on-mutation"),
-    )
-    return create_agent(
-        generate=generate,
-        toolbox=toolbox,
-        instructions=_INSTRUCTIONS.format(kind="chat", notes=" and save_note to save notes"),
-        name=SERVE_AGENT,
-        maximum_steps=8,
-    )
+    """The agent ``operative serve`` serves when it is given none: the chat agent, whose
+    ``save_note`` parks for the user's yes (the page answers it)."""
+    return chat_agent(generate, approver=None, notes=notes, name=SERVE_AGENT)
 
 
 def build_app(

@@ -23,7 +23,6 @@ from .._core._errors import ApprovalError, OperativeError
 from .._core._types import ToolResult
 from ..conversation import Message
 from ..conversation._tool_results import tool_result_message
-from ..streaming import SSE_CONTENT_TYPE
 from ._agui_events import STREAMED, AguiEncoder, agui_stream
 from ._agui_input import (
     AguiInput,
@@ -33,7 +32,7 @@ from ._agui_input import (
     interrupt_id,
     parse_agui_input,
 )
-from ._served import ServedAgent, refuse_system_messages, while_connected
+from ._served import ServedAgent, refuse_system_messages, stream_response
 
 __all__ = [
     "AguiEncoder",
@@ -81,23 +80,7 @@ async def agui_endpoint(scope: Scope, receive: Receive, send: Send, *, agent: Se
     except OperativeError as exc:
         await respond_json_error(send, 400, str(exc))
         return
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 200,
-            "headers": [
-                (b"content-type", SSE_CONTENT_TYPE.encode()),
-                (b"cache-control", b"no-store"),
-                (b"x-accel-buffering", b"no"),
-            ],
-        }
-    )
-
-    async def emit(chunk: bytes) -> None:
-        await send({"type": "http.response.body", "body": chunk, "more_body": True})
-
-    if await while_connected(receive, lambda: _run(agent, request, client_tools, emit)):
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+    await stream_response(send, receive, lambda emit: _run(agent, request, client_tools, emit))
 
 
 async def _run(

@@ -30,7 +30,7 @@ from .._asgi import (
 from .._core._errors import ApprovalError
 from .._edge import EdgePolicy, guarded
 from ..conversation import ConversationHistory, resolve_tool_result
-from ._served import ServedAgent, serve_agent, while_connected
+from ._served import ServedAgent, serve_agent, stream_response
 from ._sse import DONE, data_frame
 from ._turn import turn_endpoint
 from ._vercel import (
@@ -125,13 +125,9 @@ class UIApp:
         except VercelRequestError as exc:
             await respond_json_error(send, 400, str(exc))
             return
-        await send({"type": "http.response.start", "status": 200, "headers": list(VERCEL_HEADERS)})
-
-        async def emit(chunk: bytes) -> None:
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-
-        if await while_connected(receive, lambda: self._stream_chat(request, emit)):
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        await stream_response(
+            send, receive, lambda emit: self._stream_chat(request, emit), headers=VERCEL_HEADERS
+        )
 
     async def _stream_chat(self, request: VercelChatRequest, emit: Emit) -> None:
         """The answer to one chat request: approvals decided first, then the run."""

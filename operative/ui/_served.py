@@ -6,7 +6,7 @@ name, instructions). Per request it adds only what serving needs: the request's
 authority, a stop at a parked approval (the person answers in a later request), and for
 AG-UI the client's own tools. The server's instructions are always the first message; a
 client never sends a system message. A request whose client goes away has its run
-cancelled (:func:`while_connected`).
+cancelled (:func:`stream_response`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import attrs
 import trio
 
 from .._agent import Agent
-from .._asgi import Receive
+from .._asgi import Receive, Send
 from .._core._errors import InvalidArgument, OperativeError
 from .._core._run import ActiveRun
 from .._core._types import Authority, PendingApproval, RequestContext, ToolResult
@@ -28,7 +28,7 @@ from ..conditions import pending_approval
 from ..conversation import Conversation, ConversationHistory, Message
 from ..tools import Tool, Toolbox
 
-__all__ = ["ClientMessageError", "ServedAgent", "serve_agent", "while_connected"]
+__all__ = ["SSE_HEADERS", "ClientMessageError", "ServedAgent", "serve_agent", "stream_response"]
 
 
 class ClientMessageError(OperativeError):
@@ -169,11 +169,30 @@ def serve_agent(
     )
 
 
-async def while_connected(receive: Receive, work: Callable[[], Awaitable[None]]) -> bool:
-    """Run ``work`` until it ends or the client goes away (which cancels it).
+SSE_HEADERS: tuple[tuple[bytes, bytes], ...] = (
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-store"),
+    (b"x-accel-buffering", b"no"),
+)
+"""The headers of a server-sent event stream (``x-accel-buffering``: a proxy that
+buffers would hold the stream back)."""
 
-    Returns True when the client is still there (the response may be finished).
-    """
+
+async def stream_response(
+    send: Send,
+    receive: Receive,
+    write: Callable[[Callable[[bytes], Awaitable[None]]], Awaitable[None]],
+    *,
+    headers: Sequence[tuple[bytes, bytes]] = SSE_HEADERS,
+) -> None:
+    """Answer with a stream: ``await write(emit)`` sends each chunk with ``emit``. The
+    work is cancelled when the client goes away (its run with it); the response ends
+    when the work does, if the client is still there."""
+
+    async def emit(chunk: bytes) -> None:
+        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+    await send({"type": "http.response.start", "status": 200, "headers": list(headers)})
     gone = False
     async with trio.open_nursery() as nursery:
 
@@ -185,6 +204,7 @@ async def while_connected(receive: Receive, work: Callable[[], Awaitable[None]])
             nursery.cancel_scope.cancel()
 
         nursery.start_soon(watch)
-        await work()
+        await write(emit)
         nursery.cancel_scope.cancel()
-    return not gone
+    if not gone:
+        await send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -27,8 +27,8 @@ from .._asgi import BadRequestBody, Receive, Scope, Send, read_json_body, respon
 from .._core._errors import ApprovalError, OperativeError
 from .._core._types import PendingApproval, RequestContext
 from ..conversation import ConversationHistory, Message, new_message_id, resolve_tool_result
-from ..streaming import SSE_CONTENT_TYPE, encode_sse
-from ._served import ServedAgent, while_connected
+from ..streaming import encode_sse
+from ._served import ServedAgent, stream_response
 
 __all__ = ["Decision", "TurnRequest", "sse_frame", "turn_endpoint"]
 
@@ -139,23 +139,7 @@ async def turn_endpoint(served: ServedAgent, scope: Scope, receive: Receive, sen
     except _BadRequest as exc:
         await respond_json_error(send, 400, str(exc))
         return
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 200,
-            "headers": [
-                (b"content-type", SSE_CONTENT_TYPE.encode()),
-                (b"cache-control", b"no-store"),
-                (b"x-accel-buffering", b"no"),
-            ],
-        }
-    )
-
-    async def emit(chunk: bytes) -> None:
-        await send({"type": "http.response.body", "body": chunk, "more_body": True})
-
-    if await while_connected(receive, lambda: _stream_turn(served, request, emit)):
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+    await stream_response(send, receive, lambda emit: _stream_turn(served, request, emit))
 
 
 async def _stream_turn(served: ServedAgent, request: TurnRequest, emit: Emit) -> None:
