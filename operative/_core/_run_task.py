@@ -261,60 +261,71 @@ async def _finish(
     """Repair, record and announce the end of the run: ``finish`` and ``error`` as the
     loop left them, ``escaping`` what came from outside the run (see ``_ending``).
 
-    Everything here is synchronous except the ``run_stopped`` extensions and the
-    ``on_run_end`` hooks, then the ``run_ending`` extensions, which run shielded from
-    cancellation and bounded by ``cleanup_timeout``.
+    Everything here is synchronous except the clean-up (``_cleaned_up``), which runs
+    shielded from cancellation and bounded by ``cleanup_timeout``.
     """
     finish, error, reason, shutdown = _ending(run._scope, finish, error, escaping)
     state = run._state
-    cfg = state.config
-    hub = state.hub
-    run_id = state.run_id
-    conversation = state.conversation
-    answer = state.answer
+    _settle_cut_step(state, reason, error)
+    result = _result(state, finish, error, reason)
+    result = await _cleaned_up(run, result, shutdown)
+    scope = run._scope
+    scope.result = result
+    _announce_end(state, result, reason)
+    scope.end()
+    state.hub.close()
+
+
+def _settle_cut_step(state: RunState, reason: str | None, error: BaseException | None) -> None:
+    """A step cut short gets its record, every call of it a result (``cancelled`` for
+    those that had none), and ``step.aborted``. A completed step announced itself
+    (emission is all or nothing)."""
     inflight = state.inflight
     state.inflight = None
-    # A completed step announced itself (emission is all or nothing); only a step cut
-    # short is settled here.
-    if inflight is not None and not inflight.completed:
-        why = reason or (f"{type(error).__name__}: {error}" if error is not None else "")
-        if inflight.generated:
-            if inflight.settled:
-                # The step's results are in the transcript already; what cut it
-                # short came after (its journal record, its event).
-                results = tuple(r for r in inflight.results if r is not None)
-            else:
-                results = tuple(
-                    r if r is not None else cancelled_result(call, why)
-                    for r, call in zip(
-                        inflight.results or [None] * len(inflight.calls),
-                        inflight.calls,
-                        strict=True,
-                    )
-                )
-                conversation.extend([tool_result_message(r) for r in results])
-            state.steps.append(
-                StepResult(
-                    step=inflight.step,
-                    content=inflight.content,
-                    tool_calls=inflight.calls,
-                    results=results,
-                    usage=inflight.usage,
-                    run_usage=state.usage,
-                    aborted=True,
-                    stop_reason=inflight.stop_reason,
+    if inflight is None or inflight.completed:
+        return
+    why = reason or (f"{type(error).__name__}: {error}" if error is not None else "")
+    if inflight.generated:
+        if inflight.settled:
+            # The step's results are in the transcript already; what cut it short came
+            # after (its journal record, its event).
+            results = tuple(r for r in inflight.results if r is not None)
+        else:
+            results = tuple(
+                r if r is not None else cancelled_result(call, why)
+                for r, call in zip(
+                    inflight.results or [None] * len(inflight.calls), inflight.calls, strict=True
                 )
             )
-        hub.emit_nowait(
-            StepAborted(run_id=run_id, step=inflight.step, time=state.now(), reason=why)
+            state.conversation.extend([tool_result_message(r) for r in results])
+        state.steps.append(
+            StepResult(
+                step=inflight.step,
+                content=inflight.content,
+                tool_calls=inflight.calls,
+                results=results,
+                usage=inflight.usage,
+                run_usage=state.usage,
+                aborted=True,
+                stop_reason=inflight.stop_reason,
+            )
         )
+    state.hub.emit_nowait(
+        StepAborted(run_id=state.run_id, step=inflight.step, time=state.now(), reason=why)
+    )
 
+
+def _result(
+    state: RunState, finish: FinishReason, error: BaseException | None, reason: str | None
+) -> RunResult:
+    """The run's result as the loop left it (before its clean-up)."""
+    answer = state.answer
     steps = tuple(state.steps)
     content = None if answer is None else answer.content_override
     if content is None:
         content = steps[-1].content if steps else ""
-    result = RunResult(
-        conversation=conversation,
+    return RunResult(
+        conversation=state.conversation,
         steps=steps,
         content=content,
         usage=state.usage,
@@ -322,9 +333,19 @@ async def _finish(
         error=error,
         output=None if answer is None else answer.output,
         schema_validation=None if answer is None else answer.validation,
-        run_id=run_id,
+        run_id=state.run_id,
         abort_reason=reason,
     )
+
+
+async def _cleaned_up(run: ActiveRun, result: RunResult, shutdown: bool) -> RunResult:
+    """The ``run_stopped`` extensions and the ``on_run_end`` hooks, then each
+    ``run_ending`` extension (a durable run commits its outcome here), shielded and
+    bounded by ``cleanup_timeout``. A clean-up that failed or did not finish makes the
+    result an error (``CleanupError``): it is never reported as a success."""
+    state = run._state
+    cfg = state.config
+    run_id = state.run_id
     unfinished: str | None = None
     cause: BaseException | None = None
     stopped = state.ext.run_stopped
@@ -371,9 +392,16 @@ async def _finish(
         )
         failure.__cause__ = cause
         result = msgspec.structs.replace(result, finish_reason=_ERROR, error=failure)
-    scope = run._scope
-    scope.result = result
+    return result
+
+
+def _announce_end(state: RunState, result: RunResult, reason: str | None) -> None:
+    """The run's liveness ends, and its terminal event goes out."""
     finish = result.finish_reason
+    run_id = state.run_id
+    steps = result.steps
+    content = result.content
+    answer = state.answer
     end = state.now()
     step = state.step
     usage = state.usage
@@ -404,6 +432,4 @@ async def _finish(
             recovered_error=None if answer is None else answer.recovered_error,
         )
     state.liveness._end(terminal_status(finish), finish, step, usage, end)
-    hub.emit_nowait(terminal)
-    scope.end()
-    hub.close()
+    state.hub.emit_nowait(terminal)

@@ -42,7 +42,7 @@ from ._results import StepResult
 from ._run_state import NO_USAGE, Inflight, RunState
 from ._tool_calls import normalize_calls
 from ._tool_phase import ToolPhase, select_specs
-from ._types import FinishReason, ToolResult
+from ._types import FinishReason, ToolCall, ToolResult
 
 if TYPE_CHECKING:
     from ..context import ContextManager
@@ -111,98 +111,31 @@ class StepLoop:
         extensions and a switch are given (passed down, not kept: no reference cycle)."""
         state = self._state
         cfg = state.config
-        hub = state.hub
-        conversation = state.conversation
         specs = cfg.toolbox.specs()
-        ext = state.ext
         inflight = Inflight()  # begun at each step's entry
         # A run rebuilt from a journal goes on from its last recorded step; one that had
         # already met a stop condition when it was cut ends here (unless that step
         # switched agents: the agent that handed off is not consulted).
-        if (
-            resume is not None
-            and resume.check_stop
-            and state.steps
-            and await self.stopped(state.steps[-1])
-        ):
+        cut_after_a_stop = resume is not None and resume.check_stop and bool(state.steps)
+        if cut_after_a_stop and await self.stopped(state.steps[-1]):
             return FinishReason.STOP_CONDITION
         # The limit is read once: a switch's new configuration does not move it.
         first = 1 if resume is None else resume.next_step
         for step in range(first, cfg.maximum_steps + 1):
-            for extension in ext.step_started:
-                await extension.step_started(run, step)
-            await trio.lowlevel.checkpoint()
-            state.step = step
-            state.liveness._progress(step, state.usage)
-            if self._steering is not None or cfg.selection is not None:
-                await self._at_step_entry(step)
-            inflight.begin(step)
-            state.inflight = inflight
-            if "step.started" in hub.wanted:
-                await hub.emit(StepStarted(run_id=state.run_id, step=step, time=state.now()))
-            for extension in ext.step_entered:
-                await extension.step_entered(run, step)
+            await self._enter(run, step, inflight)
             # The step's answer: one a journal recorded before a crash, or the model's.
             response = self._replayed(run, step, inflight)
             offered: frozenset[str] | None = None
             if response is None:
                 request, offered = await self._request(run, step, specs, inflight)
                 response = await self._generate.run(run, request, inflight)
-            calls = normalize_calls(response.tool_calls, self.call_ids)
-            inflight.calls = calls
-            inflight.content = response.content
-            conversation.append_assistant_message(
-                response.content, calls, metadata=response.metadata
-            )
-            inflight.generated = True
-            inflight.stop_reason = response.stop_reason
-            for extension in ext.generated:
-                await extension.generated(run, step, response, inflight.usage)
-            if "step.generated" in hub.wanted:
-                await hub.emit(
-                    StepGenerated(
-                        run_id=state.run_id,
-                        step=step,
-                        time=state.now(),
-                        content=response.content,
-                        tool_calls=calls,
-                        stop_reason=response.stop_reason,
-                    )
-                )
-            await self._settle(run)
+            calls = await self._answered(run, step, response, inflight)
             results: tuple[ToolResult, ...] = ()
             if calls:
                 results = await self._tools.run(run, inflight, offered)
-                conversation._extend_built([tool_result_message(r) for r in results])
+                state.conversation._extend_built([tool_result_message(r) for r in results])
                 inflight.settled = True
-            step_result = StepResult(
-                step=step,
-                content=response.content,
-                tool_calls=calls,
-                results=results,
-                usage=inflight.usage,
-                run_usage=state.usage,
-                stop_reason=response.stop_reason,
-            )
-            for extension in ext.step_completed:
-                await extension.step_completed(run, step_result)
-            state.steps.append(step_result)
-            inflight.completed = True
-            if "step.completed" in hub.wanted:
-                await hub.emit(
-                    StepCompleted(
-                        run_id=state.run_id,
-                        step=step,
-                        time=state.now(),
-                        content=step_result.content,
-                        tool_calls=step_result.tool_calls,
-                        results=step_result.results,
-                        usage=step_result.usage,
-                        stop_reason=step_result.stop_reason,
-                    )
-                )
-            state.inflight = None
-            await self._on_step(step_result)
+            step_result = await self._completed(run, step, response, calls, results, inflight)
             if state.switch is not None:
                 # A tool switched the run's configuration (a handoff to another agent):
                 # the run goes on under the new generate, tools and stop conditions from
@@ -215,6 +148,97 @@ class StepLoop:
         if cfg.hooks.on_maximum_steps or cfg.output is not None:
             await self._at_maximum_steps()
         return FinishReason.MAXIMUM_STEPS
+
+    async def _enter(self, run: ActiveRun, step: int, inflight: Inflight) -> None:
+        """The step begins: a checkpoint, the steering gate (a paused run parks here),
+        ``step.started`` and the extensions told."""
+        state = self._state
+        for extension in state.ext.step_started:
+            await extension.step_started(run, step)
+        await trio.lowlevel.checkpoint()
+        state.step = step
+        state.liveness._progress(step, state.usage)
+        if self._steering is not None or state.config.selection is not None:
+            await self._at_step_entry(step)
+        inflight.begin(step)
+        state.inflight = inflight
+        if "step.started" in state.hub.wanted:
+            await state.hub.emit(StepStarted(run_id=state.run_id, step=step, time=state.now()))
+        for extension in state.ext.step_entered:
+            await extension.step_entered(run, step)
+
+    async def _answered(
+        self, run: ActiveRun, step: int, response: GenerateResponse, inflight: Inflight
+    ) -> tuple[ToolCall, ...]:
+        """The answer goes into the transcript, its calls with run-unique ids; the
+        extensions told, ``step.generated``; what they asked about its spend done (a
+        budget crossed here stops the run before the calls). Returns the calls."""
+        state = self._state
+        calls = normalize_calls(response.tool_calls, self.call_ids)
+        inflight.calls = calls
+        inflight.content = response.content
+        state.conversation.append_assistant_message(
+            response.content, calls, metadata=response.metadata
+        )
+        inflight.generated = True
+        inflight.stop_reason = response.stop_reason
+        for extension in state.ext.generated:
+            await extension.generated(run, step, response, inflight.usage)
+        if "step.generated" in state.hub.wanted:
+            await state.hub.emit(
+                StepGenerated(
+                    run_id=state.run_id,
+                    step=step,
+                    time=state.now(),
+                    content=response.content,
+                    tool_calls=calls,
+                    stop_reason=response.stop_reason,
+                )
+            )
+        await self._settle(run)
+        return calls
+
+    async def _completed(
+        self,
+        run: ActiveRun,
+        step: int,
+        response: GenerateResponse,
+        calls: tuple[ToolCall, ...],
+        results: tuple[ToolResult, ...],
+        inflight: Inflight,
+    ) -> StepResult:
+        """The step's record: kept, the extensions told, ``step.completed``, the
+        ``on_step`` hooks."""
+        state = self._state
+        step_result = StepResult(
+            step=step,
+            content=response.content,
+            tool_calls=calls,
+            results=results,
+            usage=inflight.usage,
+            run_usage=state.usage,
+            stop_reason=response.stop_reason,
+        )
+        for extension in state.ext.step_completed:
+            await extension.step_completed(run, step_result)
+        state.steps.append(step_result)
+        inflight.completed = True
+        if "step.completed" in state.hub.wanted:
+            await state.hub.emit(
+                StepCompleted(
+                    run_id=state.run_id,
+                    step=step,
+                    time=state.now(),
+                    content=step_result.content,
+                    tool_calls=step_result.tool_calls,
+                    results=step_result.results,
+                    usage=step_result.usage,
+                    stop_reason=step_result.stop_reason,
+                )
+            )
+        state.inflight = None
+        await self._on_step(step_result)
+        return step_result
 
     def _replayed(self, run: ActiveRun, step: int, inflight: Inflight) -> GenerateResponse | None:
         """The answer a journal recorded for ``step`` before a crash, if one did."""
