@@ -7,7 +7,7 @@ them all): the primitives the loops are made of (a ``trio.CancelScope`` entered 
 left, ``trio.lowlevel.checkpoint()``, a coroutine call, each record type built, the
 tool-argument decode, the id generation, ...), operative's phases as ``agent.run``
 goes through them (the run's conversation; its parts, an ``ActiveRun`` on the agent's
-validated configuration and plan with a run id of its own; ``drive`` of a one-step run
+validated configuration with a run id of its own; ``drive`` of a one-step run
 in the caller's task, its finish included) and each system's whole one-step and 20-step
 runs. A component's
 time is its loop's time minus the same loop around a no-op, per iteration; the cyclic GC
@@ -115,7 +115,7 @@ def components() -> list[Component]:
     from operative import Conversation, ToolCall
     from operative import GenerateResponse as OpResponse
     from operative._core._model import GenerateRequest as OpRequest
-    from operative._core._options import new_run_id
+    from operative._core._options import config_for_run
     from operative._core._results import StepResult as OpStep
     from operative._core._run import ActiveRun
     from operative._core._run_task import drive
@@ -409,15 +409,15 @@ def components() -> list[Component]:
         pays={"floor": (0, 0), "floor-same-work": (1, 0), "operative": (0, 0)},
         note="the bare floor's is a one-dict list (the dict row)",
     )
-    template, plan = agent._template, agent._plan
-    if template is None or plan is None:
-        raise RuntimeError("the benchmark's agent has no validated configuration and plan")
+    template = agent._template
+    if template is None:
+        raise RuntimeError("the benchmark's agent has no validated configuration")
 
     def parts(conversation: Any) -> Any:
-        return ActiveRun(template, conversation, plan, new_run_id())
+        return ActiveRun(config_for_run(template), conversation)
 
     add(
-        "operative: the run's parts (`ActiveRun` on the agent's configuration and plan)",
+        "operative: the run's parts (`ActiveRun` on the agent's configuration, its own id)",
         "operative phase",
         parts,
         prepare=lambda n: [agent_conversation(None) for _ in range(n)],
@@ -427,7 +427,7 @@ def components() -> list[Component]:
     )
 
     async def driven(run: Any) -> Any:
-        await drive(run, alone=True)
+        await drive(run)
         return run._outcome()
 
     add(
@@ -765,7 +765,7 @@ def operative_phases(result: dict[str, Any]) -> dict[str, Any]:
     rows = {r["component"]: r for r in result["rows"]}
     names = [
         "operative: the run's `Conversation` + user message (`agent.run`'s input)",
-        "operative: the run's parts (`ActiveRun` on the agent's configuration and plan)",
+        "operative: the run's parts (`ActiveRun` on the agent's configuration, its own id)",
         "operative: `drive` in the caller's task (one step, finish included) + `_outcome`",
     ]
     total = result["systems"]["operative"]["us_run_1_step"]
