@@ -211,69 +211,93 @@ class GeneratePhase:
         what they cost is added to ``inflight`` and the run. ``run`` is the handle the
         extensions are given."""
         state = self._state
-        cfg = state.config
         hub = state.hub
-        run_id = state.run_id
-        step = request.step
-        retry = cfg.retry
-        ext = state.ext
         attempt = 1
         while True:
-            for extension in ext.before_attempt:
+            for extension in state.ext.before_attempt:
                 await extension.before_attempt(run, request, attempt)
             if "generate.started" in hub.wanted:
                 await hub.emit(
-                    GenerateStarted(run_id=run_id, step=step, time=state.now(), attempt=attempt)
+                    GenerateStarted(
+                        run_id=state.run_id, step=request.step, time=state.now(), attempt=attempt
+                    )
                 )
             try:
                 response = await self._attempt(request)
                 break
             except Exception as exc:
-                # A failed attempt that reported usage was still paid for.
-                spent = failed_usage(exc)
-                settles: tuple[Settle, ...] = ()
-                if spent is not None:
-                    inflight.usage = inflight.usage + spent
-                    state.usage = state.usage + spent
-                    settles = charge_extensions(run, ext.spent, step, spent, None, "failed-attempt")
-                retrying = retry is not None and retry.should_retry(exc, attempt)
-                if "generate.error" in hub.wanted:
-                    await hub.emit(
-                        GenerateError(
-                            run_id=run_id,
-                            step=step,
-                            time=state.now(),
-                            attempt=attempt,
-                            error=str(exc),
-                            error_type=type(exc).__name__,
-                            retryable=retrying,
-                            usage=spent if spent is not None else NO_USAGE,
-                        )
-                    )
-                if not retrying:
-                    raise
-                assert retry is not None
-                delay = retry.delay(attempt, exc)
+                request = await self._retried(run, request, inflight, exc, attempt)
                 attempt += 1
-                if "generate.retry" in hub.wanted:
-                    await hub.emit(
-                        GenerateRetry(
-                            run_id=run_id,
-                            step=step,
-                            time=state.now(),
-                            attempt=attempt,
-                            delay=delay,
-                            error=str(exc),
-                            error_type=type(exc).__name__,
-                        )
-                    )
-                await trio.sleep(delay)
-                request = retry.next_request(request, exc, attempt)
-                for settle in settles:  # the failed attempt's spend, before the next one
-                    await settle(run)
         charge_answer(state, run, response, inflight)
-        usage = response.usage
-        total = state.usage
+        await self._announce(request, response, attempt)
+        return await self._validated(request, response)
+
+    async def _retried(
+        self,
+        run: ActiveRun,
+        request: GenerateRequest,
+        inflight: Inflight,
+        exc: Exception,
+        attempt: int,
+    ) -> GenerateRequest:
+        """After a failed attempt: what it reported spending charged, ``generate.error``;
+        then ``exc`` raised again, or the back-off slept and the next attempt's request
+        returned (``generate.retry``)."""
+        state = self._state
+        hub = state.hub
+        retry = state.config.retry
+        step = request.step
+        # A failed attempt that reported usage was still paid for.
+        spent = failed_usage(exc)
+        settles: tuple[Settle, ...] = ()
+        if spent is not None:
+            inflight.usage = inflight.usage + spent
+            state.usage = state.usage + spent
+            settles = charge_extensions(run, state.ext.spent, step, spent, None, "failed-attempt")
+        retrying = retry is not None and retry.should_retry(exc, attempt)
+        if "generate.error" in hub.wanted:
+            await hub.emit(
+                GenerateError(
+                    run_id=state.run_id,
+                    step=step,
+                    time=state.now(),
+                    attempt=attempt,
+                    error=str(exc),
+                    error_type=type(exc).__name__,
+                    retryable=retrying,
+                    usage=spent if spent is not None else NO_USAGE,
+                )
+            )
+        if not retrying:
+            raise exc
+        assert retry is not None
+        delay = retry.delay(attempt, exc)
+        if "generate.retry" in hub.wanted:
+            await hub.emit(
+                GenerateRetry(
+                    run_id=state.run_id,
+                    step=step,
+                    time=state.now(),
+                    attempt=attempt + 1,
+                    delay=delay,
+                    error=str(exc),
+                    error_type=type(exc).__name__,
+                )
+            )
+        await trio.sleep(delay)
+        request = retry.next_request(request, exc, attempt + 1)
+        for settle in settles:  # the failed attempt's spend, before the next one
+            await settle(run)
+        return request
+
+    async def _announce(
+        self, request: GenerateRequest, response: GenerateResponse, attempt: int
+    ) -> None:
+        """``generate.completed``, ``generate.routed`` (what a fallover or router
+        recorded) and ``usage.accumulated``, to whoever listens."""
+        state = self._state
+        hub = state.hub
+        run_id, step, usage = state.run_id, request.step, response.usage
         if "generate.completed" in hub.wanted:
             await hub.emit(
                 GenerateCompleted(
@@ -287,42 +311,50 @@ class GeneratePhase:
                     model=response.model,
                 )
             )
-        if response.metadata:
-            routed = _routed(response.metadata)
-            if routed is not None:
-                route, provider, failed, cancelled = routed
-                if "generate.routed" in hub.wanted:
-                    await hub.emit(
-                        GenerateRouted(
-                            run_id=run_id,
-                            step=step,
-                            time=state.now(),
-                            attempt=attempt,
-                            route=route,
-                            provider=provider,
-                            failed=failed,
-                            cancelled=cancelled,
-                        )
-                    )
+        routed = _routed(response.metadata) if response.metadata else None
+        if routed is not None and "generate.routed" in hub.wanted:
+            route, provider, failed, cancelled = routed
+            await hub.emit(
+                GenerateRouted(
+                    run_id=run_id,
+                    step=step,
+                    time=state.now(),
+                    attempt=attempt,
+                    route=route,
+                    provider=provider,
+                    failed=failed,
+                    cancelled=cancelled,
+                )
+            )
         if usage is not None and "usage.accumulated" in hub.wanted:
             await hub.emit(
                 UsageAccumulated(
-                    run_id=run_id, step=step, time=state.now(), usage=usage, total=total
+                    run_id=run_id, step=step, time=state.now(), usage=usage, total=state.usage
                 )
             )
-        if cfg.hooks.validate_response:
-            for hook in cfg.hooks.validate_response:
-                replacement = await call_hook(hook, response, request)
-                if replacement is not None:
-                    problem = response_problem(replacement)
-                    if problem is not None:
-                        raise HookError(
-                            f"validate_response hook {hook!r} returned a response the loop "
-                            f"cannot use: {problem}; return a GenerateResponse or None"
-                        )
-                    response = replacement
-            if "response.validated" in hub.wanted:
-                await hub.emit(ResponseValidated(run_id=run_id, step=step, time=state.now()))
+
+    async def _validated(
+        self, request: GenerateRequest, response: GenerateResponse
+    ) -> GenerateResponse:
+        """The response as the ``validate_response`` hooks leave it."""
+        state = self._state
+        hooks = state.config.hooks.validate_response
+        if not hooks:
+            return response
+        for hook in hooks:
+            replacement = await call_hook(hook, response, request)
+            if replacement is not None:
+                problem = response_problem(replacement)
+                if problem is not None:
+                    raise HookError(
+                        f"validate_response hook {hook!r} returned a response the loop "
+                        f"cannot use: {problem}; return a GenerateResponse or None"
+                    )
+                response = replacement
+        if "response.validated" in state.hub.wanted:
+            await state.hub.emit(
+                ResponseValidated(run_id=state.run_id, step=request.step, time=state.now())
+            )
         return response
 
 
