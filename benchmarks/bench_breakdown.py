@@ -138,8 +138,8 @@ def components() -> list[Component]:
         "primitive",
         cancel_scope,
         pays={"floor": (0, 0), "floor-same-work": (0, 0), "operative": None},
-        note="the run scope (DESIGN §1), entered only when something but the caller can "
-        "cancel the run: none of these runs (operative's are sealed); operative's count is "
+        note="the run scope (DESIGN §1): every operative run enters one; the floors only "
+        "when something but the caller can cancel the run; operative's count is "
         "from the profile, where `trio.run`'s own scopes are spread over the profiled runs",
     )
 
