@@ -19,6 +19,7 @@ __all__ = [
     "Receive",
     "Scope",
     "Send",
+    "posted_json",
     "read_json_body",
     "respond",
     "respond_json_error",
@@ -65,6 +66,20 @@ async def read_json_body(scope: Scope, receive: Receive, *, what: str) -> bytes 
                     400, f"{what} is JSON nested deeper than {MAX_JSON_DEPTH} levels: flatten it"
                 )
             return bytes(body)
+
+
+async def posted_json(scope: Scope, receive: Receive, send: Send, *, what: str) -> bytes | None:
+    """The body of a JSON ``POST``, or None once the request is answered: a 405 for
+    another method, the :class:`BadRequestBody` status for a body refused, nothing when
+    the client went away first. ``what`` names the body in the messages."""
+    if scope["method"] != "POST":
+        await respond_json_error(send, 405, f"POST {what} (JSON) to {scope['path']}", allow="POST")
+        return None
+    try:
+        return await read_json_body(scope, receive, what=what)
+    except BadRequestBody as exc:
+        await respond_json_error(send, exc.status, str(exc))
+        return None
 
 
 async def respond(

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from .._asgi import BadRequestBody, Receive, Scope, Send, read_json_body, respond_json_error
+from .._asgi import Receive, Scope, Send, posted_json, respond_json_error
 from .._core._errors import ApprovalError, OperativeError
 from .._core._types import ToolResult
 from ..conversation import Message
@@ -58,14 +58,7 @@ async def agui_endpoint(scope: Scope, receive: Receive, send: Send, *, agent: Se
     disconnects. A client system or developer message is refused (400): the server
     holds the instructions.
     """
-    if scope["method"] != "POST":
-        await respond_json_error(send, 405, "POST a RunAgentInput (JSON) to this URL", allow="POST")
-        return
-    try:
-        body = await read_json_body(scope, receive, what="the RunAgentInput")
-    except BadRequestBody as exc:
-        await respond_json_error(send, exc.status, str(exc))
-        return
+    body = await posted_json(scope, receive, send, what="a RunAgentInput")
     if body is None:
         return
     try:

@@ -18,15 +18,7 @@ from typing import Any
 import attrs
 
 from .._agent import Agent
-from .._asgi import (
-    BadRequestBody,
-    Receive,
-    Scope,
-    Send,
-    read_json_body,
-    respond,
-    respond_json_error,
-)
+from .._asgi import Receive, Scope, Send, posted_json, respond, respond_json_error
 from .._core._errors import ApprovalError
 from .._edge import EdgePolicy, guarded
 from ..conversation import ConversationHistory, resolve_tool_result
@@ -111,17 +103,11 @@ class UIApp:
             )
 
     async def _chat(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["method"] != "POST":
-            await respond_json_error(send, 405, "POST a JSON request to /api/chat", allow="POST")
+        body = await posted_json(scope, receive, send, what="a chat request")
+        if body is None:
             return
         try:
-            body = await read_json_body(scope, receive, what="the request")
-            if body is None:
-                return
             request = parse_vercel_request(body, instructions=self.agent.instructions)
-        except BadRequestBody as exc:
-            await respond_json_error(send, exc.status, str(exc))
-            return
         except VercelRequestError as exc:
             await respond_json_error(send, 400, str(exc))
             return

@@ -23,7 +23,7 @@ from typing import Any
 
 import msgspec
 
-from .._asgi import BadRequestBody, Receive, Scope, Send, read_json_body, respond_json_error
+from .._asgi import Receive, Scope, Send, posted_json, respond_json_error
 from .._core._errors import ApprovalError, OperativeError
 from .._core._types import PendingApproval, RequestContext
 from ..conversation import ConversationHistory, Message, new_message_id, resolve_tool_result
@@ -124,14 +124,7 @@ Emit = Callable[[bytes], Awaitable[None]]
 
 async def turn_endpoint(served: ServedAgent, scope: Scope, receive: Receive, send: Send) -> None:
     """Answer one ``POST /api/turn`` with the turn's server-sent events."""
-    if scope["method"] != "POST":
-        await respond_json_error(send, 405, "POST a turn request (JSON) to /api/turn", allow="POST")
-        return
-    try:
-        body = await read_json_body(scope, receive, what="the turn request")
-    except BadRequestBody as exc:
-        await respond_json_error(send, exc.status, str(exc))
-        return
+    body = await posted_json(scope, receive, send, what="a turn request")
     if body is None:
         return
     try:
