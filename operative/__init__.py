@@ -127,6 +127,9 @@ if typing.TYPE_CHECKING:
     from .tools import OnElicitation as OnElicitation
     from .tools import PermissionPolicy as PermissionPolicy
 
+__version__ = "0.1.0"
+"""This release of operative (the ``version`` of ``pyproject.toml``)."""
+
 __all__ = [
     "ActiveRun",
     "Agent",

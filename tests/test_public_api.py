@@ -81,3 +81,27 @@ def test_run_options_loads_on_first_use_and_names_every_option() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True"]
+
+
+def test_the_version_is_the_packages() -> None:
+    """``operative.__version__`` and ``operative --version`` say the version pyproject.toml
+    gives the package."""
+    import subprocess
+    import sys
+    import tomllib
+    from pathlib import Path
+
+    import operative
+
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    version = tomllib.loads(pyproject.read_text())["project"]["version"]
+    assert operative.__version__ == version
+    done = subprocess.run(
+        [sys.executable, "-m", "operative", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"operative {version}"

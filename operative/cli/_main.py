@@ -18,6 +18,7 @@ from typing import IO, Any
 import trio
 
 from .. import DatabaseFileError, OperativeError
+from .. import __version__ as operative_version
 from ._defaults import DEMO_PROMPT
 from ._errors import (
     EXIT_FAILED,
@@ -133,6 +134,7 @@ def build_parser(env: Mapping[str, str], *, prog: str = "operative") -> argparse
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"operative {operative_version}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
 
