@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import errno
 import socket
+from typing import Any
 
 from ._errors import UsageError
 
-__all__ = ["handed_over", "listen"]
+__all__ = ["handed_over", "listen", "server_config"]
 
 
 WRITE_SECONDS = 30
@@ -63,3 +64,23 @@ def listen(host: str, port: int, *, host_flag: str, port_flag: str) -> list[sock
 def handed_over(sockets: list[socket.socket]) -> list[str]:
     """Binds that give hypercorn the sockets already bound (it takes over their fds)."""
     return [f"fd://{sock.detach()}" for sock in sockets]
+
+
+KEEP_ALIVE_SECONDS = 5
+
+
+def server_config(binds: list[str]) -> Any:
+    """hypercorn's settings for the command's servers: no access or error log of its own
+    (the command logs what it serves), and the timeouts that bound what an idle or slow
+    client holds. No ``read_timeout``: a browser says nothing while a reply streams; a
+    slow body is the app's body deadline, and a client that stops reading, the sockets'
+    ``TCP_USER_TIMEOUT``."""
+    from hypercorn.config import Config
+
+    config = Config()
+    config.bind = binds
+    config.accesslog = None
+    config.errorlog = None
+    config.keep_alive_timeout = KEEP_ALIVE_SECONDS  # an idle connection, or slow headers
+    config.graceful_timeout = 5  # requests in flight at Ctrl-C (their runs are cancelled)
+    return config

@@ -208,7 +208,7 @@ async def run_mcp_serve(args: argparse.Namespace, out: Output, env: Mapping[str,
         ) from None
     from .._core._errors import InvalidArgument
     from ..mcp._server import served_toolbox
-    from ._listen import handed_over, listen
+    from ._listen import handed_over, listen, server_config
 
     http_only = [
         flag
@@ -241,7 +241,6 @@ async def run_mcp_serve(args: argparse.Namespace, out: Output, env: Mapping[str,
             nursery.cancel_scope.cancel()
         return EXIT_OK
     try:
-        from hypercorn.config import Config
         from hypercorn.trio import serve
     except ImportError:
         raise UsageError(
@@ -275,10 +274,7 @@ async def run_mcp_serve(args: argparse.Namespace, out: Output, env: Mapping[str,
     )
     sockets = listen(host, port, host_flag="--http", port_flag="--http port")
     try:
-        config = Config()
-        config.bind = handed_over(sockets)
-        config.accesslog = None
-        config.errorlog = None
+        config = server_config(handed_over(sockets))
         async with trio.open_nursery() as nursery:
             binds = await nursery.start(
                 functools.partial(serve, app, config, shutdown_trigger=_until_stopped)

@@ -27,7 +27,7 @@ from ._agents import chat_agent
 from ._chat_page import FAVICON_ICO, FAVICON_SVG, page
 from ._errors import EXIT_OK, UsageError
 from ._interrupt import STOPPING_SIGNALS
-from ._listen import handed_over, listen
+from ._listen import handed_over, listen, server_config
 from ._mcp import load_object
 from ._models import ModelChoice, choose_model, open_generate
 from ._output import Output
@@ -230,7 +230,7 @@ async def run_serve(args: argparse.Namespace, out: Output, env: Mapping[str, str
                 else:
                     out.line(f"agent: {agent.name} ({target})", "bold")
                 logged = with_request_log(app, lambda line: out.line(line, "dim"))
-                config = _config(handed_over(sockets))
+                config = server_config(handed_over(sockets))
                 async with trio.open_nursery() as nursery:
                     binds = await nursery.start(
                         functools.partial(serve, logged, config, shutdown_trigger=_until_stopped)
@@ -251,25 +251,6 @@ async def run_serve(args: argparse.Namespace, out: Output, env: Mapping[str, str
                     sock.close()
     out.line("stopped")
     return EXIT_OK
-
-
-def _config(binds: list[str]) -> Any:
-    """hypercorn's settings: no access or error log of its own (the command logs each
-    request), and the timeouts that bound what an idle or slow client holds."""
-    from hypercorn.config import Config
-
-    config = Config()
-    config.bind = binds
-    config.accesslog = None
-    config.errorlog = None
-    config.keep_alive_timeout = KEEP_ALIVE_SECONDS  # an idle connection, or slow headers
-    config.graceful_timeout = 5  # requests in flight at Ctrl-C (their runs are cancelled)
-    # No read_timeout: a browser says nothing while a reply streams. A slow body is the
-    # app's body deadline; a client that stops reading, the sockets' TCP_USER_TIMEOUT.
-    return config
-
-
-KEEP_ALIVE_SECONDS = 5
 
 
 def _browsable(bind: str, host: str) -> str:

@@ -13,8 +13,6 @@ import attrs
 import msgspec
 
 from .._core._errors import InvalidArgument
-from ._engine import SqlEngine
-from ._journal import SqlCheckpointStore
 from ._protocols import CheckpointStore, DurableEngine, accepts_journal
 from ._records import Lease
 from ._replay import Replay
@@ -64,13 +62,12 @@ class Durable:
                 "`await engine.start_run(agent_name, input)` and serve them with "
                 "operative.temporal.serve_temporal_worker (see the Temporal page of the docs)"
             )
-        # The built-in classes first: a protocol isinstance check costs tens of µs.
-        if not isinstance(self.engine, SqlEngine) and not isinstance(self.engine, DurableEngine):
+        if not isinstance(self.engine, DurableEngine):
             raise InvalidArgument(
                 f"engine= takes a DurableEngine (SqliteEngine, PostgresEngine), got {self.engine!r}"
             )
         store = self.checkpoint_store
-        if not isinstance(store, SqlCheckpointStore) and not isinstance(store, CheckpointStore):
+        if not isinstance(store, CheckpointStore):
             raise InvalidArgument(
                 "checkpoint_store= takes a CheckpointStore (SqliteCheckpointStore, "
                 f"PostgresCheckpointStore), got {self.checkpoint_store!r}"
@@ -86,10 +83,7 @@ class Durable:
         seconds = self.lease_seconds
         if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
             raise InvalidArgument(f"lease_seconds= takes seconds > 0, got {seconds!r}")
-        # Read once here (inspect costs µs): the built-in engines' finish takes it.
-        builtin = getattr(type(self.engine), "finish", None) is SqlEngine.finish
-        takes = builtin or accepts_journal(self.engine)
-        object.__setattr__(self, "finish_takes_journal", takes)
+        object.__setattr__(self, "finish_takes_journal", accepts_journal(self.engine))
 
     def extension(self, config: RunConfig) -> DurableDriver:
         """The run's journal writer (one per run)."""

@@ -236,9 +236,9 @@ class Toolbox:
         """Run one tool call and settle it as a :class:`ToolResult`.
 
         Never raises for anything the call or the tool did; only cancellation (and other
-        ``BaseException``\\ s) propagate. It is a cancellation point on entry, but yields
-        to the scheduler only if the tool does (a full checkpoint would cost ~15 µs per
-        call, half the loop's per-step budget).
+        ``BaseException``\\ s) propagate. It is a cancellation point on entry, and yields
+        to the scheduler when the tool does (a tool that never waits gives its step no
+        scheduling round).
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         tool = self.tools.get(call.name)
@@ -279,21 +279,6 @@ class Toolbox:
             parked = await self._park_if_needed(tool, call, context)
             if parked is not None:
                 return parked
-        if (
-            self._limiter is None
-            and tool._limiter is None
-            and tool._thread_call is None
-            and tool.timeout is None
-        ):
-            # ``_run``'s plain case, in this frame: one coroutine frame fewer a call.
-            tool_context = _tool_context(tool, call, context) if tool._wants_context else None
-            try:
-                value = await tool._invoke(arguments, tool_context)
-            except ApprovalError:
-                raise
-            except Exception as exc:
-                return failed(tool, call, exc)
-            return settled(tool, call, value)
         return await self._run(tool, call, arguments, context)
 
     async def _park_if_needed(

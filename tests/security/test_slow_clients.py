@@ -73,15 +73,15 @@ async def test_a_trickled_body_gets_a_408_at_its_deadline() -> None:
     assert 0.9 < took < 3
 
 
-async def test_a_client_that_stops_reading_has_its_run_cancelled() -> None:
-    """The model streams far more than the socket buffers hold; the client never reads.
-    The write deadline cancels the run: the model's call is cancelled, no new one starts."""
-    cancelled = trio.Event()
-    calls = 0
+class Firehose:
+    """A model that streams far more than socket buffers hold, until it is cancelled."""
 
-    async def firehose(request: Any) -> GenerateResponse:
-        nonlocal calls
-        calls += 1
+    def __init__(self) -> None:
+        self.calls = 0
+        self.cancelled = trio.Event()
+
+    async def __call__(self, request: Any) -> GenerateResponse:
+        self.calls += 1
         sink = current_delta_sink()
         assert sink is not None
         try:
@@ -89,64 +89,56 @@ async def test_a_client_that_stops_reading_has_its_run_cancelled() -> None:
                 sink(Delta(kind="text", text="x" * 65536))
                 await trio.lowlevel.checkpoint()
         except trio.Cancelled:
-            cancelled.set()
+            self.cancelled.set()
             raise
 
-    agent = create_agent(generate=ScriptedModel(firehose))
+
+async def non_reading_client(host: str, port: int, *, extra: bytes = b"") -> Any:
+    """A socket with a tiny receive buffer that POSTs a turn (and ``extra``), then never
+    reads."""
+    raw = socket.socket()
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock = trio.socket.from_stdlib_socket(raw)
+    await sock.connect((host, port))
+    payload = json.dumps({"message": "talk"}).encode()
+    head = (
+        f"POST /api/turn HTTP/1.1\r\nHost: {host}:{port}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
+    )
+    await sock.send(head.encode() + payload + extra)
+    return sock
+
+
+async def test_a_client_that_stops_reading_has_its_run_cancelled() -> None:
+    """The model streams far more than the socket buffers hold; the client never reads.
+    The write deadline cancels the run: the model's call is cancelled, no new one starts."""
+    model = Firehose()
+    agent = create_agent(generate=ScriptedModel(model))
     app = asgi_app(agent, approval_state=MemoryStore(), write_seconds=1)
     async with served(app) as (host, port):
-        raw = socket.socket()
-        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        sock = trio.socket.from_stdlib_socket(raw)
-        await sock.connect((host, port))
-        payload = json.dumps({"message": "talk"}).encode()
-        head = (
-            f"POST /api/turn HTTP/1.1\r\nHost: {host}:{port}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
-        )
-        await sock.send(head.encode() + payload)
+        sock = await non_reading_client(host, port)
         with trio.fail_after(15):
-            await cancelled.wait()  # and the client never read a byte
+            await model.cancelled.wait()  # and the client never read a byte
         sock.close()
-    assert calls == 1
+    assert model.calls == 1
 
 
 async def test_a_client_that_stops_reading_then_leaves_frees_its_connection() -> None:
     """A client that pipelined a byte of its next request, stopped reading and closed:
     once its run is cancelled the server ends the response, reads the close and lets go
     of the socket."""
-    cancelled = trio.Event()
-
-    async def firehose(request: Any) -> GenerateResponse:
-        sink = current_delta_sink()
-        assert sink is not None
-        try:
-            while True:
-                sink(Delta(kind="text", text="x" * 65536))
-                await trio.lowlevel.checkpoint()
-        except trio.Cancelled:
-            cancelled.set()
-            raise
+    model = Firehose()
 
     def open_descriptors() -> int:
         return len(os.listdir("/proc/self/fd"))
 
-    agent = create_agent(generate=ScriptedModel(firehose))
+    agent = create_agent(generate=ScriptedModel(model))
     app = asgi_app(agent, approval_state=MemoryStore(), write_seconds=1)
     async with served(app) as (host, port):
         before = open_descriptors()
-        raw = socket.socket()
-        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        sock = trio.socket.from_stdlib_socket(raw)
-        await sock.connect((host, port))
-        payload = json.dumps({"message": "talk"}).encode()
-        head = (
-            f"POST /api/turn HTTP/1.1\r\nHost: {host}:{port}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
-        )
-        await sock.send(head.encode() + payload + b"\r\n")  # a byte of a next request
+        sock = await non_reading_client(host, port, extra=b"\r\n")  # a byte of a next request
         with trio.fail_after(15):
-            await cancelled.wait()
+            await model.cancelled.wait()
         sock.close()
         with trio.fail_after(10):
             while open_descriptors() > before:  # noqa: ASYNC110 (the OS says, no event)
