@@ -330,8 +330,10 @@ def create_agent(
     if _PER_RUN.isdisjoint(options):
         # ``agent.run`` reuses this configuration, with a run id of its own each run
         # (and the instrumentation installed when it starts, unless one was given).
-        if "instrumentation" not in options:
-            validated = msgspec.structs.replace(validated, instrumentation=None)
+        installed = validated.feature("instrumentation")
+        if "instrumentation" not in options and installed is not None:
+            features = tuple(f for f in validated.features if f is not installed)
+            validated = msgspec.structs.replace(validated, features=features)
         object.__setattr__(agent, "_template", validated)
     return agent
 

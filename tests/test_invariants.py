@@ -164,7 +164,7 @@ def run_example(
             # The clean-up never finished: the run does not read as a success.
             with pytest.raises(operative.CleanupError):
                 await run.result()
-            result = run._result
+            result = run._control.ended_result
             assert result is not None
         else:
             result = await run.result()

@@ -3,50 +3,43 @@
 A *feature* is an option value (``budget=Budget(...)``, ``durable=Durable(...)``,
 ``guardrails=[...]``, an instrumentation, or anything in ``extensions=[...]``) with an
 ``extension(config)`` method. When a run opens, each feature makes one
-:class:`Extension` for that run. The loop calls extensions at named boundaries::
+:class:`Extension` for that run. The seam has eight boundaries: four wrappers, around
+the run, each step, each model call and each tool call, and four moments no wrapper
+sees::
 
     open_run
-    ├── wrap_generate(fn)      the run's generate function (again after a config switch)
-    ├── attached(run)          the run exists; its nursery is not open yet
-    ├── start_tasks(run, n)    tasks beside the loop, in the run's nursery
+    ├── attach(run, nursery)          the run exists, its loop not started: listen, start
+    │                                 tasks beside the loop
     └── loop task
-        ├── run_started(run)   inside the run scope; may resume a journaled run
-        ├── wrap_loop(run, f)  the step loop, wrapped (a guardrail's trip scope)
-        ├── step k
-        │   ├── step_started(run, k)       before the step's first checkpoint
-        │   ├── step_entered(run, k)       the step is current, ``step.started`` sent
-        │   ├── replayed(run, k)           a recorded answer instead of a model call
-        │   ├── spent(run, k, usage, ...)  a compaction's summary was paid for
-        │   ├── generate attempt n         (each retry too)
-        │   │   ├── before_attempt(run, request, n)   the model is not called yet
-        │   │   └── spent(run, k, usage, ...)         its usage (a failed one's too)
-        │   ├── generated(run, k, resp)    the answer is in the transcript
-        │   ├── tools_starting(run, k, cs) the calls about to run, none started yet
-        │   ├── wrap_tool(run, exe, k)     each call's execution, wrapped
-        │   │   └── spent(run, k, ...)     ``run.charge``: a subagent's spend
-        │   ├── tool_parked(run, k, call)  a call waits for a person
-        │   └── step_completed(run, sr)    the step's results are in the transcript
-        ├── run_stopped(run, result)       the result is decided; before on_run_end hooks
-        └── run_ending(run, result)        after them; shielded, bounded by cleanup_timeout
+        ├── wrap_run(run, loop)       the whole loop, after ``run.started``
+        │   └── wrap_step(run, k, s)  each step, from before its first checkpoint to its
+        │       │                     record (not yet kept or announced)
+        │       ├── wrap_generate     each generate attempt (retries too)
+        │       ├── spent(...)        usage paid for: an attempt's, a compaction's, a charge
+        │       ├── recorded(run, f)  the answer is in the transcript; a call parks
+        │       └── wrap_tool         the step's calls about to run, each one's execution
+        └── run_ending(run, result)   shielded, bounded by ``cleanup_timeout``
+
+Each boundary's users (and why a boundary with one user is one) are listed in
+``docs/design.md``. The argument ``run`` is the run's :class:`RunControl`: what a feature
+may read and do (charge, emit, stop, add a deadline, switch, replace the answer), which
+the run's caller never sees.
 
 An extension overrides only the boundaries it needs. The run looks up, once, which
-boundaries are overridden; the loop then calls only those, so a run with no feature
-pays one empty-tuple check per boundary.
+boundaries are overridden, and calls only those.
 
-Stopping a run: a boundary that may end the run (``step_started``, ``step_entered``,
-``before_attempt``, ``tools_starting``, a :data:`Settle`) calls ``run.stop(reason,
-message)`` (or ``run.abort``) and awaits a checkpoint: the run scope is cancelled there,
-whatever was in flight is repaired, and the run ends with that finish reason (the
-first reason recorded wins). ``spent`` itself is synchronous (it also runs while a
-subagent is being cancelled): what it wants done about a spend, it returns as a
-:data:`Settle`, which the run awaits once what was paid for is recorded.
+Stopping a run: a boundary that may end the run calls ``run.stop(reason, message)`` (or
+``run.abort``) and awaits a checkpoint: the run scope is cancelled there, whatever was in
+flight is repaired, and the run ends with that finish reason (the first reason recorded
+wins). ``spent`` itself is synchronous (it also runs while a subagent is being
+cancelled): what it wants done about a spend, it returns as a :data:`Settle`, which the
+run awaits once what was paid for is recorded.
 
-Order: extensions are called in the order their features are listed — ``budget=``
-(its deadline bounds whatever the others do at run start), the tool sources of
-``tools=`` (read before the other features, so each sees their tools), then
-``guardrails=``, ``extensions=``, the instrumentation, and ``durable=`` last.
-``wrap_*`` results nest in that order too: the last extension's wrapper is outermost
-(the durable journal sees what every other wrapper made of a call).
+Order: extensions are made in the order their features are listed — ``budget=``, the
+tool sources of ``tools=``, ``guardrails=``, ``extensions=``, the instrumentation, and
+``durable=`` last. Moments are called in that order; wrappers nest in it: the last
+extension's wrapper is outermost (the durable journal sees what every other wrapper made
+of a call, and begins the run before the others wrap it).
 """
 
 from __future__ import annotations
@@ -64,27 +57,38 @@ if TYPE_CHECKING:
     import trio
 
     from ..tools import ExecutionContext
-    from ._model import GenerateFunction, GenerateRequest, GenerateResponse
+    from ._control import RunControl
+    from ._model import GenerateFunction, GenerateResponse
     from ._options import RunConfig
     from ._results import RunResult, StepResult
-    from ._run import ActiveRun
 
 __all__ = [
     "BOUNDARIES",
+    "Answered",
     "Execute",
     "Extension",
     "Extensions",
     "Feature",
+    "Parked",
+    "Recorded",
     "ResumePoint",
     "Settle",
     "SpendSource",
+    "Step",
     "Switch",
 ]
 
 Execute = Callable[[ToolCall, "ExecutionContext"], Awaitable[ToolResult]]
 """How the tool phase runs one call."""
 
-Settle: TypeAlias = Callable[["ActiveRun"], Awaitable[None]]
+Step = Callable[[], Awaitable["StepResult"]]
+"""One step of the run, from its entry to its record (what :meth:`Extension.wrap_step`
+wraps)."""
+
+Loop = Callable[[], Awaitable[FinishReason]]
+"""The run's step loop (what :meth:`Extension.wrap_run` wraps)."""
+
+Settle: TypeAlias = Callable[["RunControl"], Awaitable[None]]
 """What an extension's ``spent`` asks the run to do about a spend once what it paid for
 is recorded: an async function of the run, which may stop it (a budget's limit)."""
 
@@ -118,15 +122,38 @@ class ResumePoint(msgspec.Struct, frozen=True):
     check_stop: bool = True
 
 
+class Answered(msgspec.Struct, frozen=True):
+    """A fact for :meth:`Extension.recorded`: step ``step``'s answer is in the
+    transcript; ``usage`` is what the step cost so far (failed attempts and a
+    compaction's summary included). None of its calls has run."""
+
+    step: int
+    response: GenerateResponse
+    usage: Usage
+
+
+class Parked(msgspec.Struct, frozen=True):
+    """A fact for :meth:`Extension.recorded`: ``call`` of step ``step`` waits for a
+    person's decision (``parked``), or was decided and runs (not ``parked``)."""
+
+    step: int
+    call: ToolCall
+    parked: bool
+
+
+Recorded: TypeAlias = Answered | Parked
+"""What :meth:`Extension.recorded` is told."""
+
+
 class Switch(Protocol):
     """A change of the run's configuration a tool asks for (a handoff to another
     agent), applied by the loop at the end of the step that asked for it."""
 
-    async def apply(self, run: ActiveRun) -> None:
+    async def apply(self, run: RunControl) -> None:
         """Switch (``run.reconfigure(...)``) and announce it."""
         ...
 
-    def replay(self, run: ActiveRun, step: StepResult, *, last: bool) -> None:
+    def replay(self, run: RunControl, step: StepResult, *, last: bool) -> None:
         """Switch again, silently, in a run rebuilt from a journal where ``step`` had
         switched (``last``: it is the journal's last step)."""
         ...
@@ -135,48 +162,53 @@ class Switch(Protocol):
 class Extension:
     """One feature's part in one run. Subclass and override the boundaries you need.
 
-    Every method here is a no-op; the run never calls one that is not overridden. The
-    ``run`` passed is the :class:`~operative.ActiveRun`; its section "for extensions"
-    lists what a feature may read and call.
+    Every method here is a no-op; the run never calls one that is not overridden. Each
+    is given the run's :class:`RunControl`.
+
+    Two optional attributes the run reads: ``durable = True`` marks the extension that
+    commits the run to a durable journal (its liveness reports ``"durable"``, and
+    ``run.wait_durably_started()`` awaits its ``wait_durably_started()``);
+    ``unfinished`` says what a ``run_ending`` that did not finish leaves behind.
     """
 
     durable: bool = False
-    """True for the extension that commits the run to a durable journal (one per run):
-    ``run.wait_durably_started()`` waits for it, and liveness reports ``"durable"``."""
+    unfinished: str = ""
 
-    def attached(self, run: ActiveRun) -> None:
-        """The run exists and its loop has not started: look, do not wait."""
+    def attach(self, run: RunControl, nursery: trio.Nursery) -> None:
+        """The run exists and its loop has not started: add listeners, start tasks
+        beside the loop in ``nursery`` (each must return by itself once the run ends:
+        ``await run.wait_ended()``)."""
 
-    def wrap_generate(self, generate: GenerateFunction) -> GenerateFunction:
-        """The run's generate function, wrapped (also after a config switch)."""
-        return generate
-
-    def start_tasks(self, run: ActiveRun, nursery: trio.Nursery) -> None:
-        """Start tasks beside the loop; each must return by itself once the run ends
-        (``await run.wait_ended()``)."""
-
-    async def run_started(self, run: ActiveRun) -> ResumePoint | None:
-        """Inside the run scope, before the ``on_run_start`` hooks. A feature that
-        rebuilt the run from a journal says where it goes on."""
-        return None
-
-    def wrap_loop(
-        self, run: ActiveRun, loop: Callable[[], Awaitable[FinishReason]]
-    ) -> Callable[[], Awaitable[FinishReason]]:
-        """The step loop, wrapped (for a scope around every step)."""
+    def wrap_run(self, run: RunControl, loop: Loop) -> Loop:
+        """The run's loop, wrapped: inside the run scope, after ``run.started``, around
+        the ``on_run_start`` hooks and every step. A feature that rebuilds the run from
+        a journal calls ``run.resume(...)`` before the loop."""
         return loop
 
-    async def step_started(self, run: ActiveRun, step: int) -> None:
-        """Step ``step`` begins; nothing of it has happened yet (``run.current_step`` is
-        still the step before)."""
+    def wrap_step(self, run: RunControl, step: int, body: Step) -> Step:
+        """Step ``step``, wrapped: from before its first checkpoint (``run.current_step``
+        is still the step before) to its record, which the wrapper gets before the run
+        keeps it and sends ``step.completed``. A journal may hand the step a recorded
+        answer (``run.answer_with(...)``) before the body runs."""
+        return body
 
-    async def step_entered(self, run: ActiveRun, step: int) -> None:
-        """Step ``step`` is under way: it is ``run.current_step`` and ``step.started`` is
-        sent; its request is not assembled yet. May stop the run (a limit on time)."""
+    def wrap_generate(self, run: RunControl, generate: GenerateFunction) -> GenerateFunction:
+        """The run's generate function, wrapped: called once per attempt (retries
+        too); wrapped again after a switch. May stop the run before the model is
+        called."""
+        return generate
+
+    async def wrap_tool(
+        self, run: RunControl, execute: Execute, step: int, calls: tuple[ToolCall, ...]
+    ) -> Execute:
+        """How each of ``calls`` (the step's calls about to run, none started)
+        executes, wrapped. May stop the run first: then none of them runs, and each gets
+        a ``cancelled`` result."""
+        return execute
 
     def spent(
         self,
-        run: ActiveRun,
+        run: RunControl,
         step: int | None,
         usage: Usage,
         model: str | None,
@@ -199,96 +231,32 @@ class Extension:
         """
         return None
 
-    async def before_attempt(self, run: ActiveRun, request: GenerateRequest, attempt: int) -> None:
-        """Generate attempt ``attempt`` of the step (1, then each retry) is about to send
-        ``request``. May stop the run: the attempt is then never made."""
+    async def recorded(self, run: RunControl, fact: Recorded) -> None:
+        """A step's fact became final: its answer is in the transcript (:class:`Answered`,
+        before ``step.generated``), or a call parks for a person or leaves parking
+        (:class:`Parked`)."""
 
-    def replayed(self, run: ActiveRun, step: int) -> GenerateResponse | None:
-        """A recorded answer for ``step``, used instead of calling the model."""
-        return None
+    async def run_ending(self, run: RunControl, result: RunResult, *, shutdown: bool) -> RunResult:
+        """The run has stopped: record and report its end; return the result (possibly
+        changed).
 
-    async def generated(
-        self, run: ActiveRun, step: int, response: GenerateResponse, usage: Usage
-    ) -> None:
-        """The step's answer is in the transcript; ``usage`` is what the step cost so far
-        (failed attempts and a compaction's summary included)."""
-
-    async def tools_starting(self, run: ActiveRun, step: int, calls: tuple[ToolCall, ...]) -> None:
-        """``calls``, the step's calls that are about to run (after the hooks that may
-        skip some), none of them started. May stop the run: then none of them runs, and
-        each gets a ``cancelled`` result."""
-
-    def wrap_tool(self, run: ActiveRun, execute: Execute, step: int) -> Execute:
-        """How each call of ``step`` executes, wrapped (results are JSON-sendable)."""
-        return execute
-
-    async def tool_parked(self, run: ActiveRun, step: int, call: ToolCall, *, parked: bool) -> None:
-        """``call`` waits for a person's decision (``parked``), or was approved and runs."""
-
-    async def step_completed(self, run: ActiveRun, step: StepResult) -> None:
-        """The step's tool results are in the transcript; its event is not sent yet."""
-
-    async def run_stopped(self, run: ActiveRun, result: RunResult) -> None:
-        """The run has stopped and ``result`` is decided: report it (events, callbacks).
-
-        Runs before the ``on_run_end`` hooks, shielded with them and bounded by the same
-        ``cleanup_timeout``. An exception makes the run's result an error (its
-        ``finish_reason`` ``"error"``, the exception its ``error``), as a failing
-        ``on_run_end`` hook does; the run does not log it.
-        """
-
-    async def run_ending(self, run: ActiveRun, result: RunResult, *, shutdown: bool) -> RunResult:
-        """Record the end of the run; return the result (possibly changed).
-
-        Runs shielded, bounded by ``cleanup_timeout``. ``shutdown`` is True when the
-        process is stopping rather than the run ending (nothing terminal should be
-        recorded). Raising :class:`~operative.CleanupError`'s cause — any exception —
-        makes the run's result a ``CleanupError``: the clean-up did not finish.
+        Runs after the ``on_run_end`` hooks, shielded, bounded by ``cleanup_timeout``.
+        ``shutdown`` is True when the process is stopping rather than the run ending
+        (nothing terminal should be recorded). Any exception makes the run's result a
+        :class:`~operative.CleanupError` (the clean-up did not finish), with
+        ``unfinished`` (or the exception) saying what is left.
         """
         return result
 
-    # -- for the durable extension (``durable = True``) ----------------------------------
-
-    def is_durably_started(self) -> bool:
-        """True once the run's durable record is committed."""
-        return False
-
-    async def wait_durably_started(self) -> None:
-        """Return once the run's durable record is committed; raise what stopped it."""
-
-    # -- queries a feature may answer (the first answer that is not None wins) ---------
-
-    def traceparent(self) -> str | None:
-        """The W3C ``traceparent`` of the run's trace, for features that record it."""
-        return None
-
-    def budget_remaining(self, run: ActiveRun) -> Any:
-        """What is left of the run's budget, as a budget for a child run (a subagent):
-        ``run.budget_remaining()``. Answered by the feature that keeps the budget."""
-        return None
-
-    def budget_spent(self) -> Any:
-        """What the run's budget has counted so far: ``run.budget_spent()``."""
-        return None
-
 
 BOUNDARIES = (
+    "attach",
+    "wrap_run",
+    "wrap_step",
     "wrap_generate",
-    "attached",
-    "start_tasks",
-    "run_started",
-    "wrap_loop",
-    "step_started",
-    "step_entered",
-    "replayed",
-    "spent",
-    "before_attempt",
-    "generated",
-    "tools_starting",
     "wrap_tool",
-    "tool_parked",
-    "step_completed",
-    "run_stopped",
+    "spent",
+    "recorded",
     "run_ending",
 )
 
@@ -297,33 +265,21 @@ class Extensions:
     """A run's extensions, indexed by the boundaries each overrides.
 
     Each attribute is a tuple (empty when nobody overrides that boundary), so the loop
-    asks ``if extensions.generated:`` once per boundary and nothing more.
+    asks ``if extensions.recorded:`` once per boundary and nothing more.
     """
 
     __slots__ = ("all", "durable", *BOUNDARIES)
 
-    attached: tuple[Extension, ...]
+    attach: tuple[Extension, ...]
+    wrap_run: tuple[Extension, ...]
+    wrap_step: tuple[Extension, ...]
     wrap_generate: tuple[Extension, ...]
-    start_tasks: tuple[Extension, ...]
-    run_started: tuple[Extension, ...]
-    wrap_loop: tuple[Extension, ...]
-    step_started: tuple[Extension, ...]
-    step_entered: tuple[Extension, ...]
-    replayed: tuple[Extension, ...]
-    spent: tuple[Extension, ...]
-    before_attempt: tuple[Extension, ...]
-    generated: tuple[Extension, ...]
-    tools_starting: tuple[Extension, ...]
     wrap_tool: tuple[Extension, ...]
-    tool_parked: tuple[Extension, ...]
-    step_completed: tuple[Extension, ...]
-    run_stopped: tuple[Extension, ...]
+    spent: tuple[Extension, ...]
+    recorded: tuple[Extension, ...]
     run_ending: tuple[Extension, ...]
 
     def __init__(self, extensions: tuple[Extension, ...]) -> None:
-        # Once per run, so kept cheap: every boundary starts empty, and each extension
-        # is added to those its class overrides (read now: a class patched later counts),
-        # found by comparing all of the class's boundaries with the no-ops at once.
         self.all = extensions
         durable: Extension | None = None
         for boundary in BOUNDARIES:
@@ -346,51 +302,12 @@ _NO_OPS = _boundaries_of(Extension)
 NO_EXTENSIONS = Extensions(())
 
 
-class _Made:
-    """An extension the kernel made itself, standing in the list of features."""
-
-    __slots__ = ("made",)
-
-    def __init__(self, made: Extension) -> None:
-        self.made = made
-
-    def extension(self, config: RunConfig) -> Extension:
-        return self.made
-
-
-def has_features(config: RunConfig) -> bool:
-    """True when ``config`` names a feature, so its runs may attach extensions (made
-    per run: :func:`extensions_for`); False: every run gets :data:`NO_EXTENSIONS`."""
-    return (
-        config.budget is not None
-        or bool(config.tool_sources)
-        or config.guardrails is not None
-        or bool(config.extensions)
-        or config.instrumentation is not None
-        or config.durable is not None
-    )
-
-
 def extensions_for(config: RunConfig) -> Extensions:
     """Ask each feature of ``config`` for its extension to this run."""
-    if not has_features(config):
+    if not config.features:
         return NO_EXTENSIONS
-    features: list[Any] = []
-    if config.budget is not None:
-        features.append(config.budget)
-    if config.tool_sources:
-        from ._tool_sources import ToolSources
-
-        features.append(_Made(ToolSources(config.tool_sources)))
-    if config.guardrails is not None:
-        features.append(config.guardrails)
-    features.extend(config.extensions)
-    if config.instrumentation is not None:
-        features.append(config.instrumentation)
-    if config.durable is not None:
-        features.append(config.durable)
     made = []
-    for feature in features:
+    for feature in config.features:
         extension = feature.extension(config)
         if extension is not None:
             made.append(extension)
@@ -398,7 +315,7 @@ def extensions_for(config: RunConfig) -> Extensions:
 
 
 def charge_extensions(
-    run: ActiveRun,
+    run: RunControl,
     spending: tuple[Extension, ...],
     step: int | None,
     usage: Usage,

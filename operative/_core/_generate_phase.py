@@ -8,10 +8,11 @@
 
 What a step spends is added to the run's (``RunState.usage``) and the step's
 (``Inflight.usage``) here, and told to the extensions that count it (``spent``): each
-attempt's usage, a failed attempt's too (it was still paid for). Extensions may stop the
-run before an attempt (``before_attempt``: a budget's request limit); what they ask to
-be done about a spend is done once it is recorded: a failed attempt's before the next
-attempt, the answer's by ``StepLoop`` once the answer is in the transcript.
+attempt's usage, a failed attempt's too (it was still paid for). Extensions that wrap
+the run's generate function (``wrap_generate``) see each attempt, and may stop the run
+before the model is called (a budget's request limit); what they ask to be done about a
+spend is done once it is recorded: a failed attempt's before the next attempt, the
+answer's by ``StepLoop`` once the answer is in the transcript.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from ._run_state import NO_USAGE, Inflight, RunState
 from ._types import Usage
 
 if TYPE_CHECKING:
-    from ._run import ActiveRun
+    from ._control import RunControl
 
 __all__ = ["GeneratePhase", "charge_answer"]
 
@@ -205,17 +206,15 @@ class GeneratePhase:
         return response
 
     async def run(
-        self, run: ActiveRun, request: GenerateRequest, inflight: Inflight
+        self, run: RunControl, request: GenerateRequest, inflight: Inflight
     ) -> GenerateResponse:
         """The step's answer: attempts until one succeeds or a failure is not retried;
-        what they cost is added to ``inflight`` and the run. ``run`` is the handle the
+        what they cost is added to ``inflight`` and the run. ``run`` is what the
         extensions are given."""
         state = self._state
         hub = state.hub
         attempt = 1
         while True:
-            for extension in state.ext.before_attempt:
-                await extension.before_attempt(run, request, attempt)
             if "generate.started" in hub.wanted:
                 await hub.emit(
                     GenerateStarted(
@@ -234,7 +233,7 @@ class GeneratePhase:
 
     async def _retried(
         self,
-        run: ActiveRun,
+        run: RunControl,
         request: GenerateRequest,
         inflight: Inflight,
         exc: Exception,
@@ -379,7 +378,7 @@ def failed_usage(exc: Exception) -> Usage | None:
 
 
 def charge_answer(
-    state: RunState, run: ActiveRun, response: GenerateResponse, inflight: Inflight
+    state: RunState, run: RunControl, response: GenerateResponse, inflight: Inflight
 ) -> None:
     """Add what the step's answer cost to the step and the run; a progress pulse."""
     usage = response.usage

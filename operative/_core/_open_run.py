@@ -26,6 +26,7 @@ import trio
 
 from ..conversation import Conversation
 from ..liveness import create_stall_watchdog
+from ._control import RunControl
 from ._model import GenerateFunction
 from ._options import RunConfig, configure_run
 from ._results import RunResult
@@ -78,13 +79,14 @@ async def open_configured(config: RunConfig, live: Conversation) -> AsyncIterato
     """:func:`open_run` for a configuration validated already (by ``configure_run``, or
     an agent's, validated once when it was defined and given its run id)."""
     async with _model_for_run(config.generate) as generate:
-        run = _made(config, live, generate)
+        handle = _made(config, live, generate)
+        run = handle._control
         failure: BaseException | None = None
         async with trio.open_nursery() as nursery:
             nursery.start_soon(drive, run, name=f"operative run {run.run_id}")
             _start_beside(run, nursery)
             try:
-                yield run
+                yield handle
             except BaseException as exc:
                 # The run is stopped, and the nursery waits for it as after a block that
                 # ended (not cancelled, which would cut its clean-up); then the
@@ -101,28 +103,26 @@ async def run_configured(config: RunConfig, live: Conversation) -> RunResult:
     the same ``drive``; what runs beside it (a watchdog, an ``abort_on`` watcher, a
     durable run's writer) gets the run's nursery, and a run with none needs none."""
     async with _model_for_run(config.generate) as generate:
-        run = _made(config, live, generate)
+        handle = _made(config, live, generate)
+        run = handle._control
         if _needs_tasks_beside(run):
             async with trio.open_nursery() as nursery:
                 _start_beside(run, nursery)
                 await drive(run)
         else:
             await drive(run)
-    return run._outcome()
+    return handle._outcome()
 
 
 def _made(config: RunConfig, live: Conversation, generate: Any) -> ActiveRun:
-    """The run's handle, its generate function opened and wrapped, its extensions
-    attached."""
+    """The run's handle, its generate function opened and wrapped."""
     if generate is not config.generate:
         config = msgspec.structs.replace(config, generate=generate)
-    run = ActiveRun(config, live)
-    ext = run._state.ext
-    if ext.wrap_generate:
+    handle = ActiveRun(config, live)
+    run = handle._control
+    if run.state.ext.wrap_generate:
         run.reconfigure(msgspec.structs.replace(config, generate=run.wrap_generate(generate)))
-    for extension in ext.attached:
-        extension.attached(run)
-    return run
+    return handle
 
 
 def _model_for_run(generate: Any) -> AbstractAsyncContextManager[Any]:
@@ -135,7 +135,7 @@ def _model_for_run(generate: Any) -> AbstractAsyncContextManager[Any]:
     return opened
 
 
-def _stop_for(run: ActiveRun, exc: BaseException) -> None:
+def _stop_for(run: RunControl, exc: BaseException) -> None:
     """The block running ``run`` raised ``exc``: abort the run, or shut it down."""
     if not is_shutdown(exc):
         run.abort(f"the block running the run raised {type(exc).__name__}: {exc}")
@@ -143,7 +143,7 @@ def _stop_for(run: ActiveRun, exc: BaseException) -> None:
         # Ctrl-C (or SystemExit) in the block stops the process, not the run: nothing
         # terminal is recorded, and a durable run is left to recover(). A cancellation
         # of the caller reaches the run's task by itself.
-        run._scope.cancel(
+        run.scope.cancel(
             CancelReason(
                 _ABORTED,
                 f"interrupted ({type(exc).__name__}): a shutdown, not an abort",
@@ -152,12 +152,12 @@ def _stop_for(run: ActiveRun, exc: BaseException) -> None:
         )
 
 
-async def _abort_when(run: ActiveRun, wait: Callable[[], Awaitable[object]]) -> None:
+async def _abort_when(run: RunControl, wait: Callable[[], Awaitable[object]]) -> None:
     """Abort ``run`` once ``wait()`` returns (``abort_on=``); return when the run ends."""
     async with trio.open_nursery() as watch:
 
         async def until_ended() -> None:
-            await run._scope.wait_ended()
+            await run.scope.wait_ended()
             watch.cancel_scope.cancel()
 
         watch.start_soon(until_ended)
@@ -170,27 +170,25 @@ async def _abort_when(run: ActiveRun, wait: Callable[[], Awaitable[object]]) -> 
         watch.cancel_scope.cancel()
 
 
-def _needs_tasks_beside(run: ActiveRun) -> bool:
+def _needs_tasks_beside(run: RunControl) -> bool:
     """Whether anything runs beside the run's loop (see :func:`_start_beside`)."""
-    config = run._state.config
+    config = run.state.config
     return (
-        config.stall_policy is not None
-        or config.abort_on is not None
-        or bool(run._state.ext.start_tasks)
+        config.stall_policy is not None or config.abort_on is not None or bool(run.state.ext.attach)
     )
 
 
-def _start_beside(run: ActiveRun, nursery: trio.Nursery) -> None:
+def _start_beside(run: RunControl, nursery: trio.Nursery) -> None:
     """Start what runs beside the run's loop in the run's nursery: the stall watchdog,
-    the ``abort_on`` watcher, the extensions' tasks (a durable run's writer). Each
-    returns by itself once the run has ended."""
-    config = run._state.config
+    the ``abort_on`` watcher; attach the extensions (a durable run's writer starts
+    here). Each task returns by itself once the run has ended."""
+    config = run.state.config
     if config.stall_policy is not None:
-        watchdog = create_stall_watchdog(run._liveness, config.stall_policy, on_abort=run.abort)
+        watchdog = create_stall_watchdog(run.liveness, config.stall_policy, on_abort=run.abort)
         nursery.start_soon(watchdog.run, name=f"operative stall watchdog {run.run_id}")
     if config.abort_on is not None:
         nursery.start_soon(
             _abort_when, run, config.abort_on, name=f"operative abort_on {run.run_id}"
         )
-    for extension in run._state.ext.start_tasks:
-        extension.start_tasks(run, nursery)
+    for extension in run.state.ext.attach:
+        extension.attach(run, nursery)

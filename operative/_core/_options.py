@@ -82,9 +82,6 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Returns when the caller wants the run aborted (``abort_on=``, normalised)."""
     cleanup_timeout: float = 10.0
     retry: RetryOptions | None = None
-    budget: Feature | None = None
-    """Limits on what the run spends (``operative.budgets``: a ``Budget`` or a
-    ``CostBudgetMonitor``); None: nothing counted at all."""
     backpressure: BackpressureStrategy | None = None
     context_management: ContextManagement | None = None
     steering: Any = None
@@ -95,16 +92,20 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     on_approval: Callable[..., Any] | None = None
     """Decides parked approvals while the run stays alive (see the tool phase)."""
     approval_timeout: float | None = None
-    durable: Feature | None = None
-    """A ``Durable`` routing (or a recovered run's resume state); None for in-memory runs."""
-    instrumentation: Feature | None = None
-    """Traces the run (``operative.instrumentation``); None: no tracing work at all."""
-    guardrails: Feature | None = None
-    """Input, output and tool guardrails (``operative.guardrails``); None: none at all."""
     tool_sources: tuple[ToolSource, ...] = ()
-    """Tool sources from ``tools=`` (MCP servers), read when the run starts."""
-    extensions: tuple[Feature, ...] = ()
-    """Further features (``extensions=[...]``), attached in order (see ``_extension``)."""
+    """Tool sources from ``tools=`` (MCP servers), read when the run starts, before any
+    feature wraps it."""
+    features: tuple[Feature, ...] = ()
+    """What attaches to each run through the extension seam, in order (see
+    ``_extension``): the features of ``budget=``, ``guardrails=``, ``extensions=``,
+    ``instrumentation=`` and ``durable=``."""
+
+    def feature(self, option: str) -> Any:
+        """The feature standing for the run option ``option`` (``"durable"``), if any."""
+        for feature in self.features:
+            if getattr(feature, "option", None) == option:
+                return feature
+        return None
 
 
 def _as_tuple(value: Any, what: str) -> tuple[Any, ...]:
@@ -259,10 +260,7 @@ def configure_run(
     hooks = _hooks(options) if options else _NO_HOOKS
     if "run_id" not in fields:
         fields["run_id"] = new_run_id()
-    if "instrumentation" not in fields:
-        instrumentation = installed_instrumentation()
-        if instrumentation is not None:
-            fields["instrumentation"] = instrumentation
+    fields["features"] = _ordered_features(fields.pop("features", {}))
     config = RunConfig(
         generate=generate,
         toolbox=make_toolbox(toolbox, tools, on_approval=fields.get("on_approval")),
@@ -277,10 +275,37 @@ def configure_run(
 def config_for_run(template: RunConfig) -> RunConfig:
     """A run's configuration from one validated once (an agent's): a fresh run id, and
     the instrumentation installed now unless the template names its own."""
-    instrumentation = template.instrumentation
-    if instrumentation is None:
-        instrumentation = installed_instrumentation()
-    return msgspec.structs.replace(template, run_id=new_run_id(), instrumentation=instrumentation)
+    features = template.features
+    installed = installed_instrumentation()
+    if installed is not None and template.feature("instrumentation") is None:
+        durable = template.feature("durable")
+        features = (
+            *(f for f in features if f is not durable),
+            installed,
+            *(() if durable is None else (durable,)),
+        )
+    return msgspec.structs.replace(template, run_id=new_run_id(), features=features)
+
+
+_FEATURE_ORDER = ("budget", "guardrails", "extensions", "instrumentation", "durable")
+"""The order a run's features attach in (``extensions=`` holds a tuple of them)."""
+
+
+def _ordered_features(given: dict[Any, Any]) -> tuple[Feature, ...]:
+    """The features of the options given, in attaching order; the instrumentation
+    installed process-wide (``operative.instrumentation.install``) when none is given."""
+    if given.get("instrumentation") is None:
+        installed = installed_instrumentation()
+        if installed is not None:
+            given = {**given, "instrumentation": installed}
+    features: list[Feature] = []
+    for option in _FEATURE_ORDER:
+        feature = given.get(option)
+        if option == "extensions":
+            features.extend(feature or ())
+        elif feature is not None:
+            features.append(feature)
+    return tuple(features)
 
 
 def new_run_id() -> str:
@@ -322,8 +347,23 @@ _PROTOCOL_OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
 
 
 def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
-    """The ``RunConfig`` fields for the options given, each checked (defaults elsewhere)."""
+    """The ``RunConfig`` fields for the options given, each checked (defaults elsewhere);
+    the features among them under ``"features"``, by option, for ``_ordered_features``."""
     fields: dict[str, Any] = {}
+    _check_kinds(options, fields)
+    _check_numbers(options, fields)
+    _check_identity(options, fields)
+    _check_output(options, fields)
+    _check_collaborators(options, fields)
+    fields["features"] = _checked_features(options)
+    for name in ("principal", "agent_name", "trace_context"):
+        if name in options:
+            fields[name] = options[name]
+    return fields
+
+
+def _check_kinds(options: dict[str, Any], fields: dict[str, Any]) -> None:
+    """Options checked by their type, their methods, or being callable."""
     get = options.get
     for name, (kind, what) in _TYPED_OPTIONS.items():
         value = get(name)
@@ -345,6 +385,14 @@ def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
             if not callable(value):
                 raise InvalidArgument(f"{name}= takes an async callable, got {value!r}")
             fields[name] = value
+    abort_on = get("abort_on")
+    if abort_on is not None:
+        fields["abort_on"] = abort_waiter(abort_on)
+
+
+def _check_numbers(options: dict[str, Any], fields: dict[str, Any]) -> None:
+    """Counts and durations, and the model's settings."""
+    get = options.get
     schema_retries = get("schema_retries")
     if schema_retries is not None:
         if not isinstance(schema_retries, int) or schema_retries < 0:
@@ -362,73 +410,6 @@ def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(cleanup_timeout, _NUMBER) or not cleanup_timeout > 0:
             raise InvalidArgument(f"cleanup_timeout must be seconds > 0, got {cleanup_timeout!r}")
         fields["cleanup_timeout"] = float(cleanup_timeout)
-    settings = get("settings")
-    if settings is not None:
-        if not isinstance(settings, Mapping):
-            raise InvalidArgument(f"settings= takes a mapping, got {type(settings).__name__}")
-        if settings:
-            fields["settings"] = dict(settings)
-    run_id = get("run_id")
-    durable = get("durable")
-    if durable is not None:
-        fields["durable"] = feature_option(
-            "durable",
-            durable,
-            "operative.durable.Durable(engine=..., checkpoint_store=..., run_id=...)",
-        )
-        durable_id = getattr(durable, "run_id", None)
-        if durable_id is not None:
-            if run_id not in (None, durable_id):
-                raise InvalidArgument(
-                    f"run_id={run_id!r} and the durable run id {durable_id!r} differ: give "
-                    "the id once"
-                )
-            run_id = durable_id
-    if run_id:
-        if not isinstance(run_id, str):
-            raise InvalidArgument(f"run_id= takes a str, got {type(run_id).__name__}")
-        fields["run_id"] = run_id
-    output = get("output")
-    if output is not None:
-        fields["output"] = output
-        fields["output_schema"] = output_schema(output)
-    output_mode = get("output_mode")
-    if output_mode is not None:
-        if output is None:
-            raise InvalidArgument(
-                "output_mode= says how a structured output is asked for: pass output= (the "
-                "output type) too"
-            )
-        fields["output_mode"] = check_output_mode(output_mode)
-    budget = get("budget")
-    if budget is not None:
-        # A feature that declares it stands for budget= (checked without the protocol's
-        # isinstance, which costs a run more than everything else here).
-        if getattr(budget, "option", None) != "budget" or not callable(
-            getattr(budget, "extension", None)
-        ):
-            raise InvalidArgument(
-                f"budget= takes a Budget or a CostBudgetMonitor, got {type(budget).__name__}"
-            )
-        fields["budget"] = budget
-    context_management = get("context_management")
-    if context_management is not None:
-        from ..context import ContextManagement
-
-        if not isinstance(context_management, ContextManagement):
-            raise InvalidArgument(
-                "context_management= takes a ContextManagement, got "
-                f"{type(context_management).__name__}"
-            )
-        fields["context_management"] = context_management
-    steering = get("steering")
-    if steering is not None:
-        if not run_id:
-            raise InvalidArgument(
-                "steering= needs a run_id=: the run's steering.applied events name it, and "
-                "runs on one session de-duplicate by it"
-            )
-        fields["steering"] = steering
     approval_timeout = get("approval_timeout")
     if approval_timeout is not None:
         if (
@@ -440,21 +421,66 @@ def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
                 f"approval_timeout= takes seconds > 0 or None, got {approval_timeout!r}"
             )
         fields["approval_timeout"] = float(approval_timeout)
-    guardrails = get("guardrails")
-    if guardrails is not None:
-        feature = feature_option(
-            "guardrails",
-            guardrails,
-            "an InputGuardrail, OutputGuardrail or ToolGuardrail, or a list of them",
-        )
-        if feature is not None:
-            fields["guardrails"] = feature
-    instrumentation = get("instrumentation")
-    if instrumentation is not None:
-        fields["instrumentation"] = feature_option(
-            "instrumentation", instrumentation, "an operative.instrumentation.Instrumentation"
-        )
-    tool_sources = get("tool_sources")
+    settings = get("settings")
+    if settings is not None:
+        if not isinstance(settings, Mapping):
+            raise InvalidArgument(f"settings= takes a mapping, got {type(settings).__name__}")
+        if settings:
+            fields["settings"] = dict(settings)
+
+
+def _check_identity(options: dict[str, Any], fields: dict[str, Any]) -> None:
+    """The run id: ``run_id=``, or the one a durable routing names (given once)."""
+    run_id = options.get("run_id")
+    durable_id = getattr(options.get("durable"), "run_id", None)
+    if durable_id is not None:
+        if run_id not in (None, durable_id):
+            raise InvalidArgument(
+                f"run_id={run_id!r} and the durable run id {durable_id!r} differ: give the id once"
+            )
+        run_id = durable_id
+    if run_id:
+        if not isinstance(run_id, str):
+            raise InvalidArgument(f"run_id= takes a str, got {type(run_id).__name__}")
+        fields["run_id"] = run_id
+    if options.get("steering") is not None:
+        if not run_id:
+            raise InvalidArgument(
+                "steering= needs a run_id=: the run's steering.applied events name it, and "
+                "runs on one session de-duplicate by it"
+            )
+        fields["steering"] = options["steering"]
+
+
+def _check_output(options: dict[str, Any], fields: dict[str, Any]) -> None:
+    """A structured output: its type, its schema, how it is asked for."""
+    output = options.get("output")
+    if output is not None:
+        fields["output"] = output
+        fields["output_schema"] = output_schema(output)
+    output_mode = options.get("output_mode")
+    if output_mode is not None:
+        if output is None:
+            raise InvalidArgument(
+                "output_mode= says how a structured output is asked for: pass output= (the "
+                "output type) too"
+            )
+        fields["output_mode"] = check_output_mode(output_mode)
+
+
+def _check_collaborators(options: dict[str, Any], fields: dict[str, Any]) -> None:
+    """Objects the loop consults: the context manager's options, the tool sources."""
+    context_management = options.get("context_management")
+    if context_management is not None:
+        from ..context import ContextManagement
+
+        if not isinstance(context_management, ContextManagement):
+            raise InvalidArgument(
+                "context_management= takes a ContextManagement, got "
+                f"{type(context_management).__name__}"
+            )
+        fields["context_management"] = context_management
+    tool_sources = options.get("tool_sources")
     if tool_sources:
         for source in tool_sources:
             if not isinstance(source, ToolSource):
@@ -463,6 +489,44 @@ def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
                     f"operative.mcp.MCPServer), got {source!r}"
                 )
         fields["tool_sources"] = tuple(tool_sources)
+
+
+def _checked_features(options: dict[str, Any]) -> dict[str, Any]:
+    """The features the options name, by option (``"extensions"``: a tuple of them)."""
+    features: dict[str, Any] = {}
+    get = options.get
+    durable = get("durable")
+    if durable is not None:
+        features["durable"] = feature_option(
+            "durable",
+            durable,
+            "operative.durable.Durable(engine=..., checkpoint_store=..., run_id=...)",
+        )
+    budget = get("budget")
+    if budget is not None:
+        # A feature that declares it stands for budget= (checked without the protocol's
+        # isinstance, which costs more than everything else here).
+        if getattr(budget, "option", None) != "budget" or not callable(
+            getattr(budget, "extension", None)
+        ):
+            raise InvalidArgument(
+                f"budget= takes a Budget or a CostBudgetMonitor, got {type(budget).__name__}"
+            )
+        features["budget"] = budget
+    guardrails = get("guardrails")
+    if guardrails is not None:
+        feature = feature_option(
+            "guardrails",
+            guardrails,
+            "an InputGuardrail, OutputGuardrail or ToolGuardrail, or a list of them",
+        )
+        if feature is not None:
+            features["guardrails"] = feature
+    instrumentation = get("instrumentation")
+    if instrumentation is not None:
+        features["instrumentation"] = feature_option(
+            "instrumentation", instrumentation, "an operative.instrumentation.Instrumentation"
+        )
     extensions = get("extensions")
     if extensions is not None:
         if not isinstance(extensions, list | tuple):
@@ -471,17 +535,12 @@ def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
             if not isinstance(feature, Feature):
                 raise InvalidArgument(
                     "extensions= takes features: objects with an extension(config) method "
-                    f"that returns an operative.Extension (or None), got {feature!r}"
+                    "that returns an operative.extending.Extension (or None), got "
+                    f"{feature!r}"
                 )
         if extensions:
-            fields["extensions"] = tuple(extensions)
-    for name in ("principal", "agent_name", "trace_context"):
-        if name in options:
-            fields[name] = options[name]
-    abort_on = get("abort_on")
-    if abort_on is not None:
-        fields["abort_on"] = abort_waiter(abort_on)
-    return fields
+            features["extensions"] = tuple(extensions)
+    return features
 
 
 def feature_option(name: str, value: Any, what: str) -> Any:

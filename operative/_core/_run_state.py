@@ -1,6 +1,6 @@
 """The state the parts of one run share: its configuration, step, spend and steps.
 
-``ActiveRun`` is composed of parts, each owning what it writes (see ``_run``). What
+A run (``RunControl``) is composed of parts, each owning what it writes (see ``_control``). What
 several of them write — the configuration (a switch), the step counter, the spend, the
 steps so far, the step in flight, a pending switch — lives here, in one small object they
 all hold, and each field says who writes it. So do the run's fixed wiring (its event hub,
@@ -22,8 +22,9 @@ if TYPE_CHECKING:
     from ..conversation import Conversation
     from ..liveness import LivenessTracker
     from ._event_hub import EventHub
-    from ._extension import Extensions, Settle, Switch
+    from ._extension import Extensions, ResumePoint, Settle, Switch
     from ._final_answer import FinalAnswer
+    from ._model import GenerateResponse
     from ._options import RunConfig
     from ._results import StepResult
 
@@ -131,6 +132,8 @@ class RunState:
         "inflight",
         "liveness",
         "now",
+        "recorded_answer",
+        "resume",
         "run_id",
         "started_at",
         "step",
@@ -151,7 +154,7 @@ class RunState:
         ext: Extensions,
     ) -> None:
         self.config = config
-        """The run's configuration. Written by ``ActiveRun.reconfigure`` (a switch)."""
+        """The run's configuration. Written by ``RunControl.reconfigure`` (a switch)."""
         self.run_id = run_id
         """The run's id (``config.run_id``)."""
         self.conversation = conversation
@@ -170,18 +173,23 @@ class RunState:
         """The step in progress (0 before the first). Written by ``StepLoop``."""
         self.usage = NO_USAGE
         """What the run spent so far. Written by ``GeneratePhase`` (model calls),
-        ``StepLoop`` (a compaction's summary) and ``ActiveRun.charge``/``resume_from``."""
+        ``StepLoop`` (a compaction's summary) and ``RunControl.charge``/``resume``."""
         self.steps: list[StepResult] = []
         """The steps completed. Appended by ``StepLoop``, the loop task (a step cut short)
-        and ``ActiveRun.resume_from`` (a journal's steps)."""
+        and ``RunControl.resume`` (a journal's steps)."""
         self.inflight: Inflight | None = None
         """The step in progress. Set by ``StepLoop``, taken by the loop task at the end."""
         self.switch: Switch | None = None
-        """A switch a tool asked for in this step (``ActiveRun.request_switch``), applied
+        """A switch a tool asked for in this step (``RunControl.request_switch``), applied
         and cleared by ``StepLoop`` at the step's end."""
         self.to_settle: tuple[Settle, ...] = ()
         """What extensions asked to do about the step's answer's spend once the answer
         is recorded. Written by ``GeneratePhase``, awaited and cleared by ``StepLoop``."""
+        self.resume: ResumePoint | None = None
+        """Where a run rebuilt from a journal goes on. Set by ``RunControl.resume``."""
+        self.recorded_answer: GenerateResponse | None = None
+        """The coming step's answer, recorded before a crash. Set by
+        ``RunControl.answer_with``, taken by ``StepLoop``."""
         self.answer: FinalAnswer | None = None
         """What the run answers where its last step's content does not say it (an
         answer replaced, a structured output): made on first use (``answer_of``)."""

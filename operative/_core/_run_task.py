@@ -4,20 +4,19 @@
 
     loop task (drive)
     ├── start      liveness, ``run.started``, the transcript repaired, deadlines set
-    ├── run scope  ``run_started`` extensions (a budget adds its deadline),
-    │              ``on_run_start`` hooks, the step loop (wrapped by ``wrap_loop``
-    │              extensions); a failure goes to ``on_error``
+    ├── run scope  the tool sources read; the step loop with its ``on_run_start``
+    │              hooks, wrapped by ``wrap_run`` extensions; a failure goes to
+    │              ``on_error``
     └── end        the step cut short repaired; shielded and bounded by
-                   ``cleanup_timeout``: ``run_stopped`` extensions and ``on_run_end``
-                   hooks, then each ``run_ending`` extension; the result recorded, the
-                   terminal event sent, the event hub closed
+                   ``cleanup_timeout``: the ``on_run_end`` hooks, then each
+                   ``run_ending`` extension; the result recorded, the terminal event
+                   sent, the event hub closed
 
 Whoever cancels the run scope first records why (``RunScope``), so the finish reason is
 exact. The task records the run's result in the run scope, which ends it.
 
-These are functions of the run's handle, not a part of their own: the loop task keeps
-nothing of its own but locals (one object fewer a run), and reads the parts the handle
-is composed of (``_run``).
+These are functions of the run (``RunControl``), not a part of their own: the loop task
+keeps nothing of its own but locals, and reads the parts the run is composed of.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -46,7 +45,7 @@ from ._events import (
     SteeringSuperseded,
     StepAborted,
 )
-from ._extension import ResumePoint
+from ._extension import Loop
 from ._final_answer import answer_of
 from ._results import RunResult, StepResult
 from ._run_state import CancelReason, RunState, is_shutdown
@@ -54,20 +53,12 @@ from ._types import FinishReason
 
 if TYPE_CHECKING:
     from ..steering import SteeringOutcome
-    from ._run import ActiveRun
+    from ._control import RunControl
     from ._run_scope import RunScope
 
 __all__ = ["drive"]
 
-_UNFINISHED_DURABLE = (
-    "committing its outcome took over cleanup_timeout={timeout:g}s; the stored run stays "
-    "claimable, and recover() finishes it from its journal"
-)
-_UNFINISHED = "the clean-up of {extension!r} took over cleanup_timeout={timeout:g}s"
-_FAILED_DURABLE = (
-    "its outcome was not committed ({error}); the stored run stays claimable, and recover() "
-    "finishes it from its journal"
-)
+_UNFINISHED = "its clean-up took over cleanup_timeout={timeout:g}s"
 _FAILED = "its clean-up failed ({error})"
 
 logger = logging.getLogger("operative.run")
@@ -82,24 +73,24 @@ _STEERING_EVENTS: dict[str, Any] = {
 }
 
 
-async def drive(run: ActiveRun) -> None:
+async def drive(run: RunControl) -> None:
     """The loop task of ``run``: start, run the steps in the run scope, end. What came
     from outside the run (its caller cancelled, Ctrl-C) is raised again after the end.
-    The parts of a run never keep its handle (it is passed down), so a run that has
-    ended is freed by reference counting, with no reference cycle."""
-    state = run._state
+    The parts of a run never keep it (it is passed down), so a run that has ended is
+    freed by reference counting, with no reference cycle."""
+    state = run.state
     finish: FinishReason | None = None
     error: BaseException | None = None
     escaping: BaseException | None = None
     remove_steering_listener = _start(run)
     try:
-        with run._scope.cancel_scope:
+        with run.scope.cancel_scope:
             try:
-                resume = await _run_started(run)
-                loop: Callable[[], Awaitable[FinishReason]]
-                loop = functools.partial(run._loop.run, run, resume)
-                for extension in state.ext.wrap_loop:
-                    loop = extension.wrap_loop(run, loop)
+                if state.config.tool_sources:
+                    await _read_tool_sources(run)
+                loop: Loop = functools.partial(run.loop.run, run)
+                for extension in state.ext.wrap_run:
+                    loop = extension.wrap_run(run, loop)
                 finish = await loop()
             except Exception as exc:
                 finish, error = await _recover(state, exc)
@@ -117,23 +108,22 @@ async def drive(run: ActiveRun) -> None:
         raise escaping
 
 
-async def _run_started(run: ActiveRun) -> ResumePoint | None:
-    """The ``run_started`` extensions (one may say where a rebuilt run resumes), then
-    the ``on_run_start`` hooks, in the run scope before the loop."""
-    state = run._state
-    resume: ResumePoint | None = None
-    for extension in state.ext.run_started:
-        resume = await extension.run_started(run) or resume
-    for hook in state.config.hooks.on_run_start:
-        await call_hook(hook, state.hook_context())
-    return resume
+async def _read_tool_sources(run: RunControl) -> None:
+    """Read each tool source of ``tools=`` (an MCP server) once, before any feature
+    wraps the run, so the run's toolbox holds their tools before anything else looks at
+    it (guardrails, tracing, a durable run's fingerprint and journal)."""
+    config = run.state.config
+    tools = []
+    for source in config.tool_sources:
+        tools.extend(await source.list_tools())
+    run.reconfigure(msgspec.structs.replace(config, toolbox=config.toolbox.extended(tools)))
 
 
-def _start(run: ActiveRun) -> Callable[[], None] | None:
+def _start(run: RunControl) -> Callable[[], None] | None:
     """The run starts (in the loop task, before the run scope): its clock and liveness,
     ``run.started``, the transcript repaired, the request's deadline set. Returns what
     removes the steering listener, if the run listens to steering."""
-    state = run._state
+    state = run.state
     started_at = state.started_at = state.now()
     state.liveness._start_at(started_at)
     state.hub.emit_nowait(
@@ -148,12 +138,12 @@ def _start(run: ActiveRun) -> Callable[[], None] | None:
                 state.conversation, "the turn that made this call ended before it settled"
             )
             # Ids an earlier turn used are taken.
-            run._loop.take_call_ids()
+            run.loop.take_call_ids()
             break
     request = state.config.request_context
     if request is not None and request.deadline is not None:
         # The request's deadline is wall-clock time; the run scope's is trio's.
-        run._scope.add_deadline(
+        run.scope.add_deadline(
             state.now() + (request.deadline - time.time()),
             CancelReason(_ABORTED, "the request this run acts for passed its deadline"),
         )
@@ -253,7 +243,7 @@ async def _recover(state: RunState, exc: Exception) -> tuple[FinishReason, BaseE
 
 
 async def _finish(
-    run: ActiveRun,
+    run: RunControl,
     finish: FinishReason | None,
     error: BaseException | None,
     escaping: BaseException | None,
@@ -264,12 +254,12 @@ async def _finish(
     Everything here is synchronous except the clean-up (``_cleaned_up``), which runs
     shielded from cancellation and bounded by ``cleanup_timeout``.
     """
-    finish, error, reason, shutdown = _ending(run._scope, finish, error, escaping)
-    state = run._state
+    finish, error, reason, shutdown = _ending(run.scope, finish, error, escaping)
+    state = run.state
     _settle_cut_step(state, reason, error)
     result = _result(state, finish, error, reason)
     result = await _cleaned_up(run, result, shutdown)
-    scope = run._scope
+    scope = run.scope
     scope.result = result
     _announce_end(state, result, reason)
     scope.end()
@@ -338,25 +328,18 @@ def _result(
     )
 
 
-async def _cleaned_up(run: ActiveRun, result: RunResult, shutdown: bool) -> RunResult:
-    """The ``run_stopped`` extensions and the ``on_run_end`` hooks, then each
-    ``run_ending`` extension (a durable run commits its outcome here), shielded and
-    bounded by ``cleanup_timeout``. A clean-up that failed or did not finish makes the
-    result an error (``CleanupError``): it is never reported as a success."""
-    state = run._state
+async def _cleaned_up(run: RunControl, result: RunResult, shutdown: bool) -> RunResult:
+    """The ``on_run_end`` hooks, then each ``run_ending`` extension (a durable run
+    commits its outcome here), shielded and bounded by ``cleanup_timeout``. A clean-up
+    that failed or did not finish makes the result an error (``CleanupError``): it is
+    never reported as a success."""
+    state = run.state
     cfg = state.config
     run_id = state.run_id
     unfinished: str | None = None
     cause: BaseException | None = None
-    stopped = state.ext.run_stopped
-    if cfg.hooks.on_run_end or stopped:
+    if cfg.hooks.on_run_end:
         with trio.CancelScope(shield=True), trio.move_on_after(cfg.cleanup_timeout) as cleanup:
-            for extension in stopped:
-                try:
-                    await extension.run_stopped(run, result)
-                except Exception as exc:
-                    if result.finish_reason is not _ERROR:
-                        result = msgspec.structs.replace(result, finish_reason=_ERROR, error=exc)
             for hook in cfg.hooks.on_run_end:
                 try:
                     await call_hook(hook, result)
@@ -377,12 +360,14 @@ async def _cleaned_up(run: ActiveRun, result: RunResult, shutdown: bool) -> RunR
             except Exception as exc:
                 failed = exc
         if cleanup.cancelled_caught:
-            template = _UNFINISHED_DURABLE if extension.durable else _UNFINISHED
-            unfinished = template.format(timeout=cfg.cleanup_timeout, extension=extension)
+            unfinished = _UNFINISHED.format(timeout=cfg.cleanup_timeout)
         elif failed is not None:
             cause = failed
-            template = _FAILED_DURABLE if extension.durable else _FAILED
-            unfinished = template.format(error=f"{type(failed).__name__}: {failed}")
+            unfinished = _FAILED.format(error=f"{type(failed).__name__}: {failed}")
+        else:
+            continue
+        if extension.unfinished:
+            unfinished = f"{unfinished}; {extension.unfinished}"
     if unfinished is not None:
         logger.error("run %s ended (%s) but %s", run_id, result.finish_reason, unfinished)
         failure = CleanupError(

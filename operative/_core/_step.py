@@ -17,6 +17,7 @@ is the generate phase's, running the calls the tool phase's.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +35,7 @@ from ._events import (
     StepGenerated,
     StepStarted,
 )
-from ._extension import ResumePoint, charge_extensions
+from ._extension import Answered, Step, charge_extensions
 from ._final_answer import answer_of
 from ._generate_phase import GeneratePhase
 from ._model import GenerateRequest, GenerateResponse
@@ -47,8 +48,8 @@ from ._types import FinishReason, ToolCall, ToolResult
 if TYPE_CHECKING:
     from ..context import ContextManager
     from ..steering import SteeringCursor
+    from ._control import RunControl
     from ._options import RunConfig
-    from ._run import ActiveRun
 
 __all__ = ["StepLoop"]
 
@@ -105,37 +106,32 @@ class StepLoop:
         self._state.liveness.clear_wait(self._steering_wait)
         self._steering_wait = None
 
-    async def run(self, run: ActiveRun, resume: ResumePoint | None = None) -> FinishReason:
-        """Run steps until a stop condition holds or ``maximum_steps`` have run (a run
-        rebuilt from a journal goes on from ``resume``). ``run`` is the handle the
-        extensions and a switch are given (passed down, not kept: no reference cycle)."""
+    async def run(self, run: RunControl) -> FinishReason:
+        """The ``on_run_start`` hooks, then steps until a stop condition holds or
+        ``maximum_steps`` have run (a run rebuilt from a journal goes on from where
+        ``run.resume`` said). ``run`` is what the extensions and a switch are given
+        (passed down, not kept: no reference cycle)."""
         state = self._state
         cfg = state.config
+        for hook in cfg.hooks.on_run_start:
+            await call_hook(hook, state.hook_context())
         specs = cfg.toolbox.specs()
         inflight = Inflight()  # begun at each step's entry
         # A run rebuilt from a journal goes on from its last recorded step; one that had
         # already met a stop condition when it was cut ends here (unless that step
         # switched agents: the agent that handed off is not consulted).
+        resume = state.resume
         cut_after_a_stop = resume is not None and resume.check_stop and bool(state.steps)
         if cut_after_a_stop and await self.stopped(state.steps[-1]):
             return FinishReason.STOP_CONDITION
         # The limit is read once: a switch's new configuration does not move it.
         first = 1 if resume is None else resume.next_step
         for step in range(first, cfg.maximum_steps + 1):
-            await self._enter(run, step, inflight)
-            # The step's answer: one a journal recorded before a crash, or the model's.
-            response = self._replayed(run, step, inflight)
-            offered: frozenset[str] | None = None
-            if response is None:
-                request, offered = await self._request(run, step, specs, inflight)
-                response = await self._generate.run(run, request, inflight)
-            calls = await self._answered(run, step, response, inflight)
-            results: tuple[ToolResult, ...] = ()
-            if calls:
-                results = await self._tools.run(run, inflight, offered)
-                state.conversation._extend_built([tool_result_message(r) for r in results])
-                inflight.settled = True
-            step_result = await self._completed(run, step, response, calls, results, inflight)
+            if state.ext.wrap_step:
+                step_result = await self._wrapped(run, step, specs, inflight)
+            else:
+                step_result = await self._step(run, step, specs, inflight)
+            await self._kept(step_result, inflight)
             if state.switch is not None:
                 # A tool switched the run's configuration (a handoff to another agent):
                 # the run goes on under the new generate, tools and stop conditions from
@@ -149,12 +145,45 @@ class StepLoop:
             await self._at_maximum_steps()
         return FinishReason.MAXIMUM_STEPS
 
-    async def _enter(self, run: ActiveRun, step: int, inflight: Inflight) -> None:
-        """The step begins: a checkpoint, the steering gate (a paused run parks here),
-        ``step.started`` and the extensions told."""
+    async def _wrapped(
+        self, run: RunControl, step: int, specs: Any, inflight: Inflight
+    ) -> StepResult:
+        """:meth:`_step`, wrapped by the extensions that wrap each step."""
+        body: Step = functools.partial(self._step, run, step, specs, inflight)
+        for extension in self._state.ext.wrap_step:
+            body = extension.wrap_step(run, step, body)
+        return await body()
+
+    async def _step(self, run: RunControl, step: int, specs: Any, inflight: Inflight) -> StepResult:
+        """One step, from its entry to its record (kept and announced by the caller)."""
         state = self._state
-        for extension in state.ext.step_started:
-            await extension.step_started(run, step)
+        await self._enter(step, inflight)
+        # The step's answer: one a journal recorded before a crash, or the model's.
+        response = self._replayed(inflight)
+        offered: frozenset[str] | None = None
+        if response is None:
+            request, offered = await self._request(run, step, specs, inflight)
+            response = await self._generate.run(run, request, inflight)
+        calls = await self._answered(run, step, response, inflight)
+        results: tuple[ToolResult, ...] = ()
+        if calls:
+            results = await self._tools.run(run, inflight, offered)
+            state.conversation._extend_built([tool_result_message(r) for r in results])
+            inflight.settled = True
+        return StepResult(
+            step=step,
+            content=response.content,
+            tool_calls=calls,
+            results=results,
+            usage=inflight.usage,
+            run_usage=state.usage,
+            stop_reason=response.stop_reason,
+        )
+
+    async def _enter(self, step: int, inflight: Inflight) -> None:
+        """The step begins: a checkpoint, the steering gate (a paused run parks here),
+        ``step.started``."""
+        state = self._state
         await trio.lowlevel.checkpoint()
         state.step = step
         state.liveness._progress(step, state.usage)
@@ -164,11 +193,9 @@ class StepLoop:
         state.inflight = inflight
         if "step.started" in state.hub.wanted:
             await state.hub.emit(StepStarted(run_id=state.run_id, step=step, time=state.now()))
-        for extension in state.ext.step_entered:
-            await extension.step_entered(run, step)
 
     async def _answered(
-        self, run: ActiveRun, step: int, response: GenerateResponse, inflight: Inflight
+        self, run: RunControl, step: int, response: GenerateResponse, inflight: Inflight
     ) -> tuple[ToolCall, ...]:
         """The answer goes into the transcript, its calls with run-unique ids; the
         extensions told, ``step.generated``; what they asked about its spend done (a
@@ -182,8 +209,8 @@ class StepLoop:
         )
         inflight.generated = True
         inflight.stop_reason = response.stop_reason
-        for extension in state.ext.generated:
-            await extension.generated(run, step, response, inflight.usage)
+        for extension in state.ext.recorded:
+            await extension.recorded(run, Answered(step, response, inflight.usage))
         if "step.generated" in state.hub.wanted:
             await state.hub.emit(
                 StepGenerated(
@@ -198,36 +225,16 @@ class StepLoop:
         await self._settle(run)
         return calls
 
-    async def _completed(
-        self,
-        run: ActiveRun,
-        step: int,
-        response: GenerateResponse,
-        calls: tuple[ToolCall, ...],
-        results: tuple[ToolResult, ...],
-        inflight: Inflight,
-    ) -> StepResult:
-        """The step's record: kept, the extensions told, ``step.completed``, the
-        ``on_step`` hooks."""
+    async def _kept(self, step_result: StepResult, inflight: Inflight) -> None:
+        """The step's record kept, ``step.completed``, the ``on_step`` hooks."""
         state = self._state
-        step_result = StepResult(
-            step=step,
-            content=response.content,
-            tool_calls=calls,
-            results=results,
-            usage=inflight.usage,
-            run_usage=state.usage,
-            stop_reason=response.stop_reason,
-        )
-        for extension in state.ext.step_completed:
-            await extension.step_completed(run, step_result)
         state.steps.append(step_result)
         inflight.completed = True
         if "step.completed" in state.hub.wanted:
             await state.hub.emit(
                 StepCompleted(
                     run_id=state.run_id,
-                    step=step,
+                    step=step_result.step,
                     time=state.now(),
                     content=step_result.content,
                     tool_calls=step_result.tool_calls,
@@ -238,19 +245,19 @@ class StepLoop:
             )
         state.inflight = None
         await self._on_step(step_result)
-        return step_result
 
-    def _replayed(self, run: ActiveRun, step: int, inflight: Inflight) -> GenerateResponse | None:
-        """The answer a journal recorded for ``step`` before a crash, if one did."""
-        for extension in self._state.ext.replayed:
-            recorded = extension.replayed(run, step)
-            if recorded is not None:
-                inflight.usage = recorded.usage or NO_USAGE
-                return recorded
-        return None
+    def _replayed(self, inflight: Inflight) -> GenerateResponse | None:
+        """The answer a journal recorded for the step before a crash, if one did
+        (``RunControl.answer_with``)."""
+        state = self._state
+        recorded = state.recorded_answer
+        if recorded is not None:
+            state.recorded_answer = None
+            inflight.usage = recorded.usage or NO_USAGE
+        return recorded
 
     async def _request(
-        self, run: ActiveRun, step: int, specs: Any, inflight: Inflight
+        self, run: RunControl, step: int, specs: Any, inflight: Inflight
     ) -> tuple[GenerateRequest, frozenset[str] | None]:
         """What the step sends: the transcript (compacted when over the context budget)
         and the tools, as the ``select_tools`` and ``prepare_step`` hooks leave them; and
@@ -273,7 +280,7 @@ class StepLoop:
             return await self._prepare(request)
         return request, None
 
-    async def _switch(self, run: ActiveRun) -> RunConfig:
+    async def _switch(self, run: RunControl) -> RunConfig:
         """Apply the switch a tool asked for; the run's configuration from then on."""
         state = self._state
         switch = state.switch
@@ -296,7 +303,7 @@ class StepLoop:
 
             check_selection(selection, step=step)
 
-    async def _settle(self, run: ActiveRun) -> None:
+    async def _settle(self, run: RunControl) -> None:
         """What extensions asked about the step's answer's spend, now that the answer is
         recorded: if it spent past a limit, the step's calls do not run."""
         state = self._state
@@ -348,7 +355,7 @@ class StepLoop:
         return False
 
     async def _assemble_context(
-        self, run: ActiveRun, history: ConversationHistory, inflight: Inflight
+        self, run: RunControl, history: ConversationHistory, inflight: Inflight
     ) -> ConversationHistory:
         """What this step sends: the transcript, compacted when over the context budget."""
         manager = self.context

@@ -28,6 +28,7 @@ from ..hooks import HookContext, call_hook
 from ..tools import ExecutionContext
 from ._errors import ApprovalError, HookError
 from ._events import ToolResultValidated, ToolsExecuted, ToolsExecuting
+from ._extension import Parked
 from ._run_state import Inflight, RunState
 from ._tool_calls import (
     RefusedCalls,
@@ -39,7 +40,7 @@ from ._tool_calls import (
 from ._types import ToolCall, ToolResult
 
 if TYPE_CHECKING:
-    from ._run import ActiveRun
+    from ._control import RunControl
 
 __all__ = ["ToolPhase", "select_specs"]
 
@@ -62,7 +63,7 @@ class ToolPhase:
         with self._state.liveness.waiting("elicitation", detail=str(request.request_id)):
             return await handler(request)
 
-    def execution(self, run: ActiveRun, step: int) -> ExecutionContext:
+    def execution(self, run: RunControl, step: int) -> ExecutionContext:
         """Where the step's calls run: the run and step, and the host's hooks."""
         state = self._state
         cfg = state.config
@@ -77,11 +78,11 @@ class ToolPhase:
         )
 
     async def run(
-        self, run: ActiveRun, inflight: Inflight, offered: frozenset[str] | None
+        self, run: RunControl, inflight: Inflight, offered: frozenset[str] | None
     ) -> tuple[ToolResult, ...]:
         """Run the calls of ``inflight`` (those ``offered``, when not all tools were);
         their results, in call order, also kept in ``inflight.results`` meanwhile.
-        ``run`` is the handle the tools and the extensions are given."""
+        ``run`` is what the tools and the extensions are given."""
         state = self._state
         cfg = state.config
         hub = state.hub
@@ -110,26 +111,23 @@ class ToolPhase:
         if hooks.before_tool_execution:
             context = state.hook_context()
             to_run = await self._before_tools(to_run, results, context)
-        if state.ext.tools_starting and to_run:
-            # All or nothing: an extension that stops the run here (a budget's
-            # max_tool_calls) stops every call of the step before any runs.
-            about_to_run = (
-                calls if len(to_run) == len(calls) else tuple([call for _, call in to_run])
-            )
-            for extension in state.ext.tools_starting:
-                await extension.tools_starting(run, step, about_to_run)
-        if "tools.executing" in hub.wanted:
-            await hub.emit(ToolsExecuting(run_id=run_id, step=step, time=state.now(), calls=calls))
-        execution = self.execution(run, step)
         execute: Callable[[ToolCall, ExecutionContext], Awaitable[ToolResult]] = (
             cfg.toolbox.execute if cfg.on_approval is None else self._execute_or_park
         )
         wrappers = state.ext.wrap_tool
         if wrappers:
             # What guardrails see, traces show and the journal stores is already sendable.
+            # All or nothing: an extension that stops the run here (a budget's
+            # max_tool_calls) stops every call of the step before any runs.
+            about_to_run = (
+                calls if len(to_run) == len(calls) else tuple([call for _, call in to_run])
+            )
             execute = sendable_execute(execute)
             for extension in wrappers:
-                execute = extension.wrap_tool(run, execute, step)
+                execute = await extension.wrap_tool(run, execute, step, about_to_run)
+        if "tools.executing" in hub.wanted:
+            await hub.emit(ToolsExecuting(run_id=run_id, step=step, time=state.now(), calls=calls))
+        execution = self.execution(run, step)
         limiter: Any = (
             trio.CapacityLimiter(cfg.tool_concurrency) if cfg.tool_concurrency else _UNLIMITED
         )
@@ -189,11 +187,11 @@ class ToolPhase:
         pending = result.pending_approval
         if result.outcome != "action-required" or pending is None or cfg.on_approval is None:
             return result
-        parking = state.ext.tool_parked
+        parking = state.ext.recorded
         for extension in parking:
             # A durable journal records it as not running: a process stopped at the
             # prompt has not run it, so whoever recovers the run asks again.
-            await extension.tool_parked(execution.run, execution.step, call, parked=True)
+            await extension.recorded(execution.run, Parked(execution.step, call, parked=True))
         timeout = cfg.approval_timeout
         deadline = state.now() + timeout if timeout is not None else None
         liveness = state.liveness
@@ -216,7 +214,9 @@ class ToolPhase:
             approved, reason = _approved(decision)
             if approved:
                 for extension in parking:
-                    await extension.tool_parked(execution.run, execution.step, call, parked=False)
+                    await extension.recorded(
+                        execution.run, Parked(execution.step, call, parked=False)
+                    )
                 return await toolbox.resume_approval(
                     pending, request_context=request, context=execution
                 )

@@ -4,14 +4,14 @@ A :class:`~operative.budgets.Budget` (or a :class:`CostBudgetMonitor`) is a feat
 each run it configures gets a :class:`BudgetExtension` with a fresh
 :class:`BudgetTracker`, charged at the run's boundaries::
 
-    run_started     the clock starts; max_duration becomes a deadline of the run scope
-    step_entered    duration thresholds, as each step starts
+    attach          the clock starts; max_duration becomes a deadline of the run scope
+    wrap_step       duration thresholds, as each step starts
     spent           each attempt's usage (a failed one's too), a compaction's summary,
                     a subagent's spend (``run.charge``): charged at once, enforced once
                     what it paid for is recorded (an answer: before its calls run)
-    before_attempt  a request, before each generate attempt (retries too)
-    tools_starting  the step's calls, all or nothing, before any of them runs
-    run_stopped     the overrun reported, when the deadline ended the run
+    wrap_generate   a request, before each generate attempt (retries too) calls the model
+    wrap_tool       the step's calls, all or nothing, before any of them runs
+    run_ending      the overrun reported, when the deadline ended the run
 
 Only a budget with ``max_duration`` overrides the three timed boundaries
 (:class:`TimedBudgetExtension`), so an untimed budget costs the loop nothing there.
@@ -31,17 +31,17 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from .._core._events import BudgetLimitExceeded, BudgetThresholdCrossed, Event
-from .._core._extension import Extension, ResumePoint, Settle, SpendSource
+from .._core._extension import Execute, Extension, Settle, SpendSource, Step
 from .._core._types import FinishReason, ToolCall, Usage
 from ._budget import Budget, BudgetSpent, BudgetStatus, usage_tokens
 from ._monitor import CostBudgetMonitor
 from ._tracker import BudgetTracker
 
 if TYPE_CHECKING:
-    from .._core._model import GenerateRequest
+    from .._core._control import RunControl
+    from .._core._model import GenerateFunction, GenerateRequest, GenerateResponse
     from .._core._options import RunConfig
-    from .._core._results import RunResult
-    from .._core._run import ActiveRun
+    from .._core._results import RunResult, StepResult
 
 __all__ = ["BudgetExtension", "TimedBudgetExtension", "budget_extension"]
 
@@ -72,7 +72,7 @@ class BudgetExtension(Extension):
 
     def spent(
         self,
-        run: ActiveRun,
+        run: RunControl,
         step: int | None,
         usage: Usage,
         model: str | None,
@@ -91,28 +91,40 @@ class BudgetExtension(Extension):
             return None
         return functools.partial(self.enforce, status=status)
 
-    async def before_attempt(self, run: ActiveRun, request: GenerateRequest, attempt: int) -> None:
-        status = self.tracker.charge_request()
-        if status.reportable:
-            await self.enforce(run, status)
+    def wrap_generate(self, run: RunControl, generate: GenerateFunction) -> GenerateFunction:
+        tracker = self.tracker
 
-    async def tools_starting(self, run: ActiveRun, step: int, calls: tuple[ToolCall, ...]) -> None:
+        async def counted(request: GenerateRequest) -> GenerateResponse:
+            # A request counts before the model is called; past max_requests, it is not.
+            status = tracker.charge_request()
+            if status.reportable:
+                await self.enforce(run, status)
+            return await generate(request)
+
+        return counted
+
+    async def wrap_tool(
+        self, run: RunControl, execute: Execute, step: int, calls: tuple[ToolCall, ...]
+    ) -> Execute:
         # All or nothing: when the step's calls would pass max_tool_calls, none runs.
         status = self.tracker.charge_tool_calls(len(calls))
         if status.reportable:
             await self.enforce(run, status)
+        return execute
 
-    # -- queries ---------------------------------------------------------------------
+    # -- queries (``RunControl.query``) ----------------------------------------------
 
-    def budget_remaining(self, run: ActiveRun) -> Budget:
+    def budget_remaining(self, run: RunControl) -> Budget:
+        """What is left of the budget, as a budget for a child run (a subagent)."""
         return self.tracker.remaining(run.now())
 
-    def budget_spent(self) -> BudgetSpent:
+    def budget_spent(self, run: RunControl) -> BudgetSpent:
+        """What the budget has counted so far."""
         return self.tracker.spent
 
     # -- reporting -------------------------------------------------------------------
 
-    def events(self, run: ActiveRun, status: BudgetStatus) -> list[Event]:
+    def events(self, run: RunControl, status: BudgetStatus) -> list[Event]:
         """The ``budget.threshold`` / ``budget.exceeded`` events ``status`` calls for."""
         if status.unpriced_model is not None:
             logger.warning(
@@ -150,7 +162,7 @@ class BudgetExtension(Extension):
             )
         return events
 
-    async def enforce(self, run: ActiveRun, status: BudgetStatus) -> None:
+    async def enforce(self, run: RunControl, status: BudgetStatus) -> None:
         """Report ``status`` (events, then the monitor's callbacks); when a limit is
         crossed, stop the run here.
 
@@ -177,19 +189,21 @@ class TimedBudgetExtension(BudgetExtension):
     def __init__(self, tracker: BudgetTracker) -> None:
         super().__init__(tracker)
         self.overrun: BudgetStatus | None = None
-        """What the deadline's passing reported, until ``run_stopped`` reports it."""
+        """What the deadline's passing reported, until ``run_ending`` reports it."""
 
-    async def run_started(self, run: ActiveRun) -> ResumePoint | None:
+    def attach(self, run: RunControl, nursery: trio.Nursery) -> None:
+        # Before the loop starts, so the deadline bounds whatever the run does first.
         tracker = self.tracker
-        started_at = run.started_at
-        assert started_at is not None
-        tracker.start(started_at)
+        tracker.start(run.now())
         assert tracker.deadline is not None
         run.add_deadline(tracker.deadline, _EXCEEDED, self._describe_overrun)
-        return None
 
-    async def step_entered(self, run: ActiveRun, step: int) -> None:
-        await self.enforce(run, self.tracker.check_time(run.now()))
+    def wrap_step(self, run: RunControl, step: int, body: Step) -> Step:
+        async def timed() -> StepResult:
+            await self.enforce(run, self.tracker.check_time(run.now()))
+            return await body()
+
+        return timed
 
     def _describe_overrun(self) -> str:
         """Why the run ended, once the deadline has ended it: how long it ran."""
@@ -197,10 +211,10 @@ class TimedBudgetExtension(BudgetExtension):
         exceeded = status.exceeded
         return exceeded.message if exceeded is not None else "budget exceeded: duration"
 
-    async def run_stopped(self, run: ActiveRun, result: RunResult) -> None:
+    async def run_ending(self, run: RunControl, result: RunResult, *, shutdown: bool) -> RunResult:
         status = self.overrun
         if status is None:
-            return
+            return result
         self.overrun = None
         for event in self.events(run, status):
             run.emit_nowait(event)
@@ -209,3 +223,4 @@ class TimedBudgetExtension(BudgetExtension):
         except Exception:
             logger.exception("budget callback of run %s raised", run.run_id)
             raise
+        return result

@@ -19,7 +19,7 @@ from ._records import ToolSettled
 from ._records import ToolStarted as ToolStartedRecord
 
 if TYPE_CHECKING:
-    from .._core._run import ActiveRun
+    from .._core._control import RunControl
     from ..tools import ExecutionContext
     from ._driver import DurableDriver
 
@@ -32,7 +32,7 @@ UNKNOWN_OUTCOME = (
 )
 
 
-def journal_calls(driver: DurableDriver, run: ActiveRun, execute: Execute, step: int) -> Execute:
+def journal_calls(driver: DurableDriver, run: RunControl, execute: Execute, step: int) -> Execute:
     """``execute`` for step ``step`` of ``driver``'s run, journaling each call: its start
     (durable before it runs unless the tool is idempotent) and its result."""
     toolbox = run.config.toolbox

@@ -48,9 +48,16 @@ import msgspec
 import trio
 
 from .._core._errors import InvalidArgument, LeaseLostError, OperativeError
-from .._core._extension import Execute, Extension, ResumePoint
+from .._core._extension import (
+    Answered,
+    Execute,
+    Extension,
+    Loop,
+    Recorded,
+    ResumePoint,
+    Step,
+)
 from .._core._instrument_hook import current_conversation_id
-from .._core._model import GenerateResponse
 from .._core._types import FinishReason, ToolCall, ToolResult, Usage
 from .._sql import held
 from ..conversation import Message
@@ -63,8 +70,8 @@ from ._routing import Durable, default_worker_id, fingerprint
 from ._writer import RunWriter
 
 if TYPE_CHECKING:
+    from .._core._control import RunControl
     from .._core._results import RunResult, StepResult
-    from .._core._run import ActiveRun
 
 __all__ = ["UNKNOWN_OUTCOME", "DurableDriver"]
 
@@ -74,13 +81,19 @@ logger = logging.getLogger("operative.durable")
 class DurableDriver(Extension):
     """One run's durable writes: the extension a ``durable=`` routing attaches.
 
-    The loop calls it at each boundary (see :mod:`operative._core._extension`): the run
-    record at ``run_started``, the journal at ``generated``, around each tool call and
-    at ``step_completed``, the outcome at ``run_ending``; its task (the writer, which
-    also renews the lease) is started by ``start_tasks``.
+    The loop calls it at each boundary (see :mod:`operative._core._extension`): its
+    task (the writer, which also renews the lease) starts at ``attach``; the run record
+    is written as ``wrap_run`` begins; each step (``wrap_step``) learns of a
+    cancellation, takes a recorded answer, and journals its end; the answer and a
+    parked call are journaled when ``recorded``, each call around its execution
+    (``wrap_tool``), the outcome at ``run_ending``.
     """
 
     durable = True
+    unfinished = (
+        "its outcome was not committed: the stored run stays claimable, and recover() "
+        "finishes it from its journal"
+    )
 
     __slots__ = (
         "_abort",
@@ -146,10 +159,14 @@ class DurableDriver(Extension):
 
     # -- start -----------------------------------------------------------------------
 
-    async def begin(self, run: ActiveRun) -> None:
+    async def begin(self, run: RunControl) -> None:
         """Commit the run record (a fresh run) or take up the replayed state (a recovery)."""
         durable = self._durable
-        if not any(type(other).wrap_loop is not Extension.wrap_loop for other in run.extensions):
+        if not any(
+            type(other).wrap_run is not Extension.wrap_run
+            for other in run.extensions
+            if other is not self
+        ):
             # Called in the loop task, under the run scope and no other scope of its own:
             # its writes are made in it (no hand-off to the writer task), the run scope
             # telling the writer of a cancellation or a deadline that comes meanwhile.
@@ -175,7 +192,7 @@ class DurableDriver(Extension):
             agent_name=cfg.agent_name,
             fingerprint=fingerprint(cfg),
             conversation_id=current_conversation_id(),
-            trace_parent=run.traceparent(),
+            trace_parent=run.query("traceparent"),
         )
 
         async def start() -> None:
@@ -215,8 +232,7 @@ class DurableDriver(Extension):
         if record is not None and record.cancel_reason and self.cancel_reason is None:
             self.cancel_reason = record.cancel_reason
 
-    def _restore(self, run: ActiveRun, replay: Replay) -> None:
-        run.resume_from(replay.steps, replay.usage)
+    def _restore(self, run: RunControl, replay: Replay) -> None:
         cfg = run.config
         if replay.started.fingerprint and replay.started.fingerprint != fingerprint(cfg):
             logger.warning(
@@ -228,6 +244,16 @@ class DurableDriver(Extension):
         if replay.steps:
             # A journaled step handed off: the run goes on under the agent in charge.
             self.handed_off = replay_switches(run, replay.steps, complete=replay.partial is None)
+        # A run cut between steps that had met a stop condition ends at once (unless its
+        # last step handed off: the agent that handed off is not consulted).
+        run.resume(
+            replay.steps,
+            replay.usage,
+            ResumePoint(
+                next_step=replay.next_step,
+                check_stop=replay.partial is None and not self.handed_off,
+            ),
+        )
 
     async def wait_started(self) -> None:
         """Return once the run record is committed; raise what stopped the write."""
@@ -276,7 +302,7 @@ class DurableDriver(Extension):
         if flush:
             await self._append([])
 
-    def journaled(self, run: ActiveRun, execute: Execute, step: int) -> Execute:
+    def journaled(self, run: RunControl, execute: Execute, step: int) -> Execute:
         """Wrap a step's ``execute`` with ``tool.started`` / ``tool.settled`` records."""
         return journal_calls(self, run, execute, step)
 
@@ -392,73 +418,74 @@ class DurableDriver(Extension):
 
     # -- the extension's boundaries ----------------------------------------------------
 
-    def start_tasks(self, run: ActiveRun, nursery: trio.Nursery) -> None:
+    def attach(self, run: RunControl, nursery: trio.Nursery) -> None:
         self._abort = run.abort
         self._writer.start(nursery, name=f"operative durable writer {run.run_id}")
 
-    async def run_started(self, run: ActiveRun) -> ResumePoint | None:
-        await self.begin(run)
-        replay = self._replay
-        if replay is None:
-            return None
-        # A run cut between steps that had met a stop condition ends at once (unless its
-        # last step handed off: the agent that handed off is not consulted).
-        return ResumePoint(
-            next_step=replay.next_step,
-            check_stop=replay.partial is None and not self.handed_off,
-        )
+    def wrap_run(self, run: RunControl, loop: Loop) -> Loop:
+        async def begun() -> FinishReason:
+            await self.begin(run)
+            return await loop()
 
-    async def step_started(self, run: ActiveRun, step: int) -> None:
-        if self.cancel_reason is not None:
-            # Asked for through the engine and not applied yet (read when the run was
-            # resumed, or learned as a shutdown began); an abort already made keeps its
-            # reason (the first one stands).
-            run.abort(self.cancel_reason)
+        return begun
 
-    def replayed(self, run: ActiveRun, step: int) -> GenerateResponse | None:
-        return recorded_answer(self._replay, step)
+    def wrap_step(self, run: RunControl, step: int, body: Step) -> Step:
+        async def journaled_step() -> StepResult:
+            if self.cancel_reason is not None:
+                # Asked for through the engine and not applied yet (read when the run was
+                # resumed, or learned as a shutdown began); an abort already made keeps
+                # its reason (the first one stands).
+                run.abort(self.cancel_reason)
+            answer = recorded_answer(self._replay, step)
+            if answer is not None:
+                run.answer_with(answer)
+            result = await body()
+            await self.step_done(
+                result.step,
+                result.results,
+                run.conversation,
+                flush=bool(result.results) or _end_observed(run),
+            )
+            return result
 
-    async def generated(
-        self, run: ActiveRun, step: int, response: GenerateResponse, usage: Usage
-    ) -> None:
-        await self.journal_generated(
-            step,
-            run.conversation,
-            usage,
-            response.model,
-            response.stop_reason,
-            flush=run.wants("step.generated"),
-        )
+        return journaled_step
 
-    def wrap_tool(self, run: ActiveRun, execute: Execute, step: int) -> Execute:
+    async def recorded(self, run: RunControl, fact: Recorded) -> None:
+        if isinstance(fact, Answered):
+            response = fact.response
+            await self.journal_generated(
+                fact.step,
+                run.conversation,
+                fact.usage,
+                response.model,
+                response.stop_reason,
+                flush=run.wants("step.generated"),
+            )
+        else:
+            await self.parked(fact.step, fact.call, parked=fact.parked)
+
+    async def wrap_tool(
+        self, run: RunControl, execute: Execute, step: int, calls: tuple[ToolCall, ...]
+    ) -> Execute:
         return self.journaled(run, execute, step)
 
-    async def tool_parked(self, run: ActiveRun, step: int, call: ToolCall, *, parked: bool) -> None:
-        await self.parked(step, call, parked=parked)
-
-    async def step_completed(self, run: ActiveRun, step: StepResult) -> None:
-        await self.step_done(
-            step.step,
-            step.results,
-            run.conversation,
-            flush=bool(step.results) or _end_observed(run),
-        )
-
-    async def run_ending(self, run: ActiveRun, result: RunResult, *, shutdown: bool) -> RunResult:
+    async def run_ending(self, run: RunControl, result: RunResult, *, shutdown: bool) -> RunResult:
         result = await self.finish(run, result, shutdown=shutdown)
         if self.commit_error is not None:
             raise self.commit_error
         return result
 
     def is_durably_started(self) -> bool:
+        """True once the run's durable record is committed."""
         return self._lease is not None
 
     async def wait_durably_started(self) -> None:
+        """Return once the run's durable record is committed; raise what stopped it."""
         await self.wait_started()
 
     # -- the end ---------------------------------------------------------------------
 
-    async def finish(self, run: ActiveRun, result: RunResult, *, shutdown: bool) -> RunResult:
+    async def finish(self, run: RunControl, result: RunResult, *, shutdown: bool) -> RunResult:
         """Commit the outcome (or, on shutdown, release the lease); called shielded.
 
         A terminal commit that fails sets :attr:`commit_error` (the run then reports a
@@ -576,11 +603,15 @@ class DurableDriver(Extension):
         return result
 
 
-def _end_observed(run: ActiveRun) -> bool:
+def _end_observed(run: RunControl) -> bool:
     """Whether anything outside the run sees a step's end before the run commits its
     outcome: a ``step.completed`` listener, an ``on_step`` or ``on_run_end`` hook, an
     extension told of the run's result (an instrumentation)."""
     hooks = run.config.hooks
     if run.wants("step.completed") or hooks.on_step or hooks.on_run_end:
         return True
-    return any(type(other).run_stopped is not Extension.run_stopped for other in run.extensions)
+    return any(
+        type(other).run_ending is not Extension.run_ending
+        for other in run.extensions
+        if not other.durable
+    )

@@ -22,7 +22,7 @@ from ..conversation import ConversationHistory, Message, cancelled_result, tool_
 from ._records import Finished, Generated, JournalEntry, Started, StepDone, ToolSettled, ToolStarted
 
 if TYPE_CHECKING:
-    from .._core._run import ActiveRun
+    from .._core._control import RunControl
 
 __all__ = [
     "PartialStep",
@@ -198,7 +198,7 @@ def transcript(replay: Replay) -> ConversationHistory:
     return ConversationHistory(messages=tuple(messages), metadata=replay.history.metadata)
 
 
-def replay_switches(run: ActiveRun, steps: Any, *, complete: bool) -> bool:
+def replay_switches(run: RunControl, steps: Any, *, complete: bool) -> bool:
     """Switch a rebuilt run to the configuration in charge after its journaled steps.
 
     Each step whose switching call (a handoff) succeeded switched at its end; those

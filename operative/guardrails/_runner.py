@@ -14,7 +14,7 @@ same tick), so nothing inside the scope — a generate call, a tool waiting at t
 a sibling tool's guardrail — gets past its next checkpoint. Every tool call passes
 through :meth:`GuardrailRunner.wrap_execute`, which waits for the parallel input
 guardrails, runs the call's guardrails, and only then executes it. It is the run's
-extension for ``guardrails=`` (``wrap_loop`` and ``wrap_tool``, see ``_core._extension``).
+extension for ``guardrails=`` (``wrap_run`` and ``wrap_tool``, see ``_core._extension``).
 """
 
 from __future__ import annotations
@@ -28,14 +28,14 @@ import trio
 
 from .._core._errors import GuardrailTripped, HookError
 from .._core._events import GuardrailPassed, GuardrailRewrote, GuardrailTrip
-from .._core._extension import Execute, Extension
+from .._core._extension import Execute, Extension, Loop
 from .._core._types import FinishReason, ToolCall, ToolResult
 from ..conversation import TextPart, cancelled_result
 from ..hooks import call_hook
 from ._define import Guardrails, Verdict
 
 if TYPE_CHECKING:
-    from .._core._run import ActiveRun
+    from .._core._control import RunControl
     from ..tools import ExecutionContext
 
 __all__ = ["GuardrailRunner"]
@@ -55,22 +55,22 @@ class GuardrailRunner(Extension):
         self._scope: trio.CancelScope | None = None
         self._gate: trio.Event | None = None
         """Set once every parallel input guardrail passed (None: nothing to wait for)."""
-        self._run: ActiveRun | None = None
+        self._run: RunControl | None = None
 
     # -- the extension's boundaries ----------------------------------------------------
 
-    def wrap_loop(
-        self, run: ActiveRun, loop: Callable[[], Awaitable[FinishReason]]
-    ) -> Callable[[], Awaitable[FinishReason]]:
+    def wrap_run(self, run: RunControl, loop: Loop) -> Loop:
         return functools.partial(self.drive, run, loop)
 
-    def wrap_tool(self, run: ActiveRun, execute: Execute, step: int) -> Execute:
+    async def wrap_tool(
+        self, run: RunControl, execute: Execute, step: int, calls: tuple[ToolCall, ...]
+    ) -> Execute:
         return self.wrap_execute(run, execute)
 
     # -- the run ---------------------------------------------------------------------
 
     async def drive(
-        self, run: ActiveRun, loop: Callable[[], Awaitable[FinishReason]]
+        self, run: RunControl, loop: Callable[[], Awaitable[FinishReason]]
     ) -> FinishReason:
         """Run the step loop under the guardrails; raise what tripped, if anything did."""
         self._run = run
@@ -236,7 +236,7 @@ class GuardrailRunner(Extension):
 
     # -- tools -----------------------------------------------------------------------
 
-    def wrap_execute(self, run: ActiveRun, execute: Execute) -> Execute:
+    def wrap_execute(self, run: RunControl, execute: Execute) -> Execute:
         """``execute`` behind the gate and the tool guardrails (unchanged if none apply)."""
         guards = self._guards
         if not guards.tool_call and not guards.tool_result and self._gate is None:
@@ -267,7 +267,7 @@ class GuardrailRunner(Extension):
 
         return guarded
 
-    async def _check_call(self, run: ActiveRun, call: ToolCall) -> ToolCall | None:
+    async def _check_call(self, run: RunControl, call: ToolCall) -> ToolCall | None:
         """The call as its guardrails let it through; None when one tripped."""
         for guard in self._guards.tool_call:
             if not guard.applies_to(call.name):
@@ -285,7 +285,9 @@ class GuardrailRunner(Extension):
             await self._rewrote(guard.name, "tool-call", verdict, call.id)
         return call
 
-    async def _check_result(self, run: ActiveRun, call: ToolCall, result: ToolResult) -> ToolResult:
+    async def _check_result(
+        self, run: RunControl, call: ToolCall, result: ToolResult
+    ) -> ToolResult:
         for guard in self._guards.tool_result:
             if not guard.applies_to(call.name):
                 continue
@@ -340,7 +342,7 @@ class GuardrailRunner(Extension):
             await self._rewrote(guard.name, "output", verdict, None)
 
 
-def _input_text(run: ActiveRun) -> str:
+def _input_text(run: RunControl) -> str:
     """The text of the conversation's last user message ("" when there is none)."""
     for message in reversed(run.conversation.messages):
         if message.role == "user":
@@ -351,7 +353,7 @@ def _input_text(run: ActiveRun) -> str:
     return ""
 
 
-def _replace_input(run: ActiveRun, text: str, name: str) -> None:
+def _replace_input(run: RunControl, text: str, name: str) -> None:
     messages = list(run.conversation.messages)
     for index in range(len(messages) - 1, -1, -1):
         if messages[index].role == "user":
@@ -364,7 +366,7 @@ def _replace_input(run: ActiveRun, text: str, name: str) -> None:
     )
 
 
-def _replace_answer(run: ActiveRun, old: str, new: str) -> None:
+def _replace_answer(run: RunControl, old: str, new: str) -> None:
     """The run's answer becomes ``new``, in the result and in the transcript."""
     run.replace_answer(new)
     messages = list(run.conversation.messages)

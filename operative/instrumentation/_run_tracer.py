@@ -64,7 +64,7 @@ def parent_context(trace_context: Any) -> Context | None:
 
 class RunTracer(Extension):
     """What one instrumented run reports, and the spans it has open: the run's
-    extension for an instrumentation (``attached``, ``wrap_generate``, ``wrap_tool``)."""
+    extension for an instrumentation (``attach``, ``wrap_generate``, ``wrap_tool``)."""
 
     __slots__ = (
         "_agent",
@@ -95,11 +95,12 @@ class RunTracer(Extension):
         self._conversation_id = current_conversation_id()
         self._resumed_at: int | None = None
         self._links: list[trace.Link] = []
-        if config.durable is not None:
+        durable = config.feature("durable")
+        if durable is not None:
             self._conversation_id, self._resumed_at = _durable_identity(
-                config.durable, self._conversation_id
+                durable, self._conversation_id
             )
-            self._links = _resumed_from(config.durable)
+            self._links = _resumed_from(durable)
         self._parent = parent_context(config.trace_context)
         self._descriptions = {spec.name: spec.description for spec in config.toolbox.specs()}
         self._anchor = time.time_ns()
@@ -110,8 +111,9 @@ class RunTracer(Extension):
         self._step_span: trace.Span | None = None
         self._step_token: object = None
 
-    def traceparent(self) -> str | None:
-        """The W3C ``traceparent`` of the run's span (journaled by a durable run)."""
+    def traceparent(self, run: Any) -> str | None:
+        """The W3C ``traceparent`` of the run's span (journaled by a durable run, which
+        asks ``run.query("traceparent")``)."""
         span = self._run_span
         if span is None:
             return None
@@ -129,7 +131,7 @@ class RunTracer(Extension):
 
     # -- the extension's boundaries ------------------------------------------------------
 
-    def wrap_generate(self, generate: GenerateFunction) -> GenerateFunction:
+    def wrap_generate(self, run: Any, generate: GenerateFunction) -> GenerateFunction:
         return self._traced(generate, self._provider, compaction=False)
 
     def _traced(
@@ -153,7 +155,9 @@ class RunTracer(Extension):
 
         return traced_generate
 
-    def wrap_tool(self, run: Any, execute: Execute, step: int) -> Execute:
+    async def wrap_tool(
+        self, run: Any, execute: Execute, step: int, calls: tuple[ToolCall, ...]
+    ) -> Execute:
         instrumentation = self._instrumentation
 
         async def traced_execute(call: ToolCall, execution: ExecutionContext) -> ToolResult:
@@ -168,7 +172,7 @@ class RunTracer(Extension):
 
         return traced_execute
 
-    def attached(self, run: Any) -> None:
+    def attach(self, run: Any, nursery: Any) -> None:
         self._run = run
         manager = run.context_manager
         if manager is not None:
@@ -279,7 +283,7 @@ class RunTracer(Extension):
         else:
             span.set_attribute(sc.FINISH_REASON, "error")
             span.set_attribute(sc.ERROR_TYPE, event.error_type)
-            result = getattr(self._run, "_result", None)
+            result = getattr(self._run, "ended_result", None)
             error = getattr(result, "error", None)
             if isinstance(error, BaseException):
                 span.record_exception(error, timestamp=end)

@@ -31,9 +31,9 @@ from ._errors import HandoffError
 from ._subagent import tool_name_for
 
 if TYPE_CHECKING:
+    from .._core._control import RunControl
     from .._core._options import RunConfig
     from .._core._results import StepResult
-    from .._core._run import ActiveRun
 
 __all__ = ["InputFilter", "handoff", "remove_tool_messages"]
 
@@ -83,7 +83,7 @@ def handoff(
             description += f" Its instructions: {agent.instructions}"
 
     async def transfer(context: ToolContext) -> str:
-        run: ActiveRun | None = context.execution.run
+        run: RunControl | None = context.execution.run
         if run is None:
             raise HandoffError(
                 f"{tool_name} only works inside a run (the run switches agents); "
@@ -116,7 +116,7 @@ class _HandoffTarget:
         return _PendingHandoff(agent=self.agent, call_id=call_id, input_filter=self.input_filter)
 
 
-def _answer_id(run: ActiveRun, call_id: str) -> str | None:
+def _answer_id(run: RunControl, call_id: str) -> str | None:
     """The id of the tool message that answers ``call_id`` (a step's last message)."""
     for message in reversed(run.conversation.messages):
         if message.tool_call_id == call_id:
@@ -132,7 +132,7 @@ class _PendingHandoff:
     call_id: str
     input_filter: InputFilter | None
 
-    async def apply(self, run: ActiveRun) -> None:
+    async def apply(self, run: RunControl) -> None:
         """Switch at the end of the step that called the tool, and announce it."""
         cfg = run.config
         messages = run.conversation.messages
@@ -149,13 +149,13 @@ class _PendingHandoff:
                 )
             )
 
-    def replay(self, run: ActiveRun, step: StepResult, *, last: bool) -> None:
+    def replay(self, run: RunControl, step: StepResult, *, last: bool) -> None:
         """Switch again, silently, in a run rebuilt from its journal. The new agent's
         instructions are in the journal unless this switch was its last act."""
         boundary = _answer_id(run, step.results[-1].call_id)
         self.switch(run, boundary=boundary, instructions=last)
 
-    def switch(self, run: ActiveRun, *, boundary: str | None, instructions: bool) -> RunConfig:
+    def switch(self, run: RunControl, *, boundary: str | None, instructions: bool) -> RunConfig:
         """Give the run the new agent's configuration; ``boundary`` is the id of the last
         message the input filter applies to, ``instructions`` whether to append them."""
         agent = self.agent

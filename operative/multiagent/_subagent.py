@@ -29,12 +29,13 @@ from .._core._errors import InvalidArgument
 from .._core._events import SubagentCompleted, SubagentEvent
 from .._core._open_run import open_run
 from .._core._results import RunResult
+from .._core._run import control_of
 from .._core._types import FinishReason
 from ..tools import Tool, ToolContext
 from ._errors import SubagentError
 
 if TYPE_CHECKING:
-    from .._core._run import ActiveRun
+    from .._core._control import RunControl
     from ..budgets import Budget, CostBudgetMonitor
 
 __all__ = ["run_subagent", "subagent_tool", "tool_name_for"]
@@ -137,7 +138,7 @@ async def run_subagent(
     (one that builds the child's input from structured arguments, say). Without a parent
     run (``context`` is ``None`` or was not made by the loop) it is ``agent.run(input)``.
     """
-    parent: ActiveRun | None = context.execution.run if context is not None else None
+    parent: RunControl | None = context.execution.run if context is not None else None
     if parent is None or context is None:
         return await agent.run(input)
     child_id = child_run_id or f"{parent.run_id}/{context.call_id}"
@@ -151,7 +152,7 @@ class _Link:
     __slots__ = ("agent", "child", "child_id", "context", "parent", "settled", "step")
 
     def __init__(
-        self, parent: ActiveRun, context: ToolContext, agent: RunnableAgent, child_id: str
+        self, parent: RunControl, context: ToolContext, agent: RunnableAgent, child_id: str
     ) -> None:
         self.parent = parent
         self.context = context
@@ -193,7 +194,7 @@ class _Link:
         if cfg.request_context is not None:
             options.setdefault("request_context", cfg.request_context)
         options.pop("durable", None)  # a child lives and dies with its parent's task
-        remaining = parent.budget_remaining()
+        remaining = parent.query("budget_remaining")
         if remaining is not None:
             options["budget"] = _tighter(options.get("budget"), remaining)
         return open_run(
@@ -222,14 +223,18 @@ class _Link:
 
     def _settle(self) -> Any:
         """Add the child's spend to the parent (synchronous: safe while cancelled)."""
-        child = self.child
-        result: RunResult | None = child.ended_result if child is not None else None
+        child = None if self.child is None else control_of(self.child)
+        result: RunResult | None = None
+        if child is not None:
+            result = child.ended_result
+        elif self.child is not None:
+            result = getattr(self.child, "ended_result", None)
         if result is None or self.settled:
             return None
         self.settled = True
         parent = self.parent
         usage = result.usage
-        spent = child.budget_spent() if hasattr(child, "budget_spent") else None
+        spent = child.query("budget_spent") if child is not None else None
         if spent is None:
             from ..budgets import BudgetSpent, usage_tokens
 

@@ -33,7 +33,8 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from .._agent import Agent
 from .._core._errors import CorruptRecordError, InvalidArgument, LeaseLostError, OperativeError
-from .._core._extension import Extension
+from .._core._extension import Extension, Step
+from .._core._results import StepResult
 from .._core._types import ApprovalDecision, PendingApproval
 from .._lazy._agent import resolve_agent
 from ..conversation import ConversationHistory
@@ -108,13 +109,17 @@ class _RolloverExtension(Extension):
         self._control = control
         self._steering = steering
 
-    async def step_started(self, run: Any, step: int) -> None:
-        if self._journal.rollover and self._control.abort_reason is None:
-            self._control.shutdown("rollover")
-            return
-        steering = self._steering
-        if steering is not None and self._journal.steers > steering.taken:
-            await steering.catch_up()  # before the step's steering entry reads the gate
+    def wrap_step(self, run: Any, step: int, body: Step) -> Step:
+        async def rolled_over() -> StepResult:
+            if self._journal.rollover and self._control.abort_reason is None:
+                self._control.shutdown("rollover")
+            else:
+                steering = self._steering
+                if steering is not None and self._journal.steers > steering.taken:
+                    await steering.catch_up()  # before the step's steering entry reads it
+            return await body()
+
+        return rolled_over
 
 
 class _RunSteering(Steering):

@@ -107,7 +107,7 @@ async def _abort(run: Any, caller: trio.CancelScope) -> None:
 
 
 async def _add_deadline(run: Any, caller: trio.CancelScope) -> None:
-    run.add_deadline(run.now() + 1.0, FinishReason.ABORTED, "too late")
+    run._control.add_deadline(run._control.now() + 1.0, FinishReason.ABORTED, "too late")
 
 
 async def _cancel_caller(run: Any, caller: trio.CancelScope) -> None:
@@ -115,7 +115,7 @@ async def _cancel_caller(run: Any, caller: trio.CancelScope) -> None:
 
 
 def _writer_of(run: Any) -> Any:
-    (driver,) = [extension for extension in run.extensions if extension.durable]
+    (driver,) = [e for e in run._control.extensions if e.durable]
     return driver._writer
 
 

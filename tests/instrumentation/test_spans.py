@@ -515,9 +515,9 @@ async def test_an_uninstrumented_run_does_no_tracing_work() -> None:
     """Without instrumentation the run keeps its own generate function and no tracer."""
     model = Model(["hi"])
     async with open_run(generate=model, conversation=_conversation()) as run:
-        assert run.extensions == ()
-        assert run._cfg.generate is model
-        assert not run._hub.wants("step.started")
+        assert run._control.extensions == ()
+        assert run._control.config.generate is model
+        assert not run._control.wants("step.started")
 
 
 def test_bad_arguments_are_refused(telemetry: Telemetry) -> None:

@@ -83,7 +83,7 @@ async def run_once(
         run.add_listener("*", events.append)
     result = await run.result()
     check_run_invariants(result, events)
-    spent = run.budget_spent()
+    spent = run._control.query("budget_spent")
     assert isinstance(spent, BudgetSpent)
     return result, events, spent
 
@@ -571,5 +571,5 @@ async def test_run_charge_refuses_negative_usage_and_charges_nothing() -> None:
     async with agent.open_run("hi") as run:
         before = run.snapshot()
         with pytest.raises(InvalidArgument, match="negative"):
-            run.charge(Usage(prompt=-5, total=-5))
+            run._control.charge(Usage(prompt=-5, total=-5))
         assert run.snapshot().usage == before.usage
