@@ -1,9 +1,10 @@
 """The extension seam, exercised directly: which boundaries a run calls, in what order,
-and what a feature may do through them (see ``operative/_core/_extension.py``)."""
+what each sees of the run, and what a feature may do through them (see
+``operative/_core/_extension.py`` and ``operative/_core/_control.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +18,11 @@ from operative import (
     CleanupError,
     ContextManagement,
     Conversation,
-    Extension,
     FinishReason,
     GenerateFunction,
     GenerateRequest,
     GenerateResponse,
     InvalidArgument,
-    ResumePoint,
     RetryOptions,
     RunResult,
     StepResult,
@@ -36,6 +35,8 @@ from operative import (
     stop_when,
     tool,
 )
+from operative._core._control import RunControl
+from operative._core._extension import BOUNDARIES, Answered, Loop, Parked, Recorded, Step
 from operative.budgets import Budget
 from operative.context import summarize
 from operative.durable import (
@@ -46,10 +47,10 @@ from operative.durable import (
     ToolStarted,
     recover,
 )
+from operative.extending import Execute, Extension, Feature, ResumePoint, RunConfig
 from operative.testing import ScriptedModel
 from operative.tools import ExecutionContext
 
-Execute = Callable[[ToolCall, ExecutionContext], Awaitable[ToolResult]]
 STOP = stop_when.no_tool_calls()
 
 
@@ -81,80 +82,89 @@ def adding() -> ScriptedModel:
 
 
 class Recorder(Extension):
-    """Overrides every boundary and appends what it saw to ``log``."""
+    """Overrides every boundary but ``spent`` (see :class:`Metering`) and appends what it
+    saw to ``log``: each entry ends with what ``probe`` saw of the run then. Each wrapper
+    logs its pre-part, and the wrappers around the run and each step their post-part
+    too; every run a boundary is given is kept in ``controls``."""
 
-    def __init__(self, log: list[tuple[Any, ...]], probe: Callable[[ActiveRun], Any]) -> None:
+    def __init__(self, log: list[tuple[Any, ...]], probe: Callable[[RunControl], Any]) -> None:
         self.log = log
         self.probe = probe
-        self.run: ActiveRun | None = None
+        self.controls: list[Any] = []
 
-    def _see(self, *entry: Any) -> None:
-        """Log ``entry`` and, last, what the probe sees of the run (None before it)."""
-        self.log.append((*entry, None if self.run is None else self.probe(self.run)))
+    def _see(self, run: RunControl, *entry: Any) -> None:
+        if not any(run is seen for seen in self.controls):
+            self.controls.append(run)
+        self.log.append((*entry, self.probe(run)))
 
-    def attached(self, run: ActiveRun) -> None:
-        self.run = run
-        self._see("attached")
+    def attach(self, run: RunControl, nursery: trio.Nursery) -> None:
+        self._see(run, "attach")
 
-    def wrap_generate(self, generate: GenerateFunction) -> GenerateFunction:
-        self._see("wrap_generate")
-        return generate
+    def wrap_run(self, run: RunControl, loop: Loop) -> Loop:
+        async def wrapped() -> FinishReason:
+            self._see(run, "wrap_run")
+            finish = await loop()
+            self._see(run, "loop returned", finish)
+            return finish
 
-    def start_tasks(self, run: ActiveRun, nursery: trio.Nursery) -> None:
-        self._see("start_tasks")
+        return wrapped
 
-    async def run_started(self, run: ActiveRun) -> ResumePoint | None:
-        self._see("run_started")
-        return None
+    def wrap_step(self, run: RunControl, step: int, body: Step) -> Step:
+        async def wrapped() -> StepResult:
+            self._see(run, "wrap_step", step)
+            result = await body()
+            self._see(run, "stepped", result.step)
+            return result
 
-    def wrap_loop(
-        self, run: ActiveRun, loop: Callable[[], Awaitable[FinishReason]]
-    ) -> Callable[[], Awaitable[FinishReason]]:
-        self._see("wrap_loop")
-        return loop
+        return wrapped
 
-    async def step_started(self, run: ActiveRun, step: int) -> None:
-        self._see("step_started", step)
+    def wrap_generate(self, run: RunControl, generate: GenerateFunction) -> GenerateFunction:
+        self._see(run, "wrap_generate")
 
-    def replayed(self, run: ActiveRun, step: int) -> GenerateResponse | None:
-        self._see("replayed", step)
-        return None
+        async def wrapped(request: GenerateRequest) -> GenerateResponse:
+            self._see(run, "generate", request.step, request.attempt)
+            return await generate(request)
 
-    async def generated(
-        self, run: ActiveRun, step: int, response: GenerateResponse, usage: Usage
-    ) -> None:
-        self._see("generated", step)
+        return wrapped
 
-    def wrap_tool(self, run: ActiveRun, execute: Execute, step: int) -> Execute:
-        self._see("wrap_tool", step)
+    async def wrap_tool(
+        self, run: RunControl, execute: Execute, step: int, calls: tuple[ToolCall, ...]
+    ) -> Execute:
+        self._see(run, "wrap_tool", step, tuple(call.id for call in calls))
 
-        async def recorded(call: ToolCall, context: ExecutionContext) -> ToolResult:
-            self._see("tool", call.name)
+        async def wrapped(call: ToolCall, context: ExecutionContext) -> ToolResult:
+            self._see(run, "tool", call.name)
             return await execute(call, context)
 
-        return recorded
+        return wrapped
 
-    async def tool_parked(self, run: ActiveRun, step: int, call: ToolCall, *, parked: bool) -> None:
-        self._see("tool_parked", step, parked)
+    async def recorded(self, run: RunControl, fact: Recorded) -> None:
+        if isinstance(fact, Answered):
+            self._see(run, "answered", fact.step)
+        else:
+            assert isinstance(fact, Parked)
+            self._see(run, "parked", fact.step, fact.parked)
 
-    async def step_completed(self, run: ActiveRun, step: StepResult) -> None:
-        self._see("step_completed", step.step)
-
-    async def run_ending(self, run: ActiveRun, result: RunResult, *, shutdown: bool) -> RunResult:
-        self._see("run_ending", result.finish_reason, shutdown)
+    async def run_ending(self, run: RunControl, result: RunResult, *, shutdown: bool) -> RunResult:
+        self._see(run, "run_ending", result.finish_reason, shutdown)
         return result
 
 
 class Recording:
     """The feature: one :class:`Recorder` per run, each with a log of its own."""
 
-    def __init__(self, probe: Callable[[ActiveRun], Any] = lambda run: None) -> None:
+    def __init__(self, probe: Callable[[RunControl], Any] = lambda run: None) -> None:
         self.probe = probe
         self.logs: list[list[tuple[Any, ...]]] = []
+        self.made: list[Recorder] = []
+
+    def make(self, log: list[tuple[Any, ...]]) -> Recorder:
+        return Recorder(log, self.probe)
 
     def extension(self, config: Any) -> Recorder:
         self.logs.append([])
-        return Recorder(self.logs[-1], self.probe)
+        self.made.append(self.make(self.logs[-1]))
+        return self.made[-1]
 
 
 def names(log: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
@@ -169,30 +179,33 @@ def seen(log: list[tuple[Any, ...]]) -> dict[tuple[Any, ...], Any]:
 
 EXPECTED = [
     ("wrap_generate",),
-    ("attached",),
-    ("start_tasks",),
-    ("run_started",),
-    ("wrap_loop",),
-    ("step_started", 1),
-    ("replayed", 1),
-    ("generated", 1),
-    ("wrap_tool", 1),
+    ("attach",),
+    ("wrap_run",),
+    ("wrap_step", 1),
+    ("generate", 1, 1),
+    ("answered", 1),
+    ("wrap_tool", 1, ("c1",)),
     ("tool", "add"),
-    ("step_completed", 1),
-    ("step_started", 2),
-    ("replayed", 2),
-    ("generated", 2),
-    ("step_completed", 2),
+    ("stepped", 1),
+    ("wrap_step", 2),
+    ("generate", 2, 1),
+    ("answered", 2),
+    ("stepped", 2),
+    ("loop returned", FinishReason.STOP_CONDITION),
     ("run_ending", FinishReason.STOP_CONDITION, False),
 ]
 """The boundaries of a two-step run whose first step calls one tool. ``wrap_generate``
-comes first: the run's generate is wrapped as the run is made, before ``attached``."""
+comes first: the run's generate is wrapped as the run is made, before ``attach``."""
 
 
 async def test_the_boundaries_come_in_order(autojump_clock: trio.testing.MockClock) -> None:
-    """Every boundary of a run with a tool call, in the order the loop reaches them,
-    each seeing the run as it is then (steps completed so far)."""
-    recording = Recording(probe=lambda run: len(run.steps))
+    """Every boundary of a run with a tool call, in the order the loop reaches them, each
+    given the run's ``RunControl`` (one, not the caller's ``ActiveRun``) and seeing the
+    run as it is then: ``wrap_run`` after ``run.started``; a step's pre-part before the
+    step is current, its post-part with the step's record not yet kept."""
+    recording = Recording(
+        probe=lambda run: (run.current_step, len(run.steps), run.started_at is not None)
+    )
     async with open_run(
         generate=adding(),
         conversation=user("2 + 3?"),
@@ -204,17 +217,134 @@ async def test_the_boundaries_come_in_order(autojump_clock: trio.testing.MockClo
     assert result.content == "It is 5."
     (log,) = recording.logs
     assert names(log) == EXPECTED
-    steps = seen(log)
-    assert steps[("step_started", 2)] == 1  # step 1 is in run.steps when step 2 begins
-    assert steps[("step_completed", 1)] == 0  # ... but not yet at its own step_completed
-    assert steps[("run_ending", FinishReason.STOP_CONDITION, False)] == 2
+    assert [entry[-1] for entry in log] == [
+        (0, 0, False),  # wrap_generate: the run is being made
+        (0, 0, False),  # attach: the loop has not started
+        (0, 0, True),  # wrap_run: run.started is sent
+        (0, 0, True),  # wrap_step 1: before the step's first checkpoint
+        (1, 0, True),  # generate
+        (1, 0, True),  # answered
+        (1, 0, True),  # wrap_tool
+        (1, 0, True),  # tool
+        (1, 0, True),  # stepped 1: its record is not kept yet
+        (1, 1, True),  # wrap_step 2: step 1 is kept
+        (2, 1, True),
+        (2, 1, True),
+        (2, 1, True),
+        (2, 2, True),  # loop returned
+        (2, 2, True),  # run_ending
+    ]
+    (recorder,) = recording.made
+    (control,) = recorder.controls
+    assert type(control) is RunControl  # not the caller's ActiveRun
+    assert control.run_id == run.run_id
+    assert control.extensions == (recorder,)
+    assert control.ended_result is not None
+    assert control.ended_result.content == "It is 5."
 
 
-async def test_a_parked_call_is_reported_at_tool_parked(
+async def test_wrappers_nest_with_the_last_outermost_and_moments_go_in_order(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """A call that waits for a person is reported parked, then approved, between
-    ``wrap_tool`` and ``step_completed``."""
+    """Two extensions, in the order of ``extensions=``: the moments (``attach``,
+    ``recorded``, ``run_ending``) call the first, then the second; the wrappers nest with
+    the second outermost (its pre-part first, its post-part last); each tool wrapper is
+    asked in order, so the last one asked runs the call first."""
+    log: list[str] = []
+
+    class Tagged(Extension):
+        def __init__(self, tag: str) -> None:
+            self.tag = tag
+
+        def attach(self, run: RunControl, nursery: trio.Nursery) -> None:
+            log.append(f"{self.tag} attach")
+
+        def wrap_step(self, run: RunControl, step: int, body: Step) -> Step:
+            async def wrapped() -> StepResult:
+                log.append(f"{self.tag} step {step} in")
+                result = await body()
+                log.append(f"{self.tag} step {step} out")
+                return result
+
+            return wrapped
+
+        def wrap_generate(self, run: RunControl, generate: GenerateFunction) -> GenerateFunction:
+            async def wrapped(request: GenerateRequest) -> GenerateResponse:
+                log.append(f"{self.tag} generate")
+                return await generate(request)
+
+            return wrapped
+
+        async def wrap_tool(
+            self, run: RunControl, execute: Execute, step: int, calls: tuple[ToolCall, ...]
+        ) -> Execute:
+            log.append(f"{self.tag} wrap_tool")
+
+            async def wrapped(call: ToolCall, context: ExecutionContext) -> ToolResult:
+                log.append(f"{self.tag} tool")
+                return await execute(call, context)
+
+            return wrapped
+
+        async def recorded(self, run: RunControl, fact: Recorded) -> None:
+            log.append(f"{self.tag} recorded")
+
+        async def run_ending(
+            self, run: RunControl, result: RunResult, *, shutdown: bool
+        ) -> RunResult:
+            log.append(f"{self.tag} run_ending")
+            return result
+
+    class Tag:
+        def __init__(self, tag: str) -> None:
+            self.tag = tag
+
+        def extension(self, config: Any) -> Extension:
+            return Tagged(self.tag)
+
+    async with open_run(
+        generate=adding(),
+        conversation=user("2 + 3?"),
+        tools=[add],
+        stop_when=STOP,
+        extensions=[Tag("A"), Tag("B")],
+    ) as run:
+        result = await run.result()
+    assert result.content == "It is 5."
+    assert log == [
+        "A attach",
+        "B attach",
+        "B step 1 in",
+        "A step 1 in",
+        "B generate",
+        "A generate",
+        "A recorded",
+        "B recorded",
+        "A wrap_tool",
+        "B wrap_tool",
+        "B tool",
+        "A tool",
+        "A step 1 out",
+        "B step 1 out",
+        "B step 2 in",
+        "A step 2 in",
+        "B generate",
+        "A generate",
+        "A recorded",
+        "B recorded",
+        "A step 2 out",
+        "B step 2 out",
+        "A run_ending",
+        "B run_ending",
+    ]
+
+
+async def test_a_parked_call_is_reported_as_recorded(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A call that waits for a person is reported parked (``recorded(Parked(...,
+    parked=True))``), then approved (``parked=False``), inside the tool wrapper and
+    before the step's post-part."""
 
     @tool(needs_approval=True)
     async def delete(path: str) -> str:
@@ -225,7 +355,7 @@ async def test_a_parked_call_is_reported_at_tool_parked(
         await trio.sleep(5)
         return True
 
-    recording = Recording()
+    recording = Recording(probe=lambda run: run.now())
     model = ScriptedModel(
         [
             GenerateResponse(
@@ -244,13 +374,103 @@ async def test_a_parked_call_is_reported_at_tool_parked(
     ) as run:
         result = await run.result()
     assert result.steps[0].results[0].value == "deleted x"
-    step_one = names(recording.logs[0])[8:12]
-    assert step_one == [
-        ("wrap_tool", 1),
+    (log,) = recording.logs
+    assert names(log)[6:11] == [
+        ("wrap_tool", 1, ("d",)),
         ("tool", "delete"),
-        ("tool_parked", 1, True),
-        ("tool_parked", 1, False),
+        ("parked", 1, True),
+        ("parked", 1, False),
+        ("stepped", 1),
     ]
+    at = seen(log)
+    assert at[("parked", 1, False)] - at[("parked", 1, True)] == 5  # the person's decision
+
+
+async def test_a_step_answered_with_a_recorded_answer_does_not_call_the_model(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """``run.answer_with(response)`` in a step's pre-part: the step takes that answer
+    (and its usage) instead of calling the model, and the extensions are told it was
+    answered as usual; the next step calls the model again."""
+    facts: list[Recorded] = []
+    recorded_answer = GenerateResponse(
+        tool_calls=(ToolCall(id="c1", name="add", arguments={"a": 2, "b": 3}),),
+        usage=Usage.of(prompt=8, completion=2),
+    )
+
+    class Replaying(Extension):
+        def wrap_step(self, run: RunControl, step: int, body: Step) -> Step:
+            if step == 1:
+                run.answer_with(recorded_answer)
+            return body
+
+        async def recorded(self, run: RunControl, fact: Recorded) -> None:
+            facts.append(fact)
+
+    class Replay:
+        def extension(self, config: Any) -> Extension:
+            return Replaying()
+
+    model = ScriptedModel(["It is 5."])
+    async with open_run(
+        generate=model,
+        conversation=user("2 + 3?"),
+        tools=[add],
+        stop_when=STOP,
+        extensions=[Replay()],
+    ) as run:
+        result = await run.result()
+    assert result.content == "It is 5."
+    assert model.calls == 1
+    assert [request.step for request in model.requests] == [2]
+    assert result.steps[0].results[0].value == 5
+    assert result.steps[0].usage == Usage.of(prompt=8, completion=2)
+    assert [(type(fact), fact.step) for fact in facts] == [(Answered, 1), (Answered, 2)]
+    first = facts[0]
+    assert isinstance(first, Answered)
+    assert first.response is recorded_answer
+
+
+@pytest.mark.parametrize("check_stop", [True, False])
+async def test_a_run_resumed_by_its_wrap_run_goes_on_from_the_resume_point(
+    autojump_clock: trio.testing.MockClock, check_stop: bool
+) -> None:
+    """``run.resume(steps, usage, ResumePoint(...))`` before the loop: the run holds the
+    steps and spend given and goes on at ``next_step``; with ``check_stop`` its last step
+    is checked against the stop conditions first (it met them: the run ends at once,
+    without calling the model)."""
+    earlier = StepResult(step=1, content="an earlier answer", usage=Usage.of(3, 1))
+
+    class Resuming(Extension):
+        def wrap_run(self, run: RunControl, loop: Loop) -> Loop:
+            async def resumed() -> FinishReason:
+                run.resume(
+                    (earlier,), Usage.of(3, 1), ResumePoint(next_step=2, check_stop=check_stop)
+                )
+                return await loop()
+
+            return resumed
+
+    class Resume:
+        def extension(self, config: Any) -> Extension:
+            return Resuming()
+
+    model = ScriptedModel([GenerateResponse(content="a new answer", usage=Usage.of(5, 5))])
+    async with open_run(
+        generate=model, conversation=user("go"), stop_when=STOP, extensions=[Resume()]
+    ) as run:
+        result = await run.result()
+    assert result.finish_reason == FinishReason.STOP_CONDITION
+    if check_stop:
+        assert model.calls == 0
+        assert result.steps == (earlier,)
+        assert result.content == "an earlier answer"
+        assert result.usage == Usage.of(3, 1)
+    else:
+        assert [request.step for request in model.requests] == [2]
+        assert [step.step for step in result.steps] == [1, 2]
+        assert result.content == "a new answer"
+        assert result.usage == Usage.of(8, 6)
 
 
 # -- the same boundaries around a durable run (SQLite) -----------------------------------
@@ -260,19 +480,28 @@ def sqlite(path: Path) -> tuple[SqliteEngine, SqliteCheckpointStore]:
     return SqliteEngine(path / "durable.db"), SqliteCheckpointStore(path / "durable.db")
 
 
+def durably_started(run: RunControl) -> bool:
+    """Whether the run's durable record is committed, as its journal says."""
+    (journal,) = [extension for extension in run.extensions if extension.durable]
+    started: bool = journal.is_durably_started()  # type: ignore[attr-defined]
+    return started
+
+
 async def test_a_durable_run_calls_the_same_boundaries_with_the_journal_outermost(
     tmp_path: Path,
 ) -> None:
     """With ``durable=`` the feature sees the same boundaries. The journal is attached
-    last: its ``run_started`` (the run record) comes after the feature's, and its tool
-    wrapper is outermost, so ``tool.started`` is committed before the feature's wrapper
-    runs, and the journal stores what that wrapper returns."""
+    last, so its wrappers are outermost: its ``wrap_run`` commits the run record before
+    the feature's wrapper begins; its tool wrapper commits ``tool.started`` before the
+    feature's wrapper runs, and stores what that wrapper returns."""
     engine, store = sqlite(tmp_path)
     journal_at_call: list[Any] = []
 
     class Marking(Recorder):
-        def wrap_tool(self, run: ActiveRun, execute: Execute, step: int) -> Execute:
-            inner = super().wrap_tool(run, execute, step)
+        async def wrap_tool(
+            self, run: RunControl, execute: Execute, step: int, calls: tuple[ToolCall, ...]
+        ) -> Execute:
+            inner = await super().wrap_tool(run, execute, step, calls)
 
             async def marked(call: ToolCall, context: ExecutionContext) -> ToolResult:
                 journal_at_call.append((await store.read(run.run_id))[-1].record)
@@ -282,11 +511,10 @@ async def test_a_durable_run_calls_the_same_boundaries_with_the_journal_outermos
             return marked
 
     class MarkingFeature(Recording):
-        def extension(self, config: Any) -> Recorder:
-            self.logs.append([])
-            return Marking(self.logs[-1], self.probe)
+        def make(self, log: list[tuple[Any, ...]]) -> Recorder:
+            return Marking(log, self.probe)
 
-    recording = MarkingFeature(probe=lambda run: run.is_durably_started)
+    recording = MarkingFeature(probe=durably_started)
     agent = create_agent(generate=adding(), tools=[add], extensions=[recording])
     async with engine, store:
         durable = Durable(engine=engine, checkpoint_store=store, run_id="d1")
@@ -295,12 +523,15 @@ async def test_a_durable_run_calls_the_same_boundaries_with_the_journal_outermos
         journal = [entry.record for entry in await store.read("d1")]
     (log,) = recording.logs
     assert names(log) == EXPECTED
-    durably_started = seen(log)
-    assert durably_started[("run_started",)] is False  # the journal's turn comes after
-    assert durably_started[("step_started", 1)] is True
-    (started,) = journal_at_call
-    assert isinstance(started, ToolStarted)
-    assert started.call_id == "c1"
+    started = seen(log)
+    assert started[("attach",)] is False
+    assert started[("wrap_run",)] is True  # the journal's wrap_run began the run first
+    assert started[("wrap_step", 1)] is True
+    (recorder,) = recording.made
+    assert [extension.durable for extension in recorder.controls[0].extensions] == [False, True]
+    (at_call,) = journal_at_call
+    assert isinstance(at_call, ToolStarted)
+    assert at_call.call_id == "c1"
     (settled,) = [record for record in journal if isinstance(record, ToolSettled)]
     assert settled.result.value == "5 (marked)"
     assert result.steps[0].results[0].value == "5 (marked)"
@@ -310,9 +541,12 @@ async def test_a_recovered_run_replays_through_the_journal_not_the_feature(
     tmp_path: Path,
 ) -> None:
     """A durable run cut during a call that is not idempotent, then recovered: the
-    feature's first run ends with ``shutdown=True``; the recovered run is ``resumed``,
-    starts at step 2 with step 1 already in ``run.steps``, and the call cut short never
-    reaches the feature's tool wrapper again (the journal, outermost, settles it)."""
+    feature's first run ends with ``shutdown=True``. The recovered run is ``resumed``;
+    the journal's ``wrap_run`` (outermost) has restored step 1 before the feature's
+    begins; step 2 is answered from the journal (``run.answer_with``: the model is not
+    called, the feature sees no ``generate`` for it but is told it was answered); the
+    call cut short never reaches the feature's tool wrapper again (the journal settles
+    it)."""
     engine, store = sqlite(tmp_path)
     entered, release = trio.Event(), trio.Event()
     executions: list[int] = []
@@ -340,6 +574,7 @@ async def test_a_recovered_run_replays_through_the_journal_not_the_feature(
         return ScriptedModel(answer)
 
     first, second = Recording(), Recording(probe=lambda run: (run.resumed, len(run.steps)))
+    recovered_model = script()
     async with engine, store:
         durable = Durable(engine=engine, checkpoint_store=store, run_id="r1")
         agent = create_agent(generate=script(), tools=[add, once], extensions=[first], name="w")
@@ -347,30 +582,32 @@ async def test_a_recovered_run_replays_through_the_journal_not_the_feature(
             async with agent.open_run("go", durable=durable):
                 await entered.wait()
                 scope.cancel()  # the worker shuts down mid-call
-        again = create_agent(generate=script(), tools=[add, once], extensions=[second], name="w")
+        again = create_agent(
+            generate=recovered_model, tools=[add, once], extensions=[second], name="w"
+        )
         results = await recover(engine=engine, checkpoint_store=store, agents={"w": again})
     assert names(first.logs[0])[-1] == ("run_ending", FinishReason.ABORTED, True)
     (log,) = second.logs
     assert names(log) == [
         ("wrap_generate",),
-        ("attached",),
-        ("start_tasks",),
-        ("run_started",),
-        ("wrap_loop",),
-        ("step_started", 2),
-        ("replayed", 2),
-        ("generated", 2),
-        ("wrap_tool", 2),
-        ("step_completed", 2),
-        ("step_started", 3),
-        ("replayed", 3),
-        ("generated", 3),
-        ("step_completed", 3),
+        ("attach",),
+        ("wrap_run",),
+        ("wrap_step", 2),
+        ("answered", 2),
+        ("wrap_tool", 2, ("o",)),
+        ("stepped", 2),
+        ("wrap_step", 3),
+        ("generate", 3, 1),
+        ("answered", 3),
+        ("stepped", 3),
+        ("loop returned", FinishReason.STOP_CONDITION),
         ("run_ending", FinishReason.STOP_CONDITION, False),
     ]
     resumed = seen(log)
-    assert resumed[("run_started",)] == (True, 0)  # the journal restores the steps after it
-    assert resumed[("step_started", 2)] == (True, 1)
+    assert resumed[("attach",)] == (True, 0)
+    assert resumed[("wrap_run",)] == (True, 1)  # the journal restored step 1 already
+    assert resumed[("wrap_step", 2)] == (True, 1)
+    assert [request.step for request in recovered_model.requests] == [3]
     assert executions == [2]  # never twice
     assert results["r1"].steps[1].results[0].outcome == "error"
     assert results["r1"].content == "done after 2 steps"
@@ -382,8 +619,15 @@ async def test_a_recovered_run_replays_through_the_journal_not_the_feature(
 async def test_a_run_without_features_has_no_extensions(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """No feature: ``run.extensions`` is empty; a feature that declines a run (its
-    ``extension`` returns None) leaves it empty too."""
+    """No feature: ``run.extensions`` is empty (as a tool sees the run); a feature that
+    declines a run (its ``extension`` returns None) leaves it empty too."""
+    extensions: list[Any] = []
+
+    @tool
+    async def look(context: ToolContext) -> str:
+        """Look at the run."""
+        extensions.append(context.execution.run.extensions)
+        return "looked"
 
     class Declining:
         def extension(self, config: Any) -> None:
@@ -391,59 +635,92 @@ async def test_a_run_without_features_has_no_extensions(
 
     choices: list[dict[str, Any]] = [{}, {"extensions": [Declining()]}]
     for options in choices:
+        model = ScriptedModel(
+            [GenerateResponse(tool_calls=(ToolCall(id="l", name="look", arguments={}),)), "ok"]
+        )
         async with open_run(
-            generate=adding(), stop_when=STOP, conversation=user("2 + 3?"), tools=[add], **options
+            generate=model, stop_when=STOP, conversation=user("look"), tools=[look], **options
         ) as run:
-            assert run.extensions == ()
             result = await run.result()
-        assert result.content == "It is 5."
+        assert result.content == "ok"
+    assert extensions == [(), ()]
+
+
+class PaidFailure(ConnectionError):
+    """A failed attempt that was still paid for (a provider error carrying usage)."""
+
+    def __init__(self, usage: Usage) -> None:
+        super().__init__("the connection dropped after the model answered")
+        self.usage = usage
 
 
 async def test_a_boundary_not_overridden_is_never_called(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """An extension that overrides only ``generated`` is called there and nowhere else
-    (the run indexes the boundaries by class, once, and skips the rest)."""
+    """An extension that overrides only ``recorded`` is called there and nowhere else,
+    not even ``spent`` for a failed attempt's usage or a charge (the run indexes the
+    boundaries by class, once, and skips the rest: ``run.charge`` has nothing to
+    settle)."""
     calls: list[str] = []
+    controls: list[RunControl] = []
 
-    class CountingOnly(Extension):
+    class RecordedOnly(Extension):
         def __init__(self) -> None:
-            for boundary in (
-                "attached",
-                "wrap_generate",
-                "start_tasks",
-                "run_started",
-                "wrap_loop",
-                "step_started",
-                "replayed",
-                "wrap_tool",
-                "tool_parked",
-                "step_completed",
-                "run_ending",
-            ):
-                # Shadow the no-op on the instance: a call would be recorded.
-                setattr(self, boundary, lambda *args, _name=boundary, **kwargs: calls.append(_name))
+            for boundary in BOUNDARIES:
+                if boundary != "recorded":
+                    # Shadow the no-op on the instance: a call would be recorded.
+                    setattr(
+                        self,
+                        boundary,
+                        lambda *args, _name=boundary, **kwargs: calls.append(_name),
+                    )
 
-        async def generated(
-            self, run: ActiveRun, step: int, response: GenerateResponse, usage: Usage
-        ) -> None:
-            calls.append(f"generated {step}")
+        async def recorded(self, run: RunControl, fact: Recorded) -> None:
+            calls.append(f"recorded {fact.step}")
+            controls.append(run)
 
     class Counting:
         def extension(self, config: Any) -> Extension:
-            return CountingOnly()
+            return RecordedOnly()
 
+    charged: list[Any] = []
+
+    @tool
+    async def delegate(context: ToolContext) -> str:
+        """Pay for work done elsewhere."""
+        charged.append(context.execution.run.charge(Usage.of(1, 1), step=context.step))
+        return "delegated"
+
+    model = ScriptedModel(
+        [
+            PaidFailure(Usage.of(prompt=4, completion=1)),
+            GenerateResponse(
+                tool_calls=(ToolCall(id="d", name="delegate", arguments={}),),
+                usage=Usage.of(10, 5),
+            ),
+            GenerateResponse(content="done", usage=Usage.of(20, 2)),
+        ]
+    )
     async with open_run(
-        generate=adding(),
+        generate=model,
         stop_when=STOP,
-        conversation=user("2 + 3?"),
-        tools=[add],
+        conversation=user("go"),
+        tools=[delegate],
+        retry=RetryOptions(max_attempts=2, jitter=False),
         extensions=[Counting()],
     ) as run:
-        assert len(run.extensions) == 1
         result = await run.result()
-    assert result.content == "It is 5."
-    assert calls == ["generated 1", "generated 2"]
+    assert result.content == "done"
+    assert result.usage == Usage.of(35, 9)
+    assert charged == [None]
+    assert calls == ["recorded 1", "recorded 2"]
+    control = controls[0]
+    (extension,) = control.extensions
+    index = control.state.ext
+    assert index.all == (extension,)
+    assert [getattr(index, boundary) for boundary in BOUNDARIES] == [
+        (extension,) if boundary == "recorded" else () for boundary in BOUNDARIES
+    ]
 
 
 @pytest.mark.parametrize("value", [object(), Extension(), [Recording(), "audit"], print])
@@ -451,11 +728,65 @@ async def test_extensions_takes_only_features(value: Any) -> None:
     """A value without ``extension(config)`` (an ``Extension`` itself included: pass
     the feature that makes one) is refused when the run is configured, saying what to
     pass."""
+    assert isinstance(Recording(), Feature)
+    assert not isinstance(Extension(), Feature)
     with pytest.raises(InvalidArgument, match=r"extensions= takes features: objects with an"):
         async with open_run(
             generate=adding(), stop_when=STOP, conversation=user("hi"), extensions=value
         ):
             pass  # pragma: no cover
+
+
+# -- the seam stays narrow ---------------------------------------------------------------
+
+
+def test_the_seam_has_eight_boundaries_and_nothing_else() -> None:
+    """At most eight boundaries; ``Extension`` defines them and the two attributes the
+    run reads (``durable``, ``unfinished``), no other method."""
+    assert len(BOUNDARIES) <= 8
+    assert set(BOUNDARIES) == {
+        "attach",
+        "wrap_run",
+        "wrap_step",
+        "wrap_generate",
+        "wrap_tool",
+        "spent",
+        "recorded",
+        "run_ending",
+    }
+    public = {name for name in dir(Extension) if not name.startswith("_")}
+    assert public == {*BOUNDARIES, "durable", "unfinished"}
+    assert Extension.durable is False
+    assert Extension.unfinished == ""
+    for boundary in BOUNDARIES:
+        assert callable(getattr(Extension, boundary))
+
+
+def test_run_config_names_no_feature() -> None:
+    """``RunConfig`` holds the features as one ordered tuple, no field per feature."""
+    fields = set(RunConfig.__struct_fields__)
+    assert "features" in fields
+    assert not fields & {"budget", "durable", "guardrails", "instrumentation", "extensions"}
+
+
+def test_the_callers_run_has_no_feature_api() -> None:
+    """The caller's ``ActiveRun`` is small (at most 20 public members) and holds none of
+    what ``RunControl`` gives features."""
+    public = {name for name in dir(ActiveRun) if not name.startswith("_")}
+    assert len(public) <= 20, sorted(public)
+    feature_api = {
+        "charge",
+        "reconfigure",
+        "emit",
+        "stop",
+        "request_switch",
+        "resume",
+        "answer_with",
+        "add_deadline",
+        "enforce",
+    }
+    assert not public & feature_api
+    assert all(hasattr(RunControl, name) for name in feature_api)
 
 
 # -- clean-up, switches and charges ------------------------------------------------------
@@ -465,12 +796,14 @@ async def test_a_failing_run_ending_makes_the_result_a_cleanup_error(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """An extension whose ``run_ending`` raises: the run's result is a ``CleanupError``
-    (its cause the exception, its ``.result`` the run's own), and the extensions after
-    it still end."""
+    (its cause the exception, its message what the extension's ``unfinished`` says is
+    left, its ``.result`` the run's own), and the extensions after it still end."""
 
     class Failing(Extension):
+        unfinished = "the audit record of this run is not written"
+
         async def run_ending(
-            self, run: ActiveRun, result: RunResult, *, shutdown: bool
+            self, run: RunControl, result: RunResult, *, shutdown: bool
         ) -> RunResult:
             raise OSError("the audit disk is full")
 
@@ -491,12 +824,15 @@ async def test_a_failing_run_ending_makes_the_result_a_cleanup_error(
     error = raised.value
     assert isinstance(error.__cause__, OSError)
     assert "OSError: the audit disk is full" in str(error)
+    assert "the audit record of this run is not written" in str(error)
     assert isinstance(error.result, RunResult)
     assert error.result.content == "It is 5."
     assert error.result.finish_reason == FinishReason.STOP_CONDITION
-    assert run.ended_result is not None
-    assert run.ended_result.finish_reason == FinishReason.ERROR
     assert names(after.logs[0])[-1] == ("run_ending", FinishReason.STOP_CONDITION, False)
+    control = after.made[0].controls[0]
+    assert control.ended_result is not None
+    assert control.ended_result.finish_reason == FinishReason.ERROR
+    assert control.ended_result.error is error
 
 
 class ToOtherModel:
@@ -507,7 +843,7 @@ class ToOtherModel:
         self.generate = generate
         self.log = log
 
-    async def apply(self, run: ActiveRun) -> None:
+    async def apply(self, run: RunControl) -> None:
         last = run.conversation.messages[-1]
         self.log.append(("apply", run.current_step, len(run.steps), last.role))
         run.reconfigure(
@@ -516,7 +852,7 @@ class ToOtherModel:
             )
         )
 
-    def replay(self, run: ActiveRun, step: StepResult, *, last: bool) -> None:
+    def replay(self, run: RunControl, step: StepResult, *, last: bool) -> None:
         raise AssertionError("only a durable run replays a switch")  # pragma: no cover
 
 
@@ -524,10 +860,10 @@ async def test_a_switch_a_tool_asks_for_applies_at_the_end_of_its_step(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """``run.request_switch`` from a tool: the switch applies once the step's results are
-    in the transcript and ``step_completed`` ran, before the next step; the stop
-    conditions are not consulted for the step that switched; the next step runs under
-    the new configuration (its generate wrapped again); a second request in one step is
-    refused."""
+    in the transcript, its wrappers returned its record and ``step.completed`` is sent,
+    before the next step; the stop conditions are not consulted for the step that
+    switched; the next step runs under the new configuration (its generate wrapped
+    again); a second request in one step is refused."""
     log: list[Any] = []
     other = ScriptedModel(["the other model answers"])
 
@@ -542,13 +878,17 @@ async def test_a_switch_a_tool_asks_for_applies_at_the_end_of_its_step(
         return "switching"
 
     class Watching(Recorder):
-        async def step_completed(self, run: ActiveRun, step: StepResult) -> None:
-            log.append(("step_completed", step.step, run.pending_switch is not None))
+        def wrap_step(self, run: RunControl, step: int, body: Step) -> Step:
+            async def watched() -> StepResult:
+                result = await body()
+                log.append(("stepped", result.step, run.pending_switch is not None))
+                return result
+
+            return super().wrap_step(run, step, watched)
 
     class Watch(Recording):
-        def extension(self, config: Any) -> Recorder:
-            self.logs.append([])
-            return Watching(self.logs[-1], self.probe)
+        def make(self, log: list[tuple[Any, ...]]) -> Recorder:
+            return Watching(log, self.probe)
 
     watch = Watch()
     first = ScriptedModel(
@@ -561,12 +901,15 @@ async def test_a_switch_a_tool_asks_for_applies_at_the_end_of_its_step(
         stop_when=stop_when.tool_called("switch"),  # would stop at step 1 without the switch
         extensions=[watch],
     ) as run:
+        run.add_listener("step.completed", lambda event: log.append(("completed", event.step)))
         result = await run.result()
     assert log == [
         ("pending", True),
-        ("step_completed", 1, True),
+        ("stepped", 1, True),
+        ("completed", 1),
         ("apply", 1, 1, "tool"),
-        ("step_completed", 2, False),
+        ("stepped", 2, False),
+        ("completed", 2),
     ]
     assert result.content == "the other model answers"
     assert len(result.steps) == 2
@@ -575,6 +918,7 @@ async def test_a_switch_a_tool_asks_for_applies_at_the_end_of_its_step(
         ("wrap_generate",),
         ("wrap_generate",),
     ]
+    assert ("generate", 2, 1) in names(watch.logs[0])  # the new generate, wrapped
 
 
 async def test_charge_adds_usage_to_the_run_and_its_step(
@@ -626,31 +970,19 @@ async def test_charge_adds_usage_to_the_run_and_its_step(
 # -- the boundaries of spending and limits -------------------------------------------------
 
 
-class PaidFailure(ConnectionError):
-    """A failed attempt that was still paid for (a provider error carrying usage)."""
-
-    def __init__(self, usage: Usage) -> None:
-        super().__init__("the connection dropped after the model answered")
-        self.usage = usage
-
-
 class Metering(Recorder):
-    """A :class:`Recorder` that also overrides the boundaries of spending and limits,
-    logging their arguments, and asks for each spend to be settled (logged when the run
-    awaits it)."""
+    """A :class:`Recorder` that also overrides ``spent``, logging its arguments, and asks
+    for each spend to be settled (logged when the run awaits it)."""
 
     def _settle(self, source: str) -> Any:
-        async def settle(run: ActiveRun) -> None:
+        async def settle(run: RunControl) -> None:
             self.log.append(("settled", source, run.current_step))
 
         return settle
 
-    async def step_entered(self, run: ActiveRun, step: int) -> None:
-        self._see("step_entered", step)
-
     def spent(
         self,
-        run: ActiveRun,
+        run: RunControl,
         step: int | None,
         usage: Usage,
         model: str | None,
@@ -658,36 +990,26 @@ class Metering(Recorder):
         source: Any,
         detail: Any = None,
     ) -> Any:
-        self._see("spent", step, usage.total, model, source, detail)
+        self._see(run, "spent", step, usage.total, model, source, detail)
         return self._settle(source)
-
-    async def before_attempt(self, run: ActiveRun, request: GenerateRequest, attempt: int) -> None:
-        self._see("before_attempt", request.step, attempt)
-
-    async def tools_starting(self, run: ActiveRun, step: int, calls: tuple[ToolCall, ...]) -> None:
-        self._see("tools_starting", step, tuple(call.id for call in calls))
-
-    async def run_stopped(self, run: ActiveRun, result: RunResult) -> None:
-        self._see("run_stopped", result.finish_reason)
 
 
 class Meter(Recording):
-    def extension(self, config: Any) -> Recorder:
-        self.logs.append([])
-        return Metering(self.logs[-1], self.probe)
+    def make(self, log: list[tuple[Any, ...]]) -> Recorder:
+        return Metering(log, self.probe)
 
 
 async def test_the_boundaries_of_spending_come_in_order_with_their_arguments(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """``step_entered`` once the step is current and announced; ``before_attempt``
-    before each attempt, retries included; ``spent`` for a failed attempt's usage (no
-    model), the answer's (its model) and a ``run.charge`` (its step and ``spent=``
-    detail); each settle awaited once what it paid for is recorded: a failed attempt's
-    before the next attempt, the answer's after ``step.generated`` and before
-    ``tools_starting``, a charge's at ``run.enforce``; ``tools_starting`` with the calls
-    that will run (not one a hook skipped); ``run_stopped`` before the ``on_run_end``
-    hooks and ``run_ending``."""
+    """The wrapped generate is called for each attempt, retries included; ``spent`` for
+    a failed attempt's usage (no model), the answer's (its model) and a ``run.charge``
+    (its step and ``spent=`` detail); each settle is awaited once what it paid for is
+    recorded: a failed attempt's before the next attempt, the answer's after
+    ``recorded(Answered)`` and ``step.generated`` and before ``wrap_tool``, a charge's at
+    ``run.enforce``; ``wrap_tool`` is given the calls that will run (not one a hook
+    skipped); the loop returns before the ``on_run_end`` hooks, which come before
+    ``run_ending``."""
 
     @tool
     async def delegate(context: ToolContext) -> str:
@@ -731,34 +1053,30 @@ async def test_the_boundaries_of_spending_come_in_order_with_their_arguments(
         result = await run.result()
     assert result.content == "done"
     (log,) = meter.logs
-    assert log[5:] == [
-        ("step_started", 1, (0, 0)),
-        ("step_entered", 1, (1, 0)),
-        ("replayed", 1, (1, 0)),
-        ("before_attempt", 1, 1, (1, 0)),
+    assert names(log[:3]) == [("wrap_generate",), ("attach",), ("wrap_run",)]
+    assert log[3:] == [
+        ("wrap_step", 1, (0, 0)),
+        ("generate", 1, 1, (1, 0)),
         ("spent", 1, 5, None, "failed-attempt", None, (1, 5)),
         ("settled", "failed-attempt", 1),
-        ("before_attempt", 1, 2, (1, 5)),
+        ("generate", 1, 2, (1, 5)),
         ("spent", 1, 15, "model-a", "attempt", None, (1, 20)),
-        ("generated", 1, (1, 20)),
+        ("answered", 1, (1, 20)),
         ("event",),
         ("settled", "attempt", 1),
-        ("tools_starting", 1, ("d",), (1, 20)),
-        ("wrap_tool", 1, (1, 20)),
+        ("wrap_tool", 1, ("d",), (1, 20)),
         ("tool", "delegate", (1, 20)),
         ("spent", 1, 10, None, "charge", "x", (1, 30)),
         ("settled", "charge", 1),
-        ("step_completed", 1, (1, 30)),
-        ("step_started", 2, (1, 30)),
-        ("step_entered", 2, (2, 30)),
-        ("replayed", 2, (2, 30)),
-        ("before_attempt", 2, 1, (2, 30)),
+        ("stepped", 1, (1, 30)),
+        ("wrap_step", 2, (1, 30)),
+        ("generate", 2, 1, (2, 30)),
         ("spent", 2, 22, None, "attempt", None, (2, 52)),
-        ("generated", 2, (2, 52)),
+        ("answered", 2, (2, 52)),
         ("event",),
         ("settled", "attempt", 2),
-        ("step_completed", 2, (2, 52)),
-        ("run_stopped", FinishReason.STOP_CONDITION, (2, 52)),
+        ("stepped", 2, (2, 52)),
+        ("loop returned", FinishReason.STOP_CONDITION, (2, 52)),
         ("on_run_end",),
         ("run_ending", FinishReason.STOP_CONDITION, False, (2, 52)),
     ]
@@ -787,91 +1105,46 @@ async def test_a_compactions_summary_is_spent_and_settled_at_once(
     ) as run:
         result = await run.result()
     assert result.usage == Usage.of(40, 6)
-    assert names(meter.logs[0])[7:12] == [
-        ("replayed", 1),
+    assert names(meter.logs[0])[3:8] == [
+        ("wrap_step", 1),
         ("spent", 1, 35, None, "compaction", None),
         ("settled", "compaction"),
-        ("before_attempt", 1, 1),
+        ("generate", 1, 1),
         ("spent", 1, 11, None, "attempt", None),
     ]
 
 
-async def test_the_boundaries_of_spending_are_never_called_unless_overridden(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """A run whose one extension overrides none of ``step_entered``, ``spent``,
-    ``before_attempt``, ``tools_starting``, ``run_stopped`` never calls them, not even
-    for a failed attempt's usage or a charge: each is skipped by an empty tuple (and
-    ``run.charge`` has nothing to settle)."""
-    calls: list[str] = []
-    boundaries = ("step_entered", "spent", "before_attempt", "tools_starting", "run_stopped")
-
-    class Quiet(Extension):
-        def __init__(self) -> None:
-            for boundary in boundaries:
-                # Shadow the no-op on the instance: a call would be recorded.
-                setattr(self, boundary, lambda *args, _name=boundary, **kwargs: calls.append(_name))
-
-    class QuietFeature:
-        def extension(self, config: Any) -> Extension:
-            return Quiet()
-
-    charged: list[Any] = []
-
-    @tool
-    async def delegate(context: ToolContext) -> str:
-        """Pay for work done elsewhere."""
-        charged.append(context.execution.run.charge(Usage.of(1, 1), step=context.step))
-        return "delegated"
-
-    model = ScriptedModel(
-        [
-            PaidFailure(Usage.of(prompt=4, completion=1)),
-            GenerateResponse(
-                tool_calls=(ToolCall(id="d", name="delegate", arguments={}),),
-                usage=Usage.of(10, 5),
-            ),
-            GenerateResponse(content="done", usage=Usage.of(20, 2)),
-        ]
-    )
-    async with open_run(
-        generate=model,
-        stop_when=STOP,
-        conversation=user("go"),
-        tools=[delegate],
-        retry=RetryOptions(max_attempts=2, jitter=False),
-        extensions=[QuietFeature()],
-    ) as run:
-        (extension,) = run.extensions
-        result = await run.result()
-    assert result.content == "done"
-    assert result.usage == Usage.of(35, 9)
-    assert charged == [None]
-    assert calls == []
-    ext = run._state.ext
-    assert [getattr(ext, boundary) for boundary in boundaries] == [()] * len(boundaries)
-    assert ext.all == (extension,)
-
-
 class Limiting(Extension):
-    """Stops the run at one boundary, with ``run.stop``."""
+    """Stops the run at one place, with ``run.stop``: the pre-part of a step's wrapper,
+    the generate wrapper before an attempt, or the tool wrapper."""
 
     def __init__(self, at: str) -> None:
         self.at = at
 
-    async def _stop(self, run: ActiveRun, where: str) -> None:
+    async def _stop(self, run: RunControl, where: str) -> None:
         if where == self.at:
             run.stop(FinishReason.BUDGET_EXCEEDED, f"limit reached at {where}")
             await trio.lowlevel.checkpoint()
 
-    async def step_entered(self, run: ActiveRun, step: int) -> None:
-        await self._stop(run, f"step_entered {step}")
+    def wrap_step(self, run: RunControl, step: int, body: Step) -> Step:
+        async def limited() -> StepResult:
+            await self._stop(run, f"wrap_step {step}")
+            return await body()
 
-    async def before_attempt(self, run: ActiveRun, request: GenerateRequest, attempt: int) -> None:
-        await self._stop(run, f"before_attempt {request.step}")
+        return limited
 
-    async def tools_starting(self, run: ActiveRun, step: int, calls: tuple[ToolCall, ...]) -> None:
-        await self._stop(run, f"tools_starting {step}")
+    def wrap_generate(self, run: RunControl, generate: GenerateFunction) -> GenerateFunction:
+        async def limited(request: GenerateRequest) -> GenerateResponse:
+            await self._stop(run, f"wrap_generate step {request.step} attempt {request.attempt}")
+            return await generate(request)
+
+        return limited
+
+    async def wrap_tool(
+        self, run: RunControl, execute: Execute, step: int, calls: tuple[ToolCall, ...]
+    ) -> Execute:
+        await self._stop(run, f"wrap_tool {step}")
+        return execute
 
 
 class Limit:
@@ -883,20 +1156,35 @@ class Limit:
 
 
 @pytest.mark.parametrize(
-    ("at", "model_calls", "outcomes"),
+    ("at", "model_calls", "outcomes", "started", "aborted"),
     [
-        ("step_entered 2", 1, [["success"]]),
-        ("before_attempt 2", 1, [["success"]]),
-        ("before_attempt 1", 0, []),
-        ("tools_starting 1", 1, [["cancelled", "cancelled"]]),
+        ("wrap_step 2", 1, [["success"]], [1], []),
+        ("wrap_generate step 2 attempt 1", 1, [["success"]], [1, 2], [2]),
+        ("wrap_generate step 1 attempt 1", 0, [], [1], [1]),
+        ("wrap_generate step 1 attempt 2", 1, [], [1], [1]),
+        ("wrap_tool 1", 1, [["cancelled", "cancelled"]], [1], [1]),
     ],
+    ids=["step-2", "generate-step-2", "generate-step-1", "generate-retry", "tool-step-1"],
 )
 async def test_an_extension_stops_the_run_where_it_is_called(
-    autojump_clock: trio.testing.MockClock, at: str, model_calls: int, outcomes: list[Any]
+    autojump_clock: trio.testing.MockClock,
+    at: str,
+    model_calls: int,
+    outcomes: list[Any],
+    started: list[int],
+    aborted: list[int],
 ) -> None:
-    """``run.stop`` in ``step_entered`` or ``before_attempt`` ends the run before the
-    model is called; in ``tools_starting``, before any of the step's calls runs (each is
-    settled ``cancelled``). The run ends with the reason given."""
+    """``run.stop`` then a checkpoint ends the run right there, with the reason given:
+
+    - in a step's pre-part (step 2): before the step begins (never announced, nothing
+      to repair; step 1 stands);
+    - in the generate wrapper, before the model is called: the step has begun and is
+      cut (``step.aborted``), with no record since it has no answer; before step 2's
+      attempt step 1 stands; before step 1's first attempt the model is never called;
+      before step 1's retry, only the failed attempt was (and its usage is kept);
+    - in the tool wrapper (step 1): the answer is recorded, and none of the step's calls
+      runs: each is settled ``cancelled``.
+    """
     ran: list[str] = []
 
     @tool
@@ -905,55 +1193,68 @@ async def test_an_extension_stops_the_run_where_it_is_called(
         ran.append(text)
         return text
 
+    retried = at.endswith("attempt 2")
+    calls: tuple[ToolCall, ...] = (ToolCall(id="a", name="note", arguments={"text": "a"}),)
+    if at == "wrap_tool 1":
+        calls += (ToolCall(id="b", name="note", arguments={"text": "b"}),)
     model = ScriptedModel(
         [
-            GenerateResponse(
-                tool_calls=(
-                    ToolCall(id="a", name="note", arguments={"text": "a"}),
-                    ToolCall(id="b", name="note", arguments={"text": "b"}),
-                )
-                if at == "tools_starting 1"
-                else (ToolCall(id="a", name="note", arguments={"text": "a"}),)
-            ),
+            *([PaidFailure(Usage.of(prompt=4, completion=1))] if retried else []),
+            GenerateResponse(tool_calls=calls),
             "never",
         ]
     )
+    events: list[tuple[str, int]] = []
     async with open_run(
         generate=model,
         stop_when=STOP,
         conversation=user("go"),
         tools=[note],
+        retry=RetryOptions(max_attempts=2, initial_delay=1, jitter=False),
         extensions=[Limit(at)],
     ) as run:
+        run.add_listener("step.started", lambda event: events.append(("started", event.step)))
+        run.add_listener("step.aborted", lambda event: events.append(("aborted", event.step)))
         result = await run.result()
     assert result.finish_reason == FinishReason.BUDGET_EXCEEDED
     assert result.abort_reason == f"limit reached at {at}"
     assert model.calls == model_calls
     assert [[r.outcome for r in step.results] for step in result.steps] == outcomes
     assert ran == (["a"] if outcomes == [["success"]] else [])
+    assert [step for kind, step in events if kind == "started"] == started
+    assert [step for kind, step in events if kind == "aborted"] == aborted
+    assert result.usage.total == (5 if retried else 0)
 
 
 async def test_a_deadline_an_extension_adds_says_why_when_it_ends_the_run(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """``run.add_deadline`` from ``run_started`` (measured from ``run.started_at``)
-    bounds the run scope; the function given as its message is asked, once, only when
-    that deadline ended the run; ``run_stopped`` then sees the result, and an exception
-    there makes the run's result that error."""
+    """``run.add_deadline`` from ``wrap_run`` (measured from ``run.started_at``) bounds
+    the run scope; the function given as its message is asked, once, only when that
+    deadline ended the run; ``run_ending`` then sees the result with that reason."""
     asked: list[float] = []
+    ended: list[tuple[Any, ...]] = []
+    controls: list[RunControl] = []
 
     class Deadline(Extension):
-        async def run_started(self, run: ActiveRun) -> ResumePoint | None:
-            assert run.started_at is not None
-            run.add_deadline(run.started_at + 30, FinishReason.BUDGET_EXCEEDED, self.why)
-            return None
+        def wrap_run(self, run: RunControl, loop: Loop) -> Loop:
+            async def bounded() -> FinishReason:
+                assert run.started_at is not None
+                run.add_deadline(run.started_at + 30, FinishReason.BUDGET_EXCEEDED, self.why)
+                controls.append(run)
+                return await loop()
+
+            return bounded
 
         def why(self) -> str:
             asked.append(trio.current_time())
             return "out of time"
 
-        async def run_stopped(self, run: ActiveRun, result: RunResult) -> None:
-            raise RuntimeError(f"could not report: {result.abort_reason}")
+        async def run_ending(
+            self, run: RunControl, result: RunResult, *, shutdown: bool
+        ) -> RunResult:
+            ended.append((result.finish_reason, result.abort_reason, shutdown))
+            return result
 
     class WithDeadline:
         def extension(self, config: Any) -> Extension:
@@ -965,18 +1266,12 @@ async def test_a_deadline_an_extension_adds_says_why_when_it_ends_the_run(
         await trio.sleep(seconds)
         return "waited"
 
-    def script() -> ScriptedModel:
-        return ScriptedModel(
-            [
-                GenerateResponse(
-                    tool_calls=(ToolCall(id="w", name="wait", arguments={"seconds": 3600}),)
-                ),
-            ]
-        )
-
+    model = ScriptedModel(
+        [GenerateResponse(tool_calls=(ToolCall(id="w", name="wait", arguments={"seconds": 3600}),))]
+    )
     start = trio.current_time()
     async with open_run(
-        generate=script(),
+        generate=model,
         stop_when=STOP,
         conversation=user("go"),
         tools=[wait],
@@ -984,13 +1279,13 @@ async def test_a_deadline_an_extension_adds_says_why_when_it_ends_the_run(
     ) as run:
         result = await run.result()
     assert asked == [start + 30]
-    assert run.started_at == start
-    assert result.finish_reason == FinishReason.ERROR
+    (control,) = controls
+    assert control.started_at == start
+    assert result.finish_reason == FinishReason.BUDGET_EXCEEDED
     assert result.abort_reason == "out of time"
-    assert isinstance(result.error, RuntimeError)
-    assert str(result.error) == "could not report: out of time"
+    assert ended == [(FinishReason.BUDGET_EXCEEDED, "out of time", False)]
     assert result.steps[0].results[0].outcome == "cancelled"
 
-    asked.clear()
     with pytest.raises(InvalidArgument, match="a failure is raised"):
-        run.stop(FinishReason.ERROR, "no")
+        control.stop(FinishReason.ERROR, "no")
+    assert asked == [start + 30]  # asked once

@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 
 from operative import (
-    Extension,
     FinishReason,
     GenerateRequest,
     GenerateResponse,
@@ -20,6 +19,8 @@ from operative import (
     stop_when,
     tool,
 )
+from operative._core._control import RunControl
+from operative.extending import Extension
 from operative.testing import ScriptedModel
 from operative.tools import ToolSource
 
@@ -118,7 +119,7 @@ async def test_reading_sources_does_not_wrap_the_generate_function_twice() -> No
     wraps: list[str] = []
 
     class Wrapping(Extension):
-        def wrap_generate(self, generate: Any) -> Any:
+        def wrap_generate(self, run: RunControl, generate: Any) -> Any:
             wraps.append("wrap")
 
             async def wrapped(request: GenerateRequest) -> GenerateResponse:
