@@ -95,19 +95,7 @@ class ToolPhase:
         context: HookContext | None = None
         to_run: list[tuple[int, ToolCall]] = list(enumerate(calls))
         if offered is not None or calls.__class__ is RefusedCalls:
-            refused: dict[str, str] | None = getattr(calls, "refused", None)
-            for index, call in to_run:
-                if refused is not None and call.id in refused:
-                    results[index] = refused_result(call, refused[call.id])
-                elif offered is not None and call.name not in offered:
-                    results[index] = ToolResult(
-                        call_id=call.id,
-                        tool_name=call.name,
-                        outcome="error",
-                        error=f"The tool {call.name!r} is not available at this step. "
-                        f"Available: {', '.join(sorted(offered)) or '(none)'}.",
-                    )
-            to_run = [(i, c) for i, c in to_run if results[i] is None]
+            to_run = _refused(calls, offered, results)
         if hooks.before_tool_execution:
             context = state.hook_context()
             to_run = await self._before_tools(to_run, results, context)
@@ -147,6 +135,21 @@ class ToolPhase:
                     nursery.start_soon(run_one, index, call, name=f"tool {call.name} {call.id}")
         state.liveness._progress(step, state.usage)
         settled: list[ToolResult] = results  # type: ignore[assignment]
+        return await self._checked(step, settled, inflight, context)
+
+    async def _checked(
+        self,
+        step: int,
+        settled: list[ToolResult],
+        inflight: Inflight,
+        context: HookContext | None,
+    ) -> tuple[ToolResult, ...]:
+        """The step's results as the ``validate_tool_result`` and ``after_tool_execution``
+        hooks leave them; ``tool-result.validated`` and ``tools.executed`` sent."""
+        state = self._state
+        hooks = state.config.hooks
+        hub = state.hub
+        run_id = state.run_id
         if hooks.validate_tool_result:
             context = context or state.hook_context()
             for index, result in enumerate(settled):
@@ -324,3 +327,23 @@ def _checked_results(replacement: Any, original: list[ToolResult], hook: Any) ->
             "call order, with the same call ids (or None)"
         )
     return replaced
+
+
+def _refused(
+    calls: tuple[ToolCall, ...], offered: frozenset[str] | None, results: list[ToolResult | None]
+) -> list[tuple[int, ToolCall]]:
+    """Settle the calls refused when the answer was checked and those of tools not
+    offered at this step (in ``results``); the calls left to run, with their index."""
+    refused: dict[str, str] | None = getattr(calls, "refused", None)
+    for index, call in enumerate(calls):
+        if refused is not None and call.id in refused:
+            results[index] = refused_result(call, refused[call.id])
+        elif offered is not None and call.name not in offered:
+            results[index] = ToolResult(
+                call_id=call.id,
+                tool_name=call.name,
+                outcome="error",
+                error=f"The tool {call.name!r} is not available at this step. "
+                f"Available: {', '.join(sorted(offered)) or '(none)'}.",
+            )
+    return [(i, c) for i, c in enumerate(calls) if results[i] is None]
