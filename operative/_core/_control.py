@@ -31,7 +31,15 @@ from ..liveness import LivenessTracker
 from ._errors import InvalidArgument
 from ._event_hub import EventHub
 from ._events import Event
-from ._extension import Extension, ResumePoint, Settle, Switch, charge_extensions, extensions_for
+from ._extension import (
+    BOUNDARIES,
+    Extension,
+    ResumePoint,
+    Settle,
+    Switch,
+    charge_extensions,
+    extensions_for,
+)
 from ._final_answer import answer_of
 from ._model import GenerateFunction, GenerateResponse, usage_problem
 from ._options import RunConfig
@@ -148,9 +156,11 @@ class RunControl:
         """What the first extension with a method ``name`` answers (not ``None``), for
         features that ask each other (a durable journal asks for ``traceparent``; a
         subagent for its parent's ``budget_remaining``)."""
+        if name in BOUNDARIES:
+            raise InvalidArgument(f"{name!r} is a boundary of the seam, not a query")
         for extension in self.state.ext.all:
             ask = getattr(extension, name, None)
-            if ask is not None:
+            if callable(ask):
                 answer = ask(self)
                 if answer is not None:
                     return answer
@@ -286,7 +296,11 @@ class RunControl:
 
     def answer_with(self, response: GenerateResponse) -> None:
         """Answer the coming step with ``response``, recorded before a crash, instead
-        of calling the model (called by a ``wrap_step`` wrapper before the body)."""
+        of calling the model (called by a ``wrap_step`` wrapper before the body).
+
+        The answer's usage becomes the step's; the run's is not added to (a journal
+        counted it already, in the usage it passed to :meth:`resume`), and no ``spent``
+        is told of it."""
         self.state.recorded_answer = response
 
     def replace_answer(self, content: str) -> None:

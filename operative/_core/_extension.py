@@ -8,13 +8,15 @@ the run, each step, each model call and each tool call, and four moments no wrap
 sees::
 
     open_run
+    ├── wrap_generate(run, generate)  the run's generate function, as the run is made
+    │                                 (again after a switch); called each attempt
     ├── attach(run, nursery)          the run exists, its loop not started: listen, start
     │                                 tasks beside the loop
     └── loop task
         ├── wrap_run(run, loop)       the whole loop, after ``run.started``
         │   └── wrap_step(run, k, s)  each step, from before its first checkpoint to its
         │       │                     record (not yet kept or announced)
-        │       ├── wrap_generate     each generate attempt (retries too)
+        │       ├── (generate)        each attempt through the wrapped function
         │       ├── spent(...)        usage paid for: an attempt's, a compaction's, a charge
         │       ├── recorded(run, f)  the answer is in the transcript; a call parks
         │       └── wrap_tool         the step's calls about to run, each one's execution
@@ -166,9 +168,11 @@ class Extension:
     is given the run's :class:`RunControl`.
 
     Two optional attributes the run reads: ``durable = True`` marks the extension that
-    commits the run to a durable journal (its liveness reports ``"durable"``, and
-    ``run.wait_durably_started()`` awaits its ``wait_durably_started()``);
-    ``unfinished`` says what a ``run_ending`` that did not finish leaves behind.
+    commits the run to a durable journal (its liveness reports ``"durable"``); such an
+    extension also defines ``is_durably_started() -> bool`` and ``async
+    wait_durably_started()``, which the caller's ``run.is_durably_started`` and
+    ``run.wait_durably_started()`` answer with. ``unfinished`` says what a
+    ``run_ending`` that did not finish leaves behind.
     """
 
     durable: bool = False
