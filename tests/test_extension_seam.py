@@ -178,16 +178,17 @@ def seen(log: list[tuple[Any, ...]]) -> dict[tuple[Any, ...], Any]:
 
 
 EXPECTED = [
-    ("wrap_generate",),
     ("attach",),
     ("wrap_run",),
     ("wrap_step", 1),
+    ("wrap_generate",),
     ("generate", 1, 1),
     ("answered", 1),
     ("wrap_tool", 1, ("c1",)),
     ("tool", "add"),
     ("stepped", 1),
     ("wrap_step", 2),
+    ("wrap_generate",),
     ("generate", 2, 1),
     ("answered", 2),
     ("stepped", 2),
@@ -195,7 +196,7 @@ EXPECTED = [
     ("run_ending", FinishReason.STOP_CONDITION, False),
 ]
 """The boundaries of a two-step run whose first step calls one tool. ``wrap_generate``
-comes first: the run's generate is wrapped as the run is made, before ``attach``."""
+wraps each step's attempts, once the step's request is built."""
 
 
 async def test_the_boundaries_come_in_order(autojump_clock: trio.testing.MockClock) -> None:
@@ -218,16 +219,17 @@ async def test_the_boundaries_come_in_order(autojump_clock: trio.testing.MockClo
     (log,) = recording.logs
     assert names(log) == EXPECTED
     assert [entry[-1] for entry in log] == [
-        (0, 0, False),  # wrap_generate: the run is being made
         (0, 0, False),  # attach: the loop has not started
         (0, 0, True),  # wrap_run: run.started is sent
         (0, 0, True),  # wrap_step 1: before the step's first checkpoint
+        (1, 0, True),  # wrap_generate: step 1's attempts
         (1, 0, True),  # generate
         (1, 0, True),  # answered
         (1, 0, True),  # wrap_tool
         (1, 0, True),  # tool
         (1, 0, True),  # stepped 1: its record is not kept yet
         (1, 1, True),  # wrap_step 2: step 1 is kept
+        (2, 1, True),
         (2, 1, True),
         (2, 1, True),
         (2, 1, True),
@@ -589,7 +591,6 @@ async def test_a_recovered_run_replays_through_the_journal_not_the_feature(
     assert names(first.logs[0])[-1] == ("run_ending", FinishReason.ABORTED, True)
     (log,) = second.logs
     assert names(log) == [
-        ("wrap_generate",),
         ("attach",),
         ("wrap_run",),
         ("wrap_step", 2),
@@ -597,6 +598,7 @@ async def test_a_recovered_run_replays_through_the_journal_not_the_feature(
         ("wrap_tool", 2, ("o",)),
         ("stepped", 2),
         ("wrap_step", 3),
+        ("wrap_generate",),
         ("generate", 3, 1),
         ("answered", 3),
         ("stepped", 3),
@@ -848,7 +850,7 @@ class ToOtherModel:
         self.log.append(("apply", run.current_step, len(run.steps), last.role))
         run.reconfigure(
             msgspec.structs.replace(
-                run.config, generate=run.wrap_generate(self.generate), stop_when=(STOP,)
+                run.config, generate=self.generate, stop_when=(STOP,)
             )
         )
 
@@ -1053,9 +1055,10 @@ async def test_the_boundaries_of_spending_come_in_order_with_their_arguments(
         result = await run.result()
     assert result.content == "done"
     (log,) = meter.logs
-    assert names(log[:3]) == [("wrap_generate",), ("attach",), ("wrap_run",)]
-    assert log[3:] == [
+    assert names(log[:2]) == [("attach",), ("wrap_run",)]
+    assert log[2:] == [
         ("wrap_step", 1, (0, 0)),
+        ("wrap_generate", (1, 0)),
         ("generate", 1, 1, (1, 0)),
         ("spent", 1, 5, None, "failed-attempt", None, (1, 5)),
         ("settled", "failed-attempt", 1),
@@ -1070,6 +1073,7 @@ async def test_the_boundaries_of_spending_come_in_order_with_their_arguments(
         ("settled", "charge", 1),
         ("stepped", 1, (1, 30)),
         ("wrap_step", 2, (1, 30)),
+        ("wrap_generate", (2, 30)),
         ("generate", 2, 1, (2, 30)),
         ("spent", 2, 22, None, "attempt", None, (2, 52)),
         ("answered", 2, (2, 52)),
@@ -1105,10 +1109,11 @@ async def test_a_compactions_summary_is_spent_and_settled_at_once(
     ) as run:
         result = await run.result()
     assert result.usage == Usage.of(40, 6)
-    assert names(meter.logs[0])[3:8] == [
+    assert names(meter.logs[0])[2:8] == [
         ("wrap_step", 1),
         ("spent", 1, 35, None, "compaction", None),
         ("settled", "compaction"),
+        ("wrap_generate",),
         ("generate", 1, 1),
         ("spent", 1, 11, None, "attempt", None),
     ]

@@ -52,7 +52,7 @@ def real_subscriptions(run: LazyRun) -> int:
     """Subscriptions on the real run's own tracker."""
     real = run._real
     assert real is not None
-    return real._liveness.statistics()["subscriptions"]
+    return real._control.liveness.statistics()["subscriptions"]
 
 
 # -- following the run -------------------------------------------------------------

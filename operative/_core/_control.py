@@ -41,7 +41,7 @@ from ._extension import (
     extensions_for,
 )
 from ._final_answer import answer_of
-from ._model import GenerateFunction, GenerateResponse, usage_problem
+from ._model import GenerateResponse, usage_problem
 from ._options import RunConfig
 from ._results import RunResult, StepResult
 from ._run_scope import RunScope
@@ -259,16 +259,9 @@ class RunControl:
             for settle in status:
                 await settle(self)
 
-    def wrap_generate(self, generate: GenerateFunction) -> GenerateFunction:
-        """``generate`` wrapped by every extension that wraps the run's model calls."""
-        for extension in self.state.ext.wrap_generate:
-            generate = extension.wrap_generate(self, generate)
-        return generate
-
     def reconfigure(self, config: RunConfig) -> None:
-        """Run on under ``config`` from the next step, as given. A new generate function
-        is not wrapped here: pass ``run.wrap_generate(generate)`` in it, so the run's
-        tracing (and any other wrapper) covers it exactly once."""
+        """Run on under ``config`` from the next step, as given (its generate function is
+        wrapped by the ``wrap_generate`` extensions each step, as the run's first was)."""
         self.state.config = config
 
     @property

@@ -8,15 +8,13 @@ the run, each step, each model call and each tool call, and four moments no wrap
 sees::
 
     open_run
-    ├── wrap_generate(run, generate)  the run's generate function, as the run is made
-    │                                 (again after a switch); called each attempt
     ├── attach(run, nursery)          the run exists, its loop not started: listen, start
     │                                 tasks beside the loop
     └── loop task
         ├── wrap_run(run, loop)       the whole loop, after ``run.started``
         │   └── wrap_step(run, k, s)  each step, from before its first checkpoint to its
         │       │                     record (not yet kept or announced)
-        │       ├── (generate)        each attempt through the wrapped function
+        │       ├── wrap_generate     each generate attempt (retries too)
         │       ├── spent(...)        usage paid for: an attempt's, a compaction's, a charge
         │       ├── recorded(run, f)  the answer is in the transcript; a call parks
         │       └── wrap_tool         the step's calls about to run, each one's execution
@@ -197,9 +195,10 @@ class Extension:
         return body
 
     def wrap_generate(self, run: RunControl, generate: GenerateFunction) -> GenerateFunction:
-        """The run's generate function, wrapped: called once per attempt (retries
-        too); wrapped again after a switch. May stop the run before the model is
-        called."""
+        """A generate attempt, wrapped: wrapped once a step, called once per attempt
+        (retries too). ``generate`` is the kernel's attempt (``generate.started``, the
+        backpressure slot, the attempt's timeout, the model's call; the model itself is
+        ``run.config.generate``). May stop the run before the attempt starts."""
         return generate
 
     async def wrap_tool(

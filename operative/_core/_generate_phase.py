@@ -41,6 +41,7 @@ from ._events import (
 )
 from ._extension import Settle, charge_extensions
 from ._model import (
+    GenerateFunction,
     GenerateRequest,
     GenerateResponse,
     checked_response,
@@ -174,17 +175,27 @@ def _routed(
 class GeneratePhase:
     """Calling the model for the steps of one run."""
 
-    __slots__ = ("_state",)
+    __slots__ = ("_state", "attempt")
 
     def __init__(self, state: RunState) -> None:
         self._state = state
+        self.attempt = 1
+        """The number of the attempt in progress (1, then each retry)."""
 
     async def _attempt(self, request: GenerateRequest) -> GenerateResponse:
-        """One attempt: the backpressure slot, the attempt's timeout, the type check, and
-        its streamed deltas delivered as events (asked for only when someone listens:
-        an adapter streams only to a sink)."""
+        """One attempt (what ``wrap_generate`` extensions wrap): ``generate.started``, the
+        backpressure slot, the attempt's timeout, the model's call and the type check of
+        its answer, and its streamed deltas delivered as events (asked for only when
+        someone listens: an adapter streams only to a sink)."""
         state = self._state
         cfg = state.config
+        hub = state.hub
+        if "generate.started" in hub.wanted:
+            await hub.emit(
+                GenerateStarted(
+                    run_id=state.run_id, step=request.step, time=state.now(), attempt=self.attempt
+                )
+            )
         retry = cfg.retry
         timeout = retry.attempt_timeout if retry is not None else None
         strategy = cfg.backpressure
@@ -212,23 +223,19 @@ class GeneratePhase:
         what they cost is added to ``inflight`` and the run. ``run`` is what the
         extensions are given."""
         state = self._state
-        hub = state.hub
-        attempt = 1
+        generate: GenerateFunction = self._attempt
+        for extension in state.ext.wrap_generate:
+            generate = extension.wrap_generate(run, generate)
+        self.attempt = 1
         while True:
-            if "generate.started" in hub.wanted:
-                await hub.emit(
-                    GenerateStarted(
-                        run_id=state.run_id, step=request.step, time=state.now(), attempt=attempt
-                    )
-                )
             try:
-                response = await self._attempt(request)
+                response = await generate(request)
                 break
             except Exception as exc:
-                request = await self._retried(run, request, inflight, exc, attempt)
-                attempt += 1
+                request = await self._retried(run, request, inflight, exc, self.attempt)
+                self.attempt += 1
         charge_answer(state, run, response, inflight)
-        await self._announce(request, response, attempt)
+        await self._announce(request, response, self.attempt)
         return await self._validated(request, response)
 
     async def _retried(

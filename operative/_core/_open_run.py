@@ -115,14 +115,10 @@ async def run_configured(config: RunConfig, live: Conversation) -> RunResult:
 
 
 def _made(config: RunConfig, live: Conversation, generate: Any) -> ActiveRun:
-    """The run's handle, its generate function opened and wrapped."""
+    """The run's handle, with its generate function opened for the run."""
     if generate is not config.generate:
         config = msgspec.structs.replace(config, generate=generate)
-    handle = ActiveRun(config, live)
-    run = handle._control
-    if run.state.ext.wrap_generate:
-        run.reconfigure(msgspec.structs.replace(config, generate=run.wrap_generate(generate)))
-    return handle
+    return ActiveRun(config, live)
 
 
 def _model_for_run(generate: Any) -> AbstractAsyncContextManager[Any]:

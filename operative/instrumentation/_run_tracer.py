@@ -132,20 +132,28 @@ class RunTracer(Extension):
     # -- the extension's boundaries ------------------------------------------------------
 
     def wrap_generate(self, run: Any, generate: GenerateFunction) -> GenerateFunction:
-        return self._traced(generate, self._provider, compaction=False)
+        return self._traced(generate, self._provider, compaction=False, model=run.config.generate)
 
     def _traced(
-        self, generate: GenerateFunction, provider: str, *, compaction: bool
+        self,
+        generate: GenerateFunction,
+        provider: str,
+        *,
+        compaction: bool,
+        model: GenerateFunction | None = None,
     ) -> GenerateFunction:
-        """``generate`` with each call a ``chat`` span; a compaction's is marked so."""
+        """``generate`` with each call a ``chat`` span; a compaction's is marked so.
+        ``model`` is the model ``generate`` calls, when it is not ``generate`` itself (a
+        run's attempt)."""
         instrumentation = self._instrumentation
+        named = generate if model is None else model
 
         async def traced_generate(request: GenerateRequest) -> GenerateResponse:
             return await instrumentation.traced_chat(
                 generate,
                 request,
                 provider=provider,
-                model=sc.request_model_of(generate, request.settings),
+                model=sc.request_model_of(named, request.settings),
                 conversation_id=self._conversation_id,
                 anchor=self._anchor,
                 cancel_reason=self._cancel_reason,

@@ -167,7 +167,7 @@ class _PendingHandoff:
         settings = agent.options.get("settings")
         new = msgspec.structs.replace(
             cfg,
-            generate=run.wrap_generate(generate),
+            generate=generate,
             toolbox=agent.toolbox,
             stop_when=agent.stop_when,
             agent_name=agent.name,

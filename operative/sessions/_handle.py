@@ -36,6 +36,7 @@ from .._core._events import SessionLoaded, SessionSaved
 from .._core._instrument_hook import reset_conversation_id, set_conversation_id
 from .._core._open_run import open_run
 from .._core._results import RunResult
+from .._core._run import control_of
 from .._core._run_state import is_shutdown
 from .._lazy._agent import resolve_agent
 from ..conversation import ContentPart, Conversation, ConversationHistory, Message
@@ -227,7 +228,8 @@ class SessionHandle:
         ``session.saved`` of its reservation; its terminal ``session.saved`` (the outcome
         stored, after the run's terminal event) reaches the run's listeners.
         """
-        hub = getattr(run, "_hub", None)
+        control = control_of(run)
+        hub = None if control is None else control.hub
         if not isinstance(hub, EventHub):
             return  # a run handle of another kind: the handle's listeners still get them
         self._run_hubs[run_id] = hub

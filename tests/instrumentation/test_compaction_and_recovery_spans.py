@@ -169,8 +169,8 @@ async def test_no_span_and_no_tracing_code_when_not_instrumented(
     agent = _agent(bare)
     async with agent.open_run(_long_conversation()) as run:
         assert run._control.extensions == ()
-        assert run.context_manager is not None
-        assert run.context_manager._strategy is agent.options["context_management"].strategy
+        assert run._control.context_manager is not None
+        assert run._control.context_manager._strategy is agent.options["context_management"].strategy
         result = await run.result()
     assert result.content == "Sunny."
     assert len(calls) == 1
