@@ -95,6 +95,8 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     on_approval: Callable[..., Any] | None = None
     """Decides parked approvals while the run stays alive (see the tool phase)."""
     approval_timeout: float | None = None
+    concurrent_approvals: bool = False
+    """Ask ``on_approval`` about a step's parked calls all at once (default: one at a time)."""
     durable: Feature | None = None
     """A ``Durable`` routing (or a recovered run's resume state); None for in-memory runs."""
     instrumentation: Feature | None = None
@@ -192,6 +194,7 @@ _OPTION_NAMES = HOOK_NAMES | frozenset(
         "stall_policy",
         "on_approval",
         "approval_timeout",
+        "concurrent_approvals",
         "durable",
         "instrumentation",
         "guardrails",
@@ -440,6 +443,11 @@ def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
                 f"approval_timeout= takes seconds > 0 or None, got {approval_timeout!r}"
             )
         fields["approval_timeout"] = float(approval_timeout)
+    if "concurrent_approvals" in options:
+        concurrent = options["concurrent_approvals"]
+        if concurrent.__class__ is not bool:
+            raise InvalidArgument(f"concurrent_approvals= takes True or False, got {concurrent!r}")
+        fields["concurrent_approvals"] = concurrent
     guardrails = get("guardrails")
     if guardrails is not None:
         feature = feature_option(

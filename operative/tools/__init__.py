@@ -7,6 +7,8 @@ from ._context import ExecutionContext as ExecutionContext
 from ._context import ToolContext as ToolContext
 from ._source import ToolSource as ToolSource
 from ._tool import Tool as Tool
+from ._tool import ToolDescriptionWarning as ToolDescriptionWarning
+from ._tool import ToolMethod as ToolMethod
 from ._tool import tool as tool
 from ._toolbox import Toolbox as Toolbox
 
@@ -31,6 +33,8 @@ __all__ = [
     "PermissionPolicy",
     "Tool",
     "ToolContext",
+    "ToolDescriptionWarning",
+    "ToolMethod",
     "ToolSource",
     "Toolbox",
     "argument_digest",

@@ -240,7 +240,7 @@ def test_operative_policies_gate_only_tools_declared_to_mutate() -> None:
     ``allow_mutation`` act on ``mutates=True`` alone (documented on both)."""
     from operative.tools import ApprovalPolicy, PermissionPolicy
 
-    writes = operative.tool(mutates=True, version="1")(undeclared.fn)
+    writes = operative.tool(mutates=True, version="1")(undeclared)
     policy = ApprovalPolicy(mode="on-mutation")
     assert (policy.requires(undeclared), policy.requires(reads), policy.requires(writes)) == (
         False,
