@@ -17,7 +17,7 @@ from typing import IO, Any
 
 import trio
 
-from .. import DatabaseFileError, OperativeError
+from .. import OperativeError
 from .. import __version__ as operative_version
 from ._defaults import DEMO_PROMPT
 from ._errors import (
@@ -471,6 +471,8 @@ def _failed(out: Output, exc: OperativeError) -> int:
     if isinstance(exc, UsageError):
         out.error(str(exc))
         return EXIT_USAGE
+    from .._sql._sqlite_file import DatabaseFileError  # loaded already, if exc is one
+
     if isinstance(exc, DatabaseFileError):
         out.error(f"{exc} (or pass another --data-dir)")
         return EXIT_USAGE

@@ -10,10 +10,11 @@ from typing import IO, Any
 
 import trio
 
-from .. import ApprovalDecision, PendingApproval, RunResult
+from .. import RunResult
 from .._core._errors import OperativeError
 from ..durable import recover
 from ..sessions import LeaseHeldError, SessionPersistenceError, open_session
+from ..tools import ApprovalDecision, PendingApproval
 from ._agents import CHAT_AGENT, DEMO_AGENT, chat_agent, demo_agent
 from ._errors import EXIT_FAILED, EXIT_OK, UsageError, no_room
 from ._invocation import command_line

@@ -18,16 +18,17 @@ import attrs
 import trio
 
 from .._agent import AgentRunContext, RunnableAgent
-from .._core._errors import CleanupError, InvalidArgument, MissingRunOptionsError, RunNotFoundError
+from .._core._errors import CleanupError, InvalidArgument
 from .._core._open_run import open_run
 from .._core._results import RunResult
 from .._core._run_state import is_shutdown
 from .._lazy._agent import resolve_agent
 from ..conversation import Conversation, ConversationHistory
 from ..durable import CheckpointStore, Durable, DurableEngine, replay_journal, transcript
+from ..durable._errors import RunNotFoundError
 from ..durable._records import Lease, RunRecord
 from ..durable._routing import Resumed, default_worker_id
-from ._errors import LeaseHeldError
+from ._errors import LeaseHeldError, MissingRunOptionsError
 from ._events import RecoverStage, SessionRecoverFailed
 from ._records import RunOutcome
 

@@ -2,9 +2,43 @@
 
 from __future__ import annotations
 
-from .._core._errors import OperativeError
+from .._core._errors import InvalidArgument, OperativeError
 
-__all__ = ["LeaseHeldError"]
+__all__ = [
+    "LeaseHeldError",
+    "MissingRunOptionsError",
+    "SessionNotFoundError",
+    "SessionPersistenceError",
+]
+
+
+class MissingRunOptionsError(InvalidArgument):
+    """A session handle was asked to ``run`` but was opened without ``agent=`` or
+    ``run_options=``. Raised before anything is reserved or written."""
+
+
+class SessionNotFoundError(OperativeError, LookupError):
+    """No session is stored under ``session_id`` (it was never saved, or was deleted)."""
+
+    def __init__(self, message: str, *, session_id: str) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+
+
+class SessionPersistenceError(OperativeError):
+    """A session run ended but its transcript and outcome could not be stored.
+
+    The run's own result is ``result`` and the storage failure is ``__cause__``. The
+    session still records the run without an outcome, which never reads as a success.
+    """
+
+    def __init__(
+        self, message: str, *, session_id: str, run_id: str, result: object = None
+    ) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+        self.run_id = run_id
+        self.result = result
 
 
 class LeaseHeldError(OperativeError):

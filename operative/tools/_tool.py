@@ -152,7 +152,7 @@ class Tool:
     needs_approval: NeedsApproval
     switch: Callable[[str], Any] | None
     """For a tool whose successful call switches the run's configuration (a handoff):
-    given the call id, the :class:`~operative.Switch` it asks for. A durable run rebuilt
+    given the call id, the :class:`~operative.extending.Switch` it asks for. A durable run rebuilt
     from its journal asks it again instead of running the call twice."""
     # Precomputed once so a call does no introspection.
     _spec: ToolSpec

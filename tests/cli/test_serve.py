@@ -21,11 +21,11 @@ from _chromium import chromium_or_skip, open_chromium
 from hypercorn.config import Config
 from hypercorn.trio import serve
 
-from operative import MemoryStore
 from operative.cli import main
 from operative.cli._agents import offline_generate
 from operative.cli._errors import UsageError
 from operative.cli._serve import SECRET_FILE, approval_secret, build_app, served_chat_agent
+from operative.kvstore import MemoryStore
 
 SECRET = secrets.token_bytes(32)
 

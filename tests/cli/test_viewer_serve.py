@@ -15,10 +15,10 @@ from _chromium import chromium_or_skip, open_chromium
 from hypercorn.config import Config
 from hypercorn.trio import serve
 
-from operative import MemoryStore
 from operative.cli._agents import offline_generate
 from operative.cli._serve import build_app, served_chat_agent
 from operative.cli._state import DATABASE
+from operative.kvstore import MemoryStore
 from operative.runstore import SqliteRunStore
 
 from ._process import operative

@@ -11,7 +11,6 @@ import trio
 from opentelemetry.trace import SpanKind, StatusCode
 
 from operative import (
-    ContextManagement,
     Conversation,
     ConversationHistory,
     GenerateRequest,
@@ -21,7 +20,7 @@ from operative import (
     create_agent,
     tool,
 )
-from operative.context import summarize
+from operative.context import ContextManagement, summarize
 from operative.durable import Durable, SqliteCheckpointStore, SqliteEngine, recover
 from operative.instrumentation import conversation_id
 from operative.kvstore import MemoryStore

@@ -1,9 +1,9 @@
 """A store error while an approval is used up is bookkeeping, not the tool's failure.
 
-It is a typed :class:`operative.ApprovalStateError` (an ``ApprovalError`` whose ``reason``
+It is a typed :class:`operative.tools.ApprovalStateError` (an ``ApprovalError`` whose ``reason``
 is ``"state-unavailable"``): the call has not run, the approval has not been used, and
 the same approval resumes (once) when the store answers again. The store is a real
-:class:`operative.SqliteStore` whose database another process locks (``BEGIN
+:class:`operative.kvstore.SqliteStore` whose database another process locks (``BEGIN
 EXCLUSIVE``), and the chat page is the real ``operative serve``'s.
 """
 
@@ -23,10 +23,10 @@ import httpx
 import pytest
 import trio
 
-from operative import ApprovalError, ApprovalStateError, OperativeError, SqliteStore
+from operative import OperativeError
 from operative._core._types import PendingApproval, ToolCall
-from operative.kvstore import Operation, Versioned
-from operative.tools import Toolbox, tool
+from operative.kvstore import Operation, SqliteStore, Versioned
+from operative.tools import ApprovalError, ApprovalStateError, Toolbox, tool
 
 from ._command import start, stop
 

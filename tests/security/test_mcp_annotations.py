@@ -20,16 +20,11 @@ import pytest
 import trio
 
 import operative
-from operative import (
-    ApprovalDecision,
-    GenerateResponse,
-    PendingApproval,
-    ToolCall,
-    create_agent,
-)
+from operative import GenerateResponse, ToolCall, create_agent
 from operative.mcp import MCPServer, agent_tool
 from operative.mcp._server_content import tool_definition
 from operative.testing import ScriptedModel
+from operative.tools import ApprovalDecision, PendingApproval
 
 pytest.importorskip("mcp")
 

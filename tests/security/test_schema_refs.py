@@ -31,21 +31,21 @@ import msgspec
 import pytest
 import trio
 
-from operative import (
-    ElicitationError,
-    ElicitationRequest,
-    ElicitationResponse,
-    InvalidArgument,
-    OperativeError,
-    ToolCall,
-    ToolDefinitionError,
-    create_agent,
-)
+from operative import InvalidArgument, OperativeError, ToolCall, create_agent
 from operative.mcp import MCPServer
 from operative.mcp._elicitation import form_validator
 from operative.mcp._tools import make_tool
 from operative.testing import ScriptedModel
-from operative.tools import ExecutionContext, Tool, Toolbox, tool
+from operative.tools import (
+    ElicitationError,
+    ElicitationRequest,
+    ElicitationResponse,
+    ExecutionContext,
+    Tool,
+    Toolbox,
+    ToolDefinitionError,
+    tool,
+)
 from operative.tools._schema import check_local_refs, compile_schema
 from operative.ui import AguiInputError, frontend_tools, parse_agui_input
 from operative.ui._agui_input import AguiTool

@@ -7,21 +7,20 @@ from typing import Any
 import pytest
 
 from operative import (
-    Extension,
     FinishReason,
     GenerateRequest,
     GenerateResponse,
     InvalidArgument,
     Tool,
     ToolCall,
-    ToolDefinitionError,
     create_agent,
     open_run,
     stop_when,
     tool,
 )
+from operative.extending import Extension
 from operative.testing import ScriptedModel
-from operative.tools import ToolSource
+from operative.tools import ToolDefinitionError, ToolSource
 
 
 @tool

@@ -13,8 +13,9 @@ from typing import Any
 import trio
 from _chromium import chromium_or_skip, open_chromium
 
-from operative import MemoryStore, create_agent
+from operative import create_agent
 from operative.cli._agents import _note_tool, calculate, get_weather, offline_generate
+from operative.kvstore import MemoryStore
 from operative.tools import ApprovalPolicy, Toolbox
 from operative.ui import asgi_app
 
