@@ -10,7 +10,6 @@ EXCLUSIVE``), and the chat page is the real ``operative serve``'s.
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -299,14 +298,11 @@ new Function("document", "localStorage", "fetch", "byId", "lines", script + driv
 
 
 async def test_the_page_keeps_offering_an_approval_the_store_did_not_use(
-    tmp_path: Path,
+    tmp_path: Path, node: str
 ) -> None:
     """The chat page (its script, in Node, on a small DOM, against the real server):
     after a ``state-unavailable`` refusal the approval card stays, its buttons enabled,
     the approval still pending and the error says to try again; the next Approve runs."""
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("needs Node.js to run the chat page's script")
     data_dir = tmp_path / "data"
     child = await start("serve", "--offline", "--port", "0", data_dir=data_dir)
     try:
