@@ -25,7 +25,7 @@ SOURCES = ["operative", "tests", "benchmarks", "examples", "noxfile.py"]
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The full test suite (virtual time; a few seconds)."""
+    """The fast gate, no service needed (``nox -s tests -- --full``: the full suite)."""
     session.install("-e", ".[dev]")
     session.run("python", "-m", "pytest", *session.posargs)
 

@@ -57,6 +57,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import interleaved, machine, median, print_table, read_status_kib, write_json
 
 import operative
+import operative.budgets
+import operative.retry
 from operative import (
     Conversation,
     GenerateRequest,
@@ -127,8 +129,8 @@ def _noop(event: object) -> None:
 # An inactive budget (limits far above what the run spends) and a retry policy that
 # never fires: what the economics features cost a run that does not need them.
 GUARDED: dict[str, Any] = {
-    "budget": operative.Budget(max_tokens=10**9, max_requests=10**6, max_tool_calls=10**6),
-    "retry": operative.RetryOptions(),
+    "budget": operative.budgets.Budget(max_tokens=10**9, max_requests=10**6, max_tool_calls=10**6),
+    "retry": operative.retry.RetryOptions(),
 }
 
 

@@ -29,11 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import httpx
 import httpx2
 
-from operative import Conversation, GenerateRequest, ToolSpec
+from operative import Conversation, GenerateRequest
 from operative.providers.anthropic import anthropic_generate
 from operative.providers.gemini import gemini_generate
 from operative.providers.ollama import ollama_generate
 from operative.providers.openai import openai_generate
+from operative.tools import ToolSpec
 from tests.providers import _anthropic_wire as aw
 from tests.providers import _gemini_wire as gw
 from tests.providers import _ollama_wire as lw

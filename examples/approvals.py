@@ -14,20 +14,16 @@ from typing import Any
 import msgspec
 import trio
 
-from operative import (
+from operative import Conversation, ConversationHistory, Toolbox, ToolCall, tool
+from operative.conversation import resolve_tool_result
+from operative.kvstore import MemoryStore
+from operative.tools import (
     ApprovalError,
     ApprovalPolicy,
     Authority,
-    Conversation,
-    ConversationHistory,
     ExecutionContext,
-    MemoryStore,
     PendingApproval,
     RequestContext,
-    Toolbox,
-    ToolCall,
-    resolve_tool_result,
-    tool,
 )
 
 FILES = {"/reports/q3.txt": "draft", "/reports/q4.txt": "final"}

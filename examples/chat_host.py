@@ -29,23 +29,20 @@ import trio
 
 from operative import (
     Agent,
-    ApprovalPolicy,
-    Authority,
     Conversation,
     ConversationHistory,
     GenerateRequest,
     GenerateResponse,
-    MemoryStore,
-    PendingApproval,
-    RequestContext,
     Toolbox,
     ToolCall,
     create_agent,
-    resolve_tool_result,
     stop_when,
     tool,
 )
+from operative.conversation import resolve_tool_result
+from operative.kvstore import MemoryStore
 from operative.testing import ScriptedModel
+from operative.tools import ApprovalPolicy, Authority, PendingApproval, RequestContext
 
 FILES = {"/reports/q3.txt": "draft", "/reports/q4.txt": "final"}
 

@@ -53,7 +53,7 @@ async def main(path: str, message: str) -> None:
     )
     async with SqliteStore(path) as kv:
         sessions = create_session_store(kv)
-        async with open_session("chat-1", store=sessions, agent_name="chat", agent=agent) as chat:
+        async with open_session("chat-1", store=sessions, agent=agent) as chat:
             result = await chat.run(message)
         print(result.content)
         session = chat.session

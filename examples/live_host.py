@@ -27,21 +27,19 @@ import trio
 
 from operative import (
     ActiveRun,
-    ApprovalDecision,
-    ApprovalPolicy,
     Conversation,
     GenerateResponse,
     LivenessSnapshot,
-    PendingApproval,
-    StallPolicy,
-    Steering,
     Toolbox,
     ToolCall,
     open_run,
     stop_when,
     tool,
 )
+from operative.liveness import StallPolicy
+from operative.steering import Steering
 from operative.testing import HANG, ScriptedModel
+from operative.tools import ApprovalDecision, ApprovalPolicy, PendingApproval
 
 FILES = {"/reports/q3-draft.txt": "draft"}
 STEERING_EVENTS = (

@@ -220,20 +220,6 @@ class Agent:
         await trio.lowlevel.checkpoint()
         return self
 
-    def __getattr__(self, name: str) -> Any:
-        moved = _MOVED.get(name)
-        if moved is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        raise AttributeError(f"agent.{name}() is gone: use {moved} (from operative)")
-
-
-_MOVED = {
-    "as_tool": "subagent_tool(agent, name=..., description=...)",
-    "as_handoff": "handoff(agent, name=..., description=..., input_filter=...)",
-}
-"""Methods that lived on ``Agent`` and are now functions of ``operative.multiagent``
-(the agent is the kernel's; subagents and handoffs are a feature built on it)."""
-
 
 def create_agent(
     *,

@@ -9,7 +9,7 @@ Both gates are consulted at the entry of every step, before the step calls the m
    :class:`SteeringCursor` is the per-run side the loop drives.
 2. **Selection** (:class:`SelectionGate`): the plan the run was selected for is
    revalidated; when it no longer reaches ``"selected"`` the step fails with
-   :class:`~operative.SelectionRevalidationError` (:func:`check_selection`).
+   :class:`~operative.steering.SelectionRevalidationError` (:func:`check_selection`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import attrs
 import msgspec
 import trio
 
-from ._core._errors import InvalidArgument, SelectionRevalidationError
+from ._core._errors import InvalidArgument, OperativeError
 from ._core._events import SteeringApplied
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "Resume",
     "SelectionGate",
     "SelectionOutcome",
+    "SelectionRevalidationError",
     "Steering",
     "SteeringApplied",
     "SteeringCommand",
@@ -45,6 +46,24 @@ __all__ = [
     "SteeringState",
     "check_selection",
 ]
+
+
+class SelectionRevalidationError(OperativeError):
+    """The plan a run was selected for no longer reaches ``"selected"`` on revalidation.
+
+    Raised at a step's entry (after any steering pause), so the step never calls the
+    model. ``outcome`` is what ``revalidate`` answered (``None`` when it raised or
+    answered something unusable), ``plan`` what ``get_plan`` returned.
+    """
+
+    def __init__(
+        self, message: str, *, outcome: str | None = None, plan: object = None, step: int = 0
+    ) -> None:
+        super().__init__(message)
+        self.outcome = outcome
+        self.plan = plan
+        self.step = step
+
 
 logger = logging.getLogger("operative.steering")
 

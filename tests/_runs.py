@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import operative
-from operative import Conversation, GenerateResponse, RunConfig, ToolCall
+from operative import Conversation, GenerateResponse, ToolCall
 from operative._core._options import configure_run
+from operative.extending import RunConfig
 
 ANSWER = GenerateResponse(content="done")
 

@@ -1,4 +1,6 @@
-"""Fixtures shared by every test directory: a throwaway PostgreSQL cluster.
+"""Fixtures shared by every test directory (a throwaway PostgreSQL cluster, Chromium,
+Node), and the suite's two tiers: the fast gate and the full suite (``--full``; see
+"the tiers" below).
 
 The cluster is started once per test session with ``initdb`` + ``pg_ctl`` in a temporary
 directory, listening on 127.0.0.1 on a free port (its unix socket in the same directory),
@@ -24,6 +26,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+from _chromium import chromium_or_skip
 
 # -- PostgreSQL ---------------------------------------------------------------------------
 
@@ -163,33 +166,103 @@ def postgres_dsn() -> Iterator[str]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-# -- the second CI step --------------------------------------------------------------
-# Tests marked ``realserver`` start a real server too slow for the default run (the
-# llama-cpp-python server, the Temporal crash and property tests, the MCP conformance
-# suite's authorization scenarios); tests marked ``heavy`` are other slow checks (the
-# benchmarks' smoke runs). Both are deselected (not skipped) unless ``-m`` selects them
-# or ``OPERATIVE_REALSERVER`` is set; ``.ci/run`` runs them as its second step.
+# -- the tiers: the fast gate and the full suite ---------------------------------------
+# ``python -m pytest`` is the fast gate: no service, a few minutes on two cores. Three
+# markers name what it leaves out, deselected (not skipped) unless asked for:
+#
+# - ``services``: the test needs a service the machine may not have: PostgreSQL, Node and
+#   npm (server-everything, the MCP conformance suite, the front ends' npm clients), the
+#   Temporal dev server, Chromium, llm-katan (installed from PyPI on first use). Applied
+#   here, from the fixtures that bring one (``_SERVICE_FIXTURES``) and from a
+#   ``"postgres"`` backend parameter (the backend fixtures of tests/kvstore and
+#   tests/durable reach PostgreSQL through ``request.getfixturevalue``).
+# - ``heavy``: a slow check on real processes and the real clock (the benchmarks' smoke
+#   runs, the docs site built and loaded in Chromium, real servers killed and restarted).
+# - ``realserver``: a real server too slow for the gate (the llama-cpp-python server, the
+#   Temporal crash and property tests, the MCP conformance suite's authorization
+#   scenarios).
+#
+# ``python -m pytest --full`` runs them all (the full suite, ``.ci/run``'s second step);
+# ``-m`` naming one of them (``-m services``, ``-m "realserver or heavy"``) runs those, and
+# ``OPERATIVE_REALSERVER=1`` adds the realserver and heavy tests to any run. Under
+# ``--full`` a missing service skips its tests unless the ``OPERATIVE_REQUIRE_*``
+# variables ``.ci/run`` exports make that a failure.
 
-_SECOND_STEP = ("realserver", "heavy")
+_FULL_ONLY = ("services", "heavy", "realserver")
+
+_SERVICE_FIXTURES = {
+    "postgres_dsn": "PostgreSQL",
+    "everything_script": "Node and npm (server-everything)",
+    "conformance_suite": "Node (the MCP conformance suite)",
+    "ui_node_modules": "Node and npm (the front ends' npm clients)",
+    "temporal_server": "the Temporal dev server",
+    "katan_path": "llm-katan, an Anthropic-format server pip installs on first use",
+    "chromium": "Chromium",
+    "node": "Node",
+}
 
 
-def realserver_requested(config: pytest.Config) -> bool:
-    """``OPERATIVE_REALSERVER`` is set (and not ``0``), or ``-m`` selects ``realserver``
-    or ``heavy``."""
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--full",
+        action="store_true",
+        help="the full suite: also the tests marked services, heavy or realserver",
+    )
+
+
+@pytest.fixture
+def chromium() -> None:
+    """Headless Chromium is here: the test skips without it (fails under
+    ``OPERATIVE_REQUIRE_CHROMIUM=1``), and is marked ``services``."""
+    chromium_or_skip()
+
+
+@pytest.fixture(scope="session")
+def node() -> str:
+    """The ``node`` on ``PATH``: the test skips without it (fails under
+    ``OPERATIVE_REQUIRE_NODE=1`` or ``CI``), and is marked ``services``."""
+    found = shutil.which("node")
+    if found is None:
+        reason = "Node.js is not on PATH"
+        if any(
+            os.environ.get(name, "") not in ("", "0") for name in ("CI", "OPERATIVE_REQUIRE_NODE")
+        ):
+            pytest.fail(f"Node is required but {reason}")
+        pytest.skip(reason)
+    return found
+
+
+def _requested(config: pytest.Config) -> set[str]:
+    """The full-suite markers this run asked for."""
+    if config.getoption("full", False):
+        return set(_FULL_ONLY)
+    wanted: set[str] = set()
     if os.environ.get("OPERATIVE_REALSERVER", "0") not in ("", "0"):
-        return True
+        wanted |= {"realserver", "heavy"}
     expression = str(config.getoption("markexpr", "") or "")
-    return re.search(r"(?<!not )\b(realserver|heavy)\b", expression) is not None
+    wanted |= {name for name in _FULL_ONLY if re.search(rf"(?<!not )\b{name}\b", expression)}
+    return wanted
 
 
+def _needs_service(item: pytest.Item) -> bool:
+    if not set(_SERVICE_FIXTURES).isdisjoint(getattr(item, "fixturenames", ())):
+        return True
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and any(
+        isinstance(value, str) and value == "postgres" for value in callspec.params.values()
+    )
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` reads the markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if realserver_requested(config):
-        return
+    requested = _requested(config)
     kept: list[pytest.Item] = []
     left_out: list[pytest.Item] = []
     for item in items:
-        second = any(item.get_closest_marker(name) for name in _SECOND_STEP)
-        (left_out if second else kept).append(item)
+        if _needs_service(item):
+            item.add_marker(pytest.mark.services)
+        tiers = {name for name in _FULL_ONLY if item.get_closest_marker(name)}
+        (left_out if tiers and not tiers & requested else kept).append(item)
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         items[:] = kept

@@ -11,6 +11,9 @@ import pytest
 import trio
 
 import operative
+import operative.conversation
+import operative.liveness
+import operative.tools
 from operative import (
     AgentRunContext,
     Conversation,
@@ -120,7 +123,7 @@ def test_create_agent_validates_eagerly() -> None:
     with pytest.raises(operative.InvalidArgument, match="not both"):
         create_agent(generate=echo, tools=[lookup], toolbox=toolbox)
     with pytest.raises(operative.InvalidArgument, match="permissions"):
-        create_agent(generate=echo, toolbox=toolbox, permissions=operative.PermissionPolicy())
+        create_agent(generate=echo, toolbox=toolbox, permissions=operative.tools.PermissionPolicy())
     with pytest.raises(operative.InvalidArgument, match="maximum_steps"):
         create_agent(generate=echo, maximum_steps=0)
     with pytest.raises(operative.InvalidArgument, match="generate"):
@@ -151,7 +154,9 @@ async def test_run_is_a_coroutine_function_that_checks_its_input() -> None:
     for agent in (
         create_agent(generate=counting),
         create_agent(generate=counting, instructions="brief", tools=[lookup]),
-        create_agent(generate=counting, stall_policy=operative.StallPolicy(stall_after=30)),
+        create_agent(
+            generate=counting, stall_policy=operative.liveness.StallPolicy(stall_after=30)
+        ),
     ):
         with pytest.raises(operative.InvalidArgument, match="agent input"):
             await agent.run(42)  # type: ignore[arg-type]
@@ -272,6 +277,6 @@ async def test_agent_run_refuses_a_broken_history_before_the_model_is_called() -
         )
     )
     agent = create_agent(generate=model)
-    with pytest.raises(operative.ConversationError, match="nope"):
+    with pytest.raises(operative.conversation.ConversationError, match="nope"):
         await agent.run(history)
     assert calls == []

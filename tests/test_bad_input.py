@@ -15,13 +15,12 @@ import pytest
 import trio
 
 import operative
+import operative.errors
 from operative import (
     Conversation,
-    ConversationError,
     ConversationHistory,
     GenerateRequest,
     GenerateResponse,
-    InvalidResponseError,
     Message,
     TextPart,
     ToolCall,
@@ -33,8 +32,9 @@ from operative import (
     tool,
 )
 from operative._core._codec import MAX_JSON_DEPTH, json_too_deep
-from operative.conversation import new_message_id, tool_result_message
+from operative.conversation import ConversationError, new_message_id, tool_result_message
 from operative.durable import Durable, SqliteCheckpointStore, SqliteEngine
+from operative.errors import InvalidResponseError
 from operative.providers import Delta
 from operative.providers.test import StreamChunk, StreamReplayer
 from operative.testing import ScriptedModel, check_run_invariants
@@ -180,7 +180,7 @@ async def test_a_validate_response_hook_returning_a_malformed_response_is_a_hook
         return Lenient(tool_calls=(ToolCall(id=123, name="add"),))  # type: ignore[arg-type]
 
     result, _ = await run_events(ScriptedModel(["fine"]), [add], validate_response=rewrite)
-    assert isinstance(result.error, operative.HookError)
+    assert isinstance(result.error, operative.errors.HookError)
     assert "has id 123" in str(result.error)
 
 

@@ -22,14 +22,12 @@ from operative import (
     GenerateResponse,
     ImagePart,
     InvalidArgument,
-    InvalidResponseError,
     Message,
     TextPart,
     ToolCall,
     ToolResult,
     Usage,
     open_run,
-    resolve_tool_result,
 )
 from operative.context import (
     CONTEXT_WINDOWS,
@@ -47,7 +45,8 @@ from operative.context import (
     render,
     summarize,
 )
-from operative.conversation import new_message_id, tool_result_message
+from operative.conversation import new_message_id, resolve_tool_result, tool_result_message
+from operative.errors import InvalidResponseError
 from operative.testing import ScriptedModel
 
 ROOT = Path(__file__).resolve().parents[1]

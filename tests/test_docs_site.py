@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import trio
-from _chromium import chromium_or_skip, open_chromium
+from _chromium import open_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
 WIDTH, HEIGHT = 1200, 900
@@ -213,10 +213,9 @@ def _look(driver: Any, url: str, shots: Path) -> None:
     driver.save_screenshot(str(shots / "tutorial-1600.png"))
 
 
-async def test_key_pages_in_chromium_at_1200px(site: Path, tmp_path: Path) -> None:
+async def test_key_pages_in_chromium_at_1200px(site: Path, tmp_path: Path, chromium: None) -> None:
     """At 1200 px: the header is one row, code is coloured with copy buttons, screenshots
     are taken; the dark mode toggle and the search work; wider, the tabs are one row."""
-    chromium_or_skip()
     shots = Path(os.environ.get("OPERATIVE_DOCS_SCREENSHOTS") or tmp_path)
     await trio.Path(shots).mkdir(parents=True, exist_ok=True)
 

@@ -9,8 +9,6 @@ import trio
 
 import operative
 from operative import (
-    Budget,
-    ContextManagement,
     Conversation,
     GenerateRequest,
     GenerateResponse,
@@ -21,8 +19,8 @@ from operative import (
     tool,
 )
 from operative.backpressure import FixedDelay, GenerateLimiter
-from operative.budgets import create_cost_budget_monitor
-from operative.context import keep_last
+from operative.budgets import Budget, create_cost_budget_monitor
+from operative.context import ContextManagement, keep_last
 from operative.retry import RetryOptions
 from operative.testing import HANG, ScriptedModel, check_run_invariants
 

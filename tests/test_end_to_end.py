@@ -14,19 +14,10 @@ import trio
 import trio.testing
 
 from operative import (
-    ApprovalError,
-    ApprovalPolicy,
-    Authority,
     Conversation,
     ConversationHistory,
-    ElicitationRequest,
-    ElicitationResponse,
     FinishReason,
     GenerateResponse,
-    MemoryStore,
-    PendingApproval,
-    PermissionPolicy,
-    RequestContext,
     RunResult,
     Tool,
     Toolbox,
@@ -34,11 +25,22 @@ from operative import (
     ToolContext,
     create_agent,
     open_run,
-    resolve_tool_result,
     stop_when,
     tool,
 )
+from operative.conversation import resolve_tool_result
+from operative.kvstore import MemoryStore
 from operative.testing import ScriptedModel, check_run_invariants
+from operative.tools import (
+    ApprovalError,
+    ApprovalPolicy,
+    Authority,
+    ElicitationRequest,
+    ElicitationResponse,
+    PendingApproval,
+    PermissionPolicy,
+    RequestContext,
+)
 
 SECRET = b"operative-end-to-end-test-secret-32b"
 PARK = [stop_when.pending_approval(), stop_when.no_tool_calls()]

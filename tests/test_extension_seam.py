@@ -849,9 +849,7 @@ class ToOtherModel:
         last = run.conversation.messages[-1]
         self.log.append(("apply", run.current_step, len(run.steps), last.role))
         run.reconfigure(
-            msgspec.structs.replace(
-                run.config, generate=self.generate, stop_when=(STOP,)
-            )
+            msgspec.structs.replace(run.config, generate=self.generate, stop_when=(STOP,))
         )
 
     def replay(self, run: RunControl, step: StepResult, *, last: bool) -> None:

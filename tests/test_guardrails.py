@@ -16,9 +16,6 @@ from operative import (
     Conversation,
     GenerateRequest,
     GenerateResponse,
-    GuardrailTripped,
-    HookContext,
-    HookError,
     InvalidArgument,
     RunResult,
     ToolCall,
@@ -29,7 +26,9 @@ from operative import (
     stop_when,
     tool,
 )
+from operative.errors import HookError
 from operative.guardrails import (
+    GuardrailTripped,
     InputGuardrail,
     OutputGuardrail,
     ToolGuardrail,
@@ -38,6 +37,7 @@ from operative.guardrails import (
     rewrite,
     trip,
 )
+from operative.hooks import HookContext
 from operative.testing import check_run_invariants
 
 # -- helpers -----------------------------------------------------------------------------

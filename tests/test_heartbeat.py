@@ -10,7 +10,6 @@ from operative import (
     Conversation,
     GenerateResponse,
     InvalidArgument,
-    StallPolicy,
     ToolCall,
     create_agent,
     open_run,
@@ -20,6 +19,7 @@ from operative.liveness import (
     Heartbeat,
     LivenessTracker,
     PulseKind,
+    StallPolicy,
     create_stall_watchdog,
     serve_heartbeat,
 )

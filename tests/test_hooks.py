@@ -9,18 +9,18 @@ import pytest
 import trio
 
 import operative
+import operative.errors
 from operative import (
     Conversation,
     GenerateRequest,
     GenerateResponse,
-    HookContext,
-    HookRegistry,
     ToolCall,
     ToolResult,
     open_run,
     stop_when,
     tool,
 )
+from operative.hooks import HookContext, HookRegistry
 from operative.testing import ScriptedModel
 
 
@@ -232,7 +232,7 @@ async def test_hooks_returning_the_wrong_shape_fail_with_hook_error(option: str,
     )
     result = await _run(model, **{option: hook})
     assert result.finish_reason == "error"
-    assert isinstance(result.error, operative.HookError)
+    assert isinstance(result.error, operative.errors.HookError)
     assert option.split("_")[0] in str(result.error)
 
 

@@ -274,6 +274,7 @@ def test_loop_invariants_hold_under_fault_plans(
             return operative.Tool(
                 count,
                 name=tool.name,
+                description=tool.description,
                 input_type=tool.input_type,
                 input_schema=tool.input_schema,
                 timeout=tool.timeout,

@@ -15,8 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import operative
-from operative import Budget, Conversation, RetryOptions, open_run, stop_when
+from operative import Conversation, open_run, stop_when
 from operative.backpressure import FixedDelay
+from operative.budgets import Budget
+from operative.retry import RetryOptions
 from operative.testing import check_run_invariants
 from operative.testing.strategies import Step, model_scripts, scripted_model, scripted_tools
 

@@ -18,16 +18,12 @@ from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 import operative
+import operative.steering
 from operative import (
-    ApprovalDecision,
-    ApprovalPolicy,
     Conversation,
     GenerateRequest,
     GenerateResponse,
     LivenessSnapshot,
-    PendingApproval,
-    StallPolicy,
-    Steering,
     Toolbox,
     ToolCall,
     ToolContext,
@@ -36,10 +32,16 @@ from operative import (
     stop_when,
     tool,
 )
-from operative.liveness import SnapshotStream, terminal_status
-from operative.steering import Configure, SelectionOutcome
+from operative.liveness import SnapshotStream, StallPolicy, terminal_status
+from operative.steering import Configure, SelectionOutcome, Steering
 from operative.testing import ScriptedModel, check_run_invariants
-from operative.tools import ElicitationRequest, ElicitationResponse
+from operative.tools import (
+    ApprovalDecision,
+    ApprovalPolicy,
+    ElicitationRequest,
+    ElicitationResponse,
+    PendingApproval,
+)
 
 CallKind = Literal["mutate", "read"]
 Decision = Literal["approve", "deny", "approve-object", "deny-object", "never", "raise"]
@@ -347,7 +349,7 @@ def run_live_example(
                     assert "nobody decided" in (outcome.error or "")
                 if ran:
                     assert decision in ("approve", "approve-object"), decision
-        if isinstance(result.error, operative.SelectionRevalidationError):
+        if isinstance(result.error, operative.steering.SelectionRevalidationError):
             assert selection_expires is not None
             assert result.error.outcome == "expired"
         if "raise" in decisions.values() and result.finish_reason != "aborted":

@@ -61,7 +61,6 @@ FEATURES = frozenset(
         "sessions",
         "providers",
         "instrumentation",
-        "store",
         "runstore",
         "cli",
         "testing",

@@ -12,18 +12,18 @@ import trio
 import trio.testing
 
 from operative import (
+    ActiveRun,
     Agent,
     AgentRunContext,
     Conversation,
     FinishReason,
     InvalidArgument,
-    OutputValidationError,
     RunnableAgent,
     TextPart,
     create_agent,
 )
-from operative._core._errors import AgentContractError, AsyncDefinitionLoadError
 from operative._lazy._agent import create_lazy_agent, create_lazy_generate
+from operative.errors import AgentContractError, AsyncDefinitionLoadError
 from operative.testing import ScriptedModel, check_run_invariants
 
 
@@ -59,7 +59,7 @@ async def test_ten_concurrent_runs_share_one_load(autojump_clock: trio.testing.M
         return agent
 
     lazy = create_lazy_agent(loader)
-    # Structurally a RunnableAgent; its open_run yields a LazyRun, not an ActiveRun.
+    # Structurally a RunnableAgent; its open_run's block gives the loaded agent's run.
     as_runnable: Any = lazy
     assert isinstance(as_runnable, RunnableAgent)
     assert lazy.loads == 0
@@ -103,7 +103,9 @@ async def test_a_failed_load_is_not_cached() -> None:
         return agent
 
     lazy = create_lazy_agent(flaky)
-    async with lazy.open_run("hi") as run:
+    opening = lazy.open_run("hi")
+    async with opening as run:
+        assert isinstance(run, ActiveRun)  # a run that ends at once, calling no model
         events = [event async for event in run.events()]
     result = await run.result()
     assert result.finish_reason == FinishReason.ERROR
@@ -113,8 +115,9 @@ async def test_a_failed_load_is_not_cached() -> None:
     assert "registry unreachable" in str(result.error)
     assert result.steps == ()
     assert [m.text for m in result.conversation.messages] == ["hi"]
-    assert [e.type for e in events] == ["run.error"]
+    assert [e.type for e in events] == ["run.started", "run.error"]
     assert run.snapshot().status == "failed"
+    assert opening.snapshot().status == "failed"
     with pytest.raises(AsyncDefinitionLoadError):
         await run.unwrap()
     assert (await lazy.run("hi")).content == "echo: hi"
@@ -197,7 +200,10 @@ async def test_has_output_and_name_are_live() -> None:
 async def test_an_abort_before_the_load_never_runs_the_agent(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """Abort while loading: no agent run, an honest aborted result, one run.aborted event."""
+    """Abort while loading: no agent run, an honest aborted result, one run.aborted event.
+
+    The block is entered (and the definition loads) in one task; another aborts the run
+    through what open_run returned, which says ``starting`` until then."""
     agent, model = echo_agent()
     started = trio.Event()
 
@@ -208,30 +214,56 @@ async def test_an_abort_before_the_load_never_runs_the_agent(
 
     lazy = create_lazy_agent(slow)
     seen: list[str] = []
-    async with lazy.open_run("hello") as run:
-        run.add_listener("*", lambda event: seen.append(event.type))
-        stream = run.events()
-        assert run.snapshot().status == "starting"
+    opening = lazy.open_run("hello")
+    assert opening.snapshot().status == "starting"
+
+    async def leave() -> None:
         await started.wait()
-        run.abort("the user left")
-        run.abort("twice")
-        events = [event async for event in stream]
+        assert opening.snapshot().status == "starting"
+        opening.abort("the user left")
+        opening.abort("twice")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(leave)
+        async with opening as run:
+            run.add_listener("*", lambda event: seen.append(event.type))
+            stream = run.events()
+            events = [event async for event in stream]
     result = await run.result()
     assert model.calls == 0
     assert result.finish_reason == FinishReason.ABORTED
     assert result.abort_reason == "the user left"
     assert result.steps == ()
     assert result.usage.total == 0
+    assert result.run_id == opening.run_id == run.run_id
     assert isinstance(result.conversation, Conversation)
     assert [(m.role, m.text) for m in result.conversation.messages] == [("user", "hello")]
-    assert [e.type for e in events] == seen == ["run.aborted"]
-    assert events[0].reason == "the user left"
+    assert [e.type for e in events] == seen == ["run.started", "run.aborted"]
+    assert events[-1].reason == "the user left"
     assert run.snapshot().status == "aborted"
-    assert run.snapshot().terminal
+    assert opening.snapshot().status == "aborted"
+    assert opening.snapshot().terminal
+    assert opening.run is None  # no agent's run ever existed
     assert lazy.loaded is None  # the load was abandoned with the run
-    with pytest.raises(OutputValidationError):
+    with pytest.raises(InvalidArgument, match="no output type"):
         await run.output()
     assert trio.current_time() < 1
+
+
+async def test_an_abort_before_entering_never_loads(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Aborted before its block was entered, the run never calls the loader."""
+    lazy = create_lazy_agent(lambda: echo_agent()[0])
+    opening = lazy.open_run("hi")
+    opening.abort("not now")
+    async with opening as run:
+        pass
+    assert (await run.result()).abort_reason == "not now"
+    assert lazy.loads == 0
+    with pytest.raises(InvalidArgument, match="entered already"):
+        async with opening:
+            pass
 
 
 async def test_an_abort_before_load_leaves_other_runs_loading(
@@ -246,15 +278,21 @@ async def test_an_abort_before_load_leaves_other_runs_loading(
 
     lazy = create_lazy_agent(slow)
     outcome: dict[str, Any] = {}
+    impatient = lazy.open_run("leave")
 
     async def patient() -> None:
         outcome["patient"] = await lazy.run("stay")
 
+    async def leave() -> None:
+        await trio.sleep(2)
+        impatient.abort()
+
     async with trio.open_nursery() as nursery:
         nursery.start_soon(patient)
         await trio.sleep(1)
-        async with lazy.open_run("leave") as run:
-            run.abort()
+        nursery.start_soon(leave)
+        async with impatient as run:
+            pass
         outcome["impatient"] = await run.result()
     assert outcome["impatient"].finish_reason == FinishReason.ABORTED
     assert outcome["patient"].content == "echo: stay"
@@ -265,19 +303,22 @@ async def test_an_abort_after_the_load_goes_to_the_real_run() -> None:
     """Once the real run exists, abort is forwarded to it, once."""
     agent = create_agent(generate=ScriptedModel(hang))
     lazy = create_lazy_agent(lambda: agent)
-    async with lazy.open_run("hi") as run:
+    opening = lazy.open_run("hi")
+    async with opening as run:
+        assert opening.run is run
         async for _ in run.events("step.started"):
-            assert run.resolved
-            run.abort("enough")
-            run.abort("again")
+            opening.abort("enough")
+            opening.abort("again")
+            run.abort("and again")
     result = await run.result()
     assert result.finish_reason == FinishReason.ABORTED
     assert result.abort_reason == "enough"
-    assert result.run_id == run.run_id
+    assert result.run_id == run.run_id == opening.run_id
 
 
 async def test_events_before_resolution_reach_an_iterating_consumer() -> None:
-    """A stream that iterates before the load sees the whole run, in order."""
+    """The block gets the loaded agent's run before its loop starts: a stream that
+    iterates there sees the whole run, in order, and so do listeners."""
     agent, _ = echo_agent()
 
     async def loader() -> Agent:
@@ -287,6 +328,7 @@ async def test_events_before_resolution_reach_an_iterating_consumer() -> None:
     lazy = create_lazy_agent(loader)
     listened: list[str] = []
     async with lazy.open_run("hi") as run:
+        assert isinstance(run, ActiveRun)
         remove_early = run.add_listener("step.started", listened.append)
         removed = run.add_listener("run.started", listened.append)
         removed()
@@ -309,8 +351,8 @@ async def test_a_stream_that_never_iterates_holds_nothing() -> None:
         run.events()  # never iterated
         unused = run.events("run.completed")
         assert unused.dropped == 0
+        assert not run.wants("run.completed")
     assert (await run.result()).content == "echo: hi"
-    assert run._streams == []
 
 
 async def test_input_and_context_are_snapshotted_at_call_time() -> None:
@@ -344,12 +386,7 @@ async def test_an_error_in_the_block_aborts_the_run_and_propagates(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """Like open_run: the run is aborted and the block's exception comes out."""
-
-    async def slow() -> Agent:
-        await trio.sleep(100)
-        raise AssertionError("never loaded")
-
-    lazy = create_lazy_agent(slow)
+    lazy = create_lazy_agent(lambda: create_agent(generate=ScriptedModel(hang)))
     with pytest.raises(KeyError):
         async with lazy.open_run("hi") as run:
             raise KeyError("host bug")
@@ -359,19 +396,21 @@ async def test_an_error_in_the_block_aborts_the_run_and_propagates(
 async def test_caller_cancellation_before_the_load_is_recorded_and_propagates(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """An outer deadline cancels the load; the handle records aborted; nothing is swallowed."""
+    """An outer deadline cancels the load; the loading run records aborted; nothing is
+    swallowed."""
 
     async def slow() -> Agent:
         await trio.sleep(100)
         raise AssertionError("never loaded")
 
     lazy = create_lazy_agent(slow)
+    opening = lazy.open_run("hi")
     with trio.move_on_after(5) as scope:
-        async with lazy.open_run("hi") as run:
-            await trio.sleep_forever()
+        async with opening:
+            raise AssertionError("the block waits for the definition")
     assert scope.cancelled_caught
-    result = await run.result()
-    assert result.finish_reason == FinishReason.ABORTED
+    assert opening.snapshot().status == "aborted"
+    assert opening.run is None
     assert lazy.loads == 1
     assert lazy.loaded is None
 
@@ -472,6 +511,8 @@ class NotAManager(NotAHandle):
 async def test_an_agent_whose_run_is_not_a_run_handle_breaks_the_contract() -> None:
     """open_run must be an async context manager yielding a run handle."""
     for broken in (NotAHandle(), NotAManager()):
-        result = await create_lazy_agent(functools.partial(identity, broken)).run("hi")
+        async with create_lazy_agent(functools.partial(identity, broken)).open_run("hi") as run:
+            pass
+        result = await run.result()
         assert result.finish_reason == FinishReason.ERROR
         assert isinstance(result.error, AgentContractError)

@@ -1,4 +1,8 @@
-"""A lazy agent's run keeps the liveness contract across the switch to the real run."""
+"""A lazy agent's run keeps the liveness contract across the switch to the real run.
+
+What ``open_run`` returns (a ``LoadingRun``) is observed while the definition loads, in
+another task than the one entering its block; once loaded, the block has the loaded
+agent's ``ActiveRun`` and the subscriptions follow it."""
 
 from __future__ import annotations
 
@@ -12,9 +16,9 @@ import trio
 import trio.testing
 
 from operative import Agent, FinishReason, InvalidArgument, RunResult, create_agent
-from operative._core._errors import AsyncDefinitionLoadError
 from operative._lazy._agent import create_lazy_agent
-from operative._lazy._run import LazyRun
+from operative._lazy._run import LoadingRun
+from operative.errors import AsyncDefinitionLoadError
 from operative.liveness import LivenessSnapshot
 from operative.testing import HANG, ScriptedModel
 
@@ -43,16 +47,17 @@ def check_contract(seen: list[LivenessSnapshot]) -> None:
     assert seen[-1].terminal
 
 
-def subscriptions(run: LazyRun) -> int:
-    """Subscriptions the lazy run holds or forwards (a helper, so narrowing never sticks)."""
-    return run._liveness.statistics()["subscriptions"]
+def subscriptions(opening: LoadingRun) -> int:
+    """Subscriptions the loading run holds or forwards (a helper, so narrowing never
+    sticks)."""
+    return opening._liveness.statistics()["subscriptions"]
 
 
-def real_subscriptions(run: LazyRun) -> int:
-    """Subscriptions on the real run's own tracker."""
-    real = run._real
+def real_subscriptions(opening: LoadingRun) -> int:
+    """Subscriptions on the loaded agent's run's own tracker."""
+    real = opening.run
     assert real is not None
-    return real._control.liveness.statistics()["subscriptions"]
+    return int(real._control.liveness.statistics()["subscriptions"])
 
 
 # -- following the run -------------------------------------------------------------
@@ -64,11 +69,18 @@ async def test_subscribing_before_the_load_follows_the_run_to_its_end(
     """`starting` at once, then the real run's changes, then the terminal snapshot once."""
     lazy = create_lazy_agent(loading(slow_agent()))
     seen: list[LivenessSnapshot] = []
-    async with lazy.open_run("hi") as run:
-        subscription = run.subscribe_snapshot(seen.append)
-        assert [(s.status, s.revision) for s in seen] == [("starting", 0)]
+    opening = lazy.open_run("hi")
+    subscription = opening.subscribe_snapshot(seen.append)
+    assert [(s.status, s.revision) for s in seen] == [("starting", 0)]
+
+    async def watch() -> None:
         await trio.sleep(1)
         assert len(seen) == 1  # still loading: nothing changed
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watch)
+        async with opening as run:
+            pass
     result = await run.result()
     assert result.finish_reason == FinishReason.STOP_CONDITION
     check_contract(seen)
@@ -76,12 +88,12 @@ async def test_subscribing_before_the_load_follows_the_run_to_its_end(
     assert "running" in [s.status for s in seen]
     assert seen[-1].status == "completed"
     assert seen[-1].finish_reason == result.finish_reason
-    assert seen[-1].id == run.run_id == result.run_id
-    assert seen[-1].revision == run.snapshot().revision
+    assert seen[-1].id == run.run_id == result.run_id == opening.run_id
+    assert seen[-1].revision == opening.snapshot().revision == run.snapshot().revision
     assert not subscription.active
     assert subscription.delivered == len(seen)
-    assert subscriptions(run) == 0
-    assert real_subscriptions(run) == 0
+    assert subscriptions(opening) == 0
+    assert real_subscriptions(opening) == 0
 
 
 async def test_subscribing_after_the_real_run_started(
@@ -90,26 +102,26 @@ async def test_subscribing_after_the_real_run_started(
     """A subscription made mid-run starts with the real run's current snapshot."""
     lazy = create_lazy_agent(loading(slow_agent(), seconds=1))
     seen: list[LivenessSnapshot] = []
-    async with lazy.open_run("hi") as run:
+    opening = lazy.open_run("hi")
+    async with opening as run:
         async for _ in run.events("step.started"):
             break
-        assert run.resolved
-        now = run.snapshot()
+        now = opening.snapshot()
         assert now.status == "running"
-        subscription = run.subscribe_snapshot(seen.append)
+        subscription = opening.subscribe_snapshot(seen.append)
         assert len(seen) == 1
         assert (seen[0].status, seen[0].revision, seen[0].id) == (
             now.status,
             now.revision,
             run.run_id,
         )
-        assert real_subscriptions(run) == 1
+        assert real_subscriptions(opening) == 1
     await run.result()
     check_contract(seen)
     assert seen[0].revision == now.revision
     assert seen[-1].status == "completed"
     assert not subscription.active
-    assert real_subscriptions(run) == 0
+    assert real_subscriptions(opening) == 0
 
 
 async def test_subscribing_after_the_run_finished_delivers_the_terminal_once(
@@ -117,16 +129,17 @@ async def test_subscribing_after_the_run_finished_delivers_the_terminal_once(
 ) -> None:
     """Finished work: one delivery, the terminal snapshot; the subscription is over."""
     lazy = create_lazy_agent(loading(slow_agent(), seconds=1))
-    async with lazy.open_run("hi") as run:
+    opening = lazy.open_run("hi")
+    async with opening as run:
         pass
     await run.result()
     seen: list[LivenessSnapshot] = []
-    subscription = run.subscribe_snapshot(seen.append)
+    subscription = opening.subscribe_snapshot(seen.append)
     assert [s.status for s in seen] == ["completed"]
     assert seen[0].revision == run.snapshot().revision
     assert not subscription.active
     subscription.unsubscribe()  # nothing to do
-    assert subscriptions(run) == 0
+    assert subscriptions(opening) == 0
 
 
 # -- runs that end before the agent loaded -----------------------------------------
@@ -138,20 +151,27 @@ async def test_an_abort_before_the_load_delivers_aborted_once(
     """starting, then aborted (revision 1), once; a later subscriber gets aborted once."""
     lazy = create_lazy_agent(loading(slow_agent(), seconds=3600))
     seen: list[LivenessSnapshot] = []
-    async with lazy.open_run("hi") as run:
-        subscription = run.subscribe_snapshot(seen.append)
+    opening = lazy.open_run("hi")
+    subscription = opening.subscribe_snapshot(seen.append)
+
+    async def leave() -> None:
         await trio.sleep(1)
-        run.abort("the user left")
-        run.abort("twice")
+        opening.abort("the user left")
+        opening.abort("twice")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(leave)
+        async with opening as run:
+            pass
     result = await run.result()
     assert result.finish_reason == FinishReason.ABORTED
     assert [(s.status, s.revision) for s in seen] == [("starting", 0), ("aborted", 1)]
     assert seen[-1].finish_reason == FinishReason.ABORTED
     assert not subscription.active
     late: list[LivenessSnapshot] = []
-    run.subscribe_snapshot(late.append)
+    opening.subscribe_snapshot(late.append)
     assert [(s.status, s.revision) for s in late] == [("aborted", 1)]
-    assert subscriptions(run) == 0
+    assert subscriptions(opening) == 0
     assert trio.current_time() < 2
 
 
@@ -167,16 +187,23 @@ async def test_a_load_failure_delivers_failed_once(
     lazy = create_lazy_agent(broken)
     seen: list[LivenessSnapshot] = []
     streamed: list[str] = []
-    async with lazy.open_run("hi") as run:
-        run.subscribe_snapshot(seen.append)
-        async with run.snapshots() as stream:
+    opening = lazy.open_run("hi")
+    opening.subscribe_snapshot(seen.append)
+
+    async def follow() -> None:
+        async with opening.snapshots() as stream:
             streamed.extend([s.status async for s in stream])
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(follow)
+        async with opening as run:
+            pass
     result = await run.result()
     assert isinstance(result.error, AsyncDefinitionLoadError)
     assert [s.status for s in seen] == streamed == ["starting", "failed"]
     check_contract(seen)
     assert seen[-1].finish_reason == FinishReason.ERROR
-    assert run.snapshot().status == "failed"
+    assert opening.snapshot().status == "failed"
 
 
 async def test_a_cancelled_caller_before_the_load_ends_the_subscription(
@@ -185,10 +212,11 @@ async def test_a_cancelled_caller_before_the_load_ends_the_subscription(
     """An outer deadline during the load: the subscriber still gets `aborted`, once."""
     lazy = create_lazy_agent(loading(slow_agent(), seconds=100))
     seen: list[LivenessSnapshot] = []
+    opening = lazy.open_run("hi")
+    opening.subscribe_snapshot(seen.append)
     with trio.move_on_after(5):
-        async with lazy.open_run("hi") as run:
-            run.subscribe_snapshot(seen.append)
-            await trio.sleep_forever()
+        async with opening:
+            raise AssertionError("the block waits for the definition")
     assert [s.status for s in seen] == ["starting", "aborted"]
 
 
@@ -202,15 +230,21 @@ async def test_unsubscribing_before_the_switch(
     lazy = create_lazy_agent(loading(slow_agent()))
     seen: list[LivenessSnapshot] = []
     kept: list[LivenessSnapshot] = []
-    async with lazy.open_run("hi") as run:
-        with run.subscribe_snapshot(seen.append) as subscription:
-            run.subscribe_snapshot(kept.append)
+    opening = lazy.open_run("hi")
+
+    async def watch() -> None:
+        with opening.subscribe_snapshot(seen.append) as subscription:
+            opening.subscribe_snapshot(kept.append)
             await trio.sleep(1)
         assert not subscription.active
-        assert subscriptions(run) == 1
-        async for _ in run.events("step.started"):
-            assert real_subscriptions(run) == 1  # only the kept one was forwarded
-            break
+        assert subscriptions(opening) == 1
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watch)
+        async with opening as run:
+            async for _ in run.events("step.started"):
+                assert real_subscriptions(opening) == 1  # only the kept one was forwarded
+                break
     await run.result()
     assert [s.status for s in seen] == ["starting"]
     check_contract(kept)
@@ -222,16 +256,17 @@ async def test_unsubscribing_after_the_switch(
     """Unsubscribed mid-run: delivery stops and the real run lets go of it at once."""
     lazy = create_lazy_agent(loading(slow_agent(answers=1), seconds=1))
     seen: list[LivenessSnapshot] = []
-    async with lazy.open_run("hi") as run:
-        subscription = run.subscribe_snapshot(seen.append)
+    opening = lazy.open_run("hi")
+    subscription = opening.subscribe_snapshot(seen.append)
+    async with opening as run:
         async for _ in run.events("step.started"):
             break
-        assert real_subscriptions(run) == 1
-        assert subscriptions(run) == 1
+        assert real_subscriptions(opening) == 1
+        assert subscriptions(opening) == 1
         subscription.unsubscribe()
         subscription.unsubscribe()
-        assert real_subscriptions(run) == 0
-        assert subscriptions(run) == 0
+        assert real_subscriptions(opening) == 0
+        assert subscriptions(opening) == 0
         delivered = len(seen)
     await run.result()
     assert len(seen) == delivered
@@ -252,12 +287,14 @@ async def test_an_observer_may_unsubscribe_itself_during_the_switch(
         if snapshot.status == "running":
             holder[0].unsubscribe()
 
-    async with lazy.open_run("hi") as run:
-        holder.append(run.subscribe_snapshot(observer))
+    opening = lazy.open_run("hi")
+    holder.append(opening.subscribe_snapshot(observer))
+    async with opening as run:
+        pass
     await run.result()
     assert seen == ["starting", "running"]
-    assert subscriptions(run) == 0
-    assert real_subscriptions(run) == 0
+    assert subscriptions(opening) == 0
+    assert real_subscriptions(opening) == 0
 
 
 # -- iterating -----------------------------------------------------------------------
@@ -268,9 +305,17 @@ async def test_snapshots_iterate_from_starting_to_the_terminal_one(
 ) -> None:
     """A stream opened while loading yields starting, the real run's changes, the end."""
     lazy = create_lazy_agent(loading(slow_agent(answers=1)))
-    async with lazy.open_run("hi") as run:
-        stream = run.snapshots()
-        got = [snapshot async for snapshot in stream]
+    opening = lazy.open_run("hi")
+    stream = opening.snapshots()
+    got: list[LivenessSnapshot] = []
+
+    async def follow() -> None:
+        got.extend([snapshot async for snapshot in stream])
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(follow)
+        async with opening:
+            pass
     assert got[0].status == "starting"
     assert got[-1].status == "completed"
     check_contract(got)
@@ -285,12 +330,19 @@ async def test_a_slow_consumer_misses_the_oldest_never_the_terminal(
     """capacity=2 and a consumer that sleeps: it loses old snapshots, keeps the end."""
     lazy = create_lazy_agent(loading(slow_agent(), seconds=1))
     got: list[LivenessSnapshot] = []
-    async with lazy.open_run("hi") as run:
-        stream = run.snapshots(capacity=2)
+    opening = lazy.open_run("hi")
+    stream = opening.snapshots(capacity=2)
+
+    async def follow() -> None:
         async with stream:
             async for snapshot in stream:
                 got.append(snapshot)
                 await trio.sleep(10)  # far behind the run
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(follow)
+        async with opening as run:
+            pass
     assert stream.dropped > 0
     assert got[0].status == "starting"
     assert got[-1].status == "completed"
@@ -303,19 +355,20 @@ async def test_leaving_a_stream_early_lets_go_of_the_run(
 ) -> None:
     """aclose() before or after the switch ends the subscription everywhere."""
     lazy = create_lazy_agent(loading(slow_agent(), seconds=1))
-    async with lazy.open_run("hi") as run:
-        early = run.snapshots()
-        async for snapshot in early:
-            assert snapshot.status == "starting"
-            break
-        await early.aclose()
-        late = run.snapshots()
+    opening = lazy.open_run("hi")
+    early = opening.snapshots()
+    async for snapshot in early:
+        assert snapshot.status == "starting"
+        break
+    await early.aclose()
+    async with opening as run:
+        late = opening.snapshots()
         async with late:
             async for snapshot in late:
                 if snapshot.status == "running":
                     break
-        assert subscriptions(run) == 0
-        assert real_subscriptions(run) == 0
+        assert subscriptions(opening) == 0
+        assert real_subscriptions(opening) == 0
     await run.result()
 
 
@@ -325,17 +378,23 @@ async def test_snapshots_of_a_run_aborted_before_the_load(
     """A stream waiting through the load ends with the one `aborted` snapshot."""
     lazy = create_lazy_agent(loading(slow_agent(), seconds=3600))
     got: list[str] = []
+    opening = lazy.open_run("hi")
 
-    async def consume(run: LazyRun) -> None:
-        got.extend([s.status async for s in run.snapshots()])
+    async def consume() -> None:
+        got.extend([s.status async for s in opening.snapshots()])
 
-    async with lazy.open_run("hi") as run, trio.open_nursery() as nursery:
-        nursery.start_soon(consume, run)
+    async def leave() -> None:
         await trio.sleep(1)
-        run.abort()
+        opening.abort()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(consume)
+        nursery.start_soon(leave)
+        async with opening:
+            pass
     assert got == ["starting", "aborted"]
     got.clear()
-    await consume(run)
+    await consume()
     assert got == ["aborted"]
 
 
@@ -354,14 +413,16 @@ async def test_a_raising_observer_is_logged_and_counted_and_the_run_goes_on(
     lazy = create_lazy_agent(loading(slow_agent()))
     seen: list[LivenessSnapshot] = []
     with caplog.at_level(logging.ERROR, logger="operative.liveness"):
-        async with lazy.open_run("hi") as run:
-            failing = run.subscribe_snapshot(broken)
-            run.subscribe_snapshot(seen.append)
+        opening = lazy.open_run("hi")
+        failing = opening.subscribe_snapshot(broken)
+        opening.subscribe_snapshot(seen.append)
+        async with opening as run:
+            pass
         result = await run.result()
     assert result.finish_reason == FinishReason.STOP_CONDITION
     check_contract(seen)
     assert failing.delivered == len(seen)
-    assert run._liveness.observer_errors == len(seen)
+    assert opening._liveness.observer_errors == len(seen)
     logged = [r for r in caplog.records if r.name == "operative.liveness"]
     assert len(logged) == len(seen)
     assert all("raised" in r.getMessage() and r.exc_info is not None for r in logged)
@@ -370,25 +431,30 @@ async def test_a_raising_observer_is_logged_and_counted_and_the_run_goes_on(
 async def test_arguments_are_checked(autojump_clock: trio.testing.MockClock) -> None:
     """A non-callable observer or a bad capacity is InvalidArgument, as for ActiveRun."""
     lazy = create_lazy_agent(loading(create_agent(generate=ScriptedModel([HANG]))))
-    async with lazy.open_run("hi") as run:
-        with pytest.raises(InvalidArgument, match="observer"):
-            run.subscribe_snapshot("print")  # type: ignore[arg-type]
-        for capacity in (0, True, 1.5):
-            with pytest.raises(InvalidArgument, match="capacity"):
-                run.snapshots(capacity=capacity)  # type: ignore[arg-type]
-        run.abort()
+    opening = lazy.open_run("hi")
+    with pytest.raises(InvalidArgument, match="observer"):
+        opening.subscribe_snapshot("print")  # type: ignore[arg-type]
+    for capacity in (0, True, 1.5):
+        with pytest.raises(InvalidArgument, match="capacity"):
+            opening.snapshots(capacity=capacity)  # type: ignore[arg-type]
+    opening.abort()
+    async with opening:
+        pass
 
 
 async def test_reading_a_snapshot_changes_nothing(autojump_clock: trio.testing.MockClock) -> None:
     """snapshot() is synchronous and side-effect free in every phase."""
     lazy = create_lazy_agent(loading(slow_agent()))
-    async with lazy.open_run("hi") as run:
-        first, second = run.snapshot(), run.snapshot()
-        assert first.status == second.status == "starting"
-        assert first.revision == second.revision == 0
-        assert subscriptions(run) == 0
-    done = run.snapshot()
-    assert done.revision == run.snapshot().revision
+    opening = lazy.open_run("hi")
+    first, second = opening.snapshot(), opening.snapshot()
+    assert first.status == second.status == "starting"
+    assert first.revision == second.revision == 0
+    assert subscriptions(opening) == 0
+    assert lazy.loads == 0
+    async with opening:
+        pass
+    done = opening.snapshot()
+    assert done.revision == opening.snapshot().revision
     assert done.terminal
 
 
@@ -451,14 +517,22 @@ async def test_a_handle_without_subscriptions_still_ends_every_subscription(
     """Its snapshot at the switch, then one terminal snapshot when the run is over."""
     lazy = create_lazy_agent(loading(FrozenAgent(slow_agent()), seconds=1))
     seen: list[LivenessSnapshot] = []
-    async with lazy.open_run("hi") as run:
-        run.subscribe_snapshot(seen.append)
-        got = [(s.status, s.revision) async for s in run.snapshots()]
+    got: list[tuple[str, int]] = []
+    opening = lazy.open_run("hi")
+    opening.subscribe_snapshot(seen.append)
+
+    async def follow() -> None:
+        got.extend([(s.status, s.revision) async for s in opening.snapshots()])
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(follow)
+        async with opening as run:
+            assert isinstance(run, FrozenHandle)  # what the loaded agent's block gives
     result = await run.result()
     assert result.finish_reason == FinishReason.STOP_CONDITION
     assert [(s.status, s.revision) for s in seen] == got
     assert got == [("starting", 0), ("running", 3), ("completed", 4)]
     assert seen[-1].finish_reason == FinishReason.STOP_CONDITION
     late: list[str] = []
-    run.subscribe_snapshot(lambda snapshot: late.append(snapshot.status))
+    opening.subscribe_snapshot(lambda snapshot: late.append(snapshot.status))
     assert late == ["completed"]

@@ -40,13 +40,20 @@ async def test_snapshots_read_the_runtime_clock_until_the_agent_loads(
 
     lazy = create_lazy_agent(loader, runtime=clock)
     seen: list[LivenessSnapshot] = []
-    async with lazy.open_run("go") as run:
-        run.subscribe_snapshot(seen.append)
+    opening = lazy.open_run("go")
+    opening.subscribe_snapshot(seen.append)
+
+    async def watch() -> None:
         await trio.sleep(2)
-        waiting = run.snapshot()
+        waiting = opening.snapshot()
         assert waiting.status == "starting"
         assert waiting.started_at == pytest.approx(1_000_000.0)
         assert waiting.observed_at == pytest.approx(1_000_002.0)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watch)
+        async with opening:
+            pass
     assert seen[0].status == "starting"
     assert seen[0].started_at == pytest.approx(1_000_000.0)
     # Once loaded, the real run's own clock (trio's) answers.
@@ -65,10 +72,17 @@ async def test_an_early_abort_is_observed_on_the_runtime_clock(
         return _agent()
 
     lazy = create_lazy_agent(loader, runtime=clock)
-    async with lazy.open_run("go") as run:
+    opening = lazy.open_run("go")
+
+    async def leave() -> None:
         await trio.sleep(1)
-        run.abort("the user left")
-    final = run.snapshot()
+        opening.abort("the user left")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(leave)
+        async with opening:
+            pass
+    final = opening.snapshot()
     assert final.status == "aborted"
     assert final.started_at == pytest.approx(500.0)
     assert final.observed_at == pytest.approx(501.0)
@@ -81,8 +95,10 @@ async def test_the_default_runtime_is_trios_clock(autojump_clock: trio.testing.M
         await trio.sleep(1)
         return _agent()
 
-    async with create_lazy_agent(loader).open_run("go") as run:
-        assert run.snapshot().started_at == pytest.approx(7.0)
+    opening = create_lazy_agent(loader).open_run("go")
+    assert opening.snapshot().started_at == pytest.approx(7.0)
+    async with opening:
+        pass
 
 
 def test_runtime_must_be_a_clock() -> None:

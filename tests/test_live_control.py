@@ -8,22 +8,12 @@ import pytest
 import trio
 
 import operative
-from operative import (
-    ApprovalDecision,
-    ApprovalPolicy,
-    Conversation,
-    GenerateResponse,
-    PendingApproval,
-    StallPolicy,
-    Steering,
-    Toolbox,
-    ToolCall,
-    open_run,
-    stop_when,
-    tool,
-)
-from operative.steering import SelectionOutcome
+import operative.steering
+from operative import Conversation, GenerateResponse, Toolbox, ToolCall, open_run, stop_when, tool
+from operative.liveness import StallPolicy
+from operative.steering import SelectionOutcome, Steering
 from operative.testing import HANG, ScriptedModel, check_run_invariants
+from operative.tools import ApprovalDecision, ApprovalPolicy, PendingApproval
 
 RAN: list[str] = []
 
@@ -199,7 +189,7 @@ async def test_a_stale_selection_fails_the_step() -> None:
     model = ScriptedModel(lambda request: f"step {request.step}")
     result, _, _ = await _run(model, selection=plan, on_step=expire, stop_when=None)
     assert result.finish_reason == "error"
-    assert isinstance(result.error, operative.SelectionRevalidationError)
+    assert isinstance(result.error, operative.steering.SelectionRevalidationError)
     assert len(result.steps) == 1
 
 

@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operative import InvalidResponseError, ToolCall
+from operative import ToolCall
 from operative._core._tool_calls import REFUSED_ARGUMENTS, RefusedCalls, normalize_calls
+from operative.errors import InvalidResponseError
 
 _DEEP = "[" * 101 + "]" * 101  # nested past MAX_JSON_DEPTH
 _IDS = st.sampled_from(["a", "b", "c", ""])

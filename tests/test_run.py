@@ -10,6 +10,8 @@ import trio
 import trio.testing
 
 import operative
+import operative.errors
+import operative.tools
 from operative import (
     Conversation,
     ConversationHistory,
@@ -362,7 +364,7 @@ async def test_generate_returning_the_wrong_type() -> None:
         return {"content": "hi"}
 
     result, _ = await run_with(bad)
-    assert isinstance(result.error, operative.InvalidResponseError)
+    assert isinstance(result.error, operative.errors.InvalidResponseError)
 
 
 async def test_malformed_tool_call_in_response() -> None:
@@ -373,7 +375,7 @@ async def test_malformed_tool_call_in_response() -> None:
 
     result, _ = await run_with(bad)
     assert result.finish_reason == "error"
-    assert isinstance(result.error, operative.InvalidResponseError)
+    assert isinstance(result.error, operative.errors.InvalidResponseError)
     assert "tool_calls[0] is a dict, not a ToolCall" in str(result.error)
 
 
@@ -498,8 +500,8 @@ async def test_request_deadline_bounds_the_run(autojump_clock: Any) -> None:
     """A request_context deadline becomes the run scope's deadline, with its reason."""
     import time
 
-    request = operative.RequestContext(
-        authority=operative.Authority(principal_id="u", tenant_id="t", owner_id="o"),
+    request = operative.tools.RequestContext(
+        authority=operative.tools.Authority(principal_id="u", tenant_id="t", owner_id="o"),
         deadline=time.time() + 30,
     )
     start = trio.current_time()
@@ -516,13 +518,13 @@ async def test_tools_do_not_run_for_an_expired_request() -> None:
     """A call made for a request whose deadline passed is denied without running."""
     import time
 
-    request = operative.RequestContext(
-        authority=operative.Authority(principal_id="u", tenant_id="t", owner_id="o"),
+    request = operative.tools.RequestContext(
+        authority=operative.tools.Authority(principal_id="u", tenant_id="t", owner_id="o"),
         deadline=time.time() - 1,
     )
     toolbox = operative.Toolbox([add])
     result = await toolbox.execute(
-        call("add", "x", a=1, b=2), operative.ExecutionContext(request_context=request)
+        call("add", "x", a=1, b=2), operative.tools.ExecutionContext(request_context=request)
     )
     assert result.outcome == "denied"
     assert "deadline" in (result.error or "")

@@ -70,8 +70,10 @@ async def test_a_lazy_agents_run_closes_and_acknowledges(autojump_clock: Any) ->
         return create_agent(generate=ScriptedModel([HANG]), name="lazy")
 
     lazy = create_lazy_agent(load, name="lazy")
-    async with lazy.open_run("hi") as run:
-        await run.aclose()  # before the definition loaded
+    opening = lazy.open_run("hi")
+    opening.abort("before the definition loaded")
+    async with opening as run:
+        await run.aclose()  # the run ended already: this only waits
     assert (await run.result()).finish_reason == "aborted"
     await run.closed()
 

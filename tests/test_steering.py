@@ -13,7 +13,6 @@ import trio
 import trio.testing
 
 from operative import InvalidArgument, OperativeError
-from operative._core._errors import SelectionRevalidationError
 from operative.liveness import LivenessTracker, StallPolicy, create_stall_watchdog
 from operative.steering import (
     Configure,
@@ -21,6 +20,7 @@ from operative.steering import (
     Resume,
     SelectionGate,
     SelectionOutcome,
+    SelectionRevalidationError,
     Steering,
     SteeringApplied,
     SteeringCursor,

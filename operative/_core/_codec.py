@@ -3,9 +3,9 @@
 Records are ``msgspec.Struct``s; decoding validates in the same pass as parsing, with one
 cached ``msgspec.json.Decoder`` per type. Every way bytes can be bad (truncated, invalid
 UTF-8, wrong types, unknown tags, missing fields) surfaces as
-:class:`~operative.CorruptRecordError`, naming what was decoded and the JSON path of the
+:class:`~operative.errors.CorruptRecordError`, naming what was decoded and the JSON path of the
 problem; bytes written by a newer operative raise its subclass
-:class:`~operative.SchemaVersionError`. msgspec's own exceptions never escape.
+:class:`~operative.errors.SchemaVersionError`. msgspec's own exceptions never escape.
 
 The path and the cause come from structure, not from msgspec's wording: only when a
 decode fails, the bytes are read again as plain JSON and walked against the type to the
@@ -166,7 +166,7 @@ def check_schema_version(what: str, found: int, supported: int) -> None:
     """Reject a record version this code does not know; call it from ``__post_init__``.
 
     Raising there means the check also runs when the record is nested inside another
-    one, and :func:`decode` turns it into a :class:`~operative.SchemaVersionError` that
+    one, and :func:`decode` turns it into a :class:`~operative.errors.SchemaVersionError` that
     names the outer record.
 
     Raises:

@@ -3,7 +3,7 @@
 msgspec handles Structs, dataclasses, attrs classes and TypedDicts directly and is much
 faster; this converter covers the rest (e.g. a union of several attrs classes in a tool's
 input or a run's structured output). :func:`validate` picks the right one for a type and
-turns every failure into a :class:`~operative.DataValidationError` carrying the JSON path
+turns every failure into a :class:`~operative.errors.DataValidationError` carrying the JSON path
 of the problem (``$.field[0]``).
 
 Paths come from structure, never from the wording of an error message: for msgspec,

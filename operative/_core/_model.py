@@ -53,7 +53,7 @@ class GenerateResponse(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     a response the loop receives is one it can read, count and store: a provider
     adapter or test double that builds one wrongly (``usage="lots"``,
     ``tool_calls=None``, ``ToolCall(id=123)``, metadata JSON cannot hold) gets an
-    :class:`~operative.InvalidResponseError` naming the field, at that line. Lists
+    :class:`~operative.errors.InvalidResponseError` naming the field, at that line. Lists
     given for ``tool_calls`` or ``content`` are kept as tuples.
     """
 

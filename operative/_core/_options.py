@@ -92,6 +92,8 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     on_approval: Callable[..., Any] | None = None
     """Decides parked approvals while the run stays alive (see the tool phase)."""
     approval_timeout: float | None = None
+    concurrent_approvals: bool = False
+    """Ask ``on_approval`` about a step's parked calls all at once (default: one at a time)."""
     tool_sources: tuple[ToolSource, ...] = ()
     """Tool sources from ``tools=`` (MCP servers), read when the run starts, before any
     feature wraps it."""
@@ -193,6 +195,7 @@ _OPTION_NAMES = HOOK_NAMES | frozenset(
         "stall_policy",
         "on_approval",
         "approval_timeout",
+        "concurrent_approvals",
         "durable",
         "instrumentation",
         "guardrails",
@@ -421,6 +424,11 @@ def _check_numbers(options: dict[str, Any], fields: dict[str, Any]) -> None:
                 f"approval_timeout= takes seconds > 0 or None, got {approval_timeout!r}"
             )
         fields["approval_timeout"] = float(approval_timeout)
+    if "concurrent_approvals" in options:
+        concurrent = options["concurrent_approvals"]
+        if concurrent.__class__ is not bool:
+            raise InvalidArgument(f"concurrent_approvals= takes True or False, got {concurrent!r}")
+        fields["concurrent_approvals"] = concurrent
     settings = get("settings")
     if settings is not None:
         if not isinstance(settings, Mapping):

@@ -59,6 +59,7 @@ class RunOptions(TypedDict, total=False):
     stall_policy: StallPolicy | None
     on_approval: Callable[..., Any] | None
     approval_timeout: float | None
+    concurrent_approvals: bool
     durable: Any
     instrumentation: Any
     guardrails: Any

@@ -48,10 +48,17 @@ __all__ = ["ToolPhase", "select_specs"]
 class ToolPhase:
     """Running a step's tool calls, for one run."""
 
-    __slots__ = ("_elicit", "_state")
+    __slots__ = ("_elicit", "_prompts", "_state")
 
     def __init__(self, state: RunState) -> None:
         self._state = state
+        cfg = state.config
+        # on_approval is asked one call at a time, unless concurrent_approvals=True.
+        self._prompts: Any = (
+            trio.Lock()
+            if cfg.on_approval is not None and not cfg.concurrent_approvals
+            else _UNLIMITED
+        )
         self._elicit: Callable[[Any], Awaitable[Any]] | None = (
             self._elicit_while_waiting if state.config.on_elicitation is not None else None
         )
@@ -203,7 +210,8 @@ class ToolPhase:
         )
         try:
             with trio.move_on_at(deadline if deadline is not None else math.inf) as scope:
-                decision = await call_hook(cfg.on_approval, pending)
+                async with self._prompts:
+                    decision = await call_hook(cfg.on_approval, pending)
         finally:
             liveness.clear_wait(wait)
         request = cfg.request_context

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Literal, NoReturn
 
 import msgspec
@@ -157,8 +157,9 @@ class Authority(msgspec.Struct, frozen=True, kw_only=True):
     principal_id: str
     tenant_id: str
     owner_id: str
-    capabilities: tuple[str, ...] = ()
-    """The capabilities granted (a list is kept as a tuple; order is not bound)."""
+    capabilities: Collection[str] = ()
+    """The capabilities granted: any collection of str (a set, frozenset, list or tuple),
+    kept as a tuple (a set's sorted). The order is not bound into approvals."""
     authorization_revision: int | str = ""
     """The revision of the grant: an ``int`` or a ``str``, bound with its type, so
     revision ``1`` and revision ``"1"`` are different identities."""
@@ -168,13 +169,22 @@ class Authority(msgspec.Struct, frozen=True, kw_only=True):
         _require_str("Authority", "tenant_id", self.tenant_id)
         _require_str("Authority", "owner_id", self.owner_id)
         capabilities: object = self.capabilities
-        if type(capabilities) is list:
-            capabilities = tuple(capabilities)
-            msgspec.structs.force_setattr(self, "capabilities", capabilities)
-        if type(capabilities) is not tuple or not all(isinstance(c, str) for c in capabilities):
+        if type(capabilities) is not tuple:
+            if isinstance(capabilities, str | bytes | Mapping) or not isinstance(
+                capabilities, Collection
+            ):
+                capabilities = None
+            else:
+                capabilities = tuple(capabilities)
+        if capabilities is None or not all(isinstance(c, str) for c in capabilities):
             raise InvalidArgument(
-                f"Authority.capabilities takes a tuple of str, got {self.capabilities!r}"
+                "Authority.capabilities takes a collection of str (a set, list or tuple), "
+                f"got {self.capabilities!r}"
             )
+        if capabilities is not self.capabilities:
+            if not isinstance(self.capabilities, Sequence):
+                capabilities = tuple(sorted(capabilities))  # a set: in a stable order
+            msgspec.structs.force_setattr(self, "capabilities", capabilities)
         revision = self.authorization_revision
         if not isinstance(revision, int | str) or isinstance(revision, bool):
             raise InvalidArgument(

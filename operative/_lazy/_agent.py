@@ -3,9 +3,9 @@
 ``create_lazy_agent(loader)`` returns an agent whose definition (instructions, tools,
 output type, model) is loaded by ``loader`` the first time a run needs it; the load is
 shared by concurrent runs and cached once it succeeds. A failed load is forgotten, so
-the next run calls the loader again (:class:`~operative.AsyncDefinitionLoadError`); a
+the next run calls the loader again (:class:`~operative.errors.AsyncDefinitionLoadError`); a
 load that produced something that is not an agent is cached as a broken definition
-(:class:`~operative.AgentContractError`), because loading again would not fix it.
+(:class:`~operative.errors.AgentContractError`), because loading again would not fix it.
 
 A lazy agent runs wherever an agent does: ``open_run(..., durable=...)``, session turns
 (plain and durable), :func:`~operative.durable.recover` and ``serve_durable_runs``.
@@ -22,30 +22,25 @@ from __future__ import annotations
 import inspect
 import logging
 import types
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 import attrs
 import trio
 
 from .._agent import AgentInput, AgentRunContext, RunnableAgent
-from .._core._errors import (
-    AgentContractError,
-    AsyncDefinitionLoadError,
-    InvalidArgument,
-)
+from .._core._errors import InvalidArgument
 from .._core._model import GenerateFunction, GenerateRequest, GenerateResponse
 from .._core._options import abort_waiter
 from .._core._results import RunResult
 from ..conversation import ConversationHistory
-from ._run import LazyEventStream as LazyEventStream
-from ._run import LazyRun as LazyRun
-from ._run import check_durable
+from ._errors import AgentContractError, AsyncDefinitionLoadError
+from ._run import LoadingRun as LoadingRun
 
 __all__ = [
     "LazyAgent",
     "LazyGenerate",
+    "LoadingRun",
     "create_lazy_agent",
     "create_lazy_generate",
     "resolve_agent",
@@ -281,18 +276,25 @@ class LazyAgent:
         context: AgentRunContext | None = None,
         durable: Any = None,
         abort_on: Any = None,
-    ) -> AbstractAsyncContextManager[LazyRun]:
+    ) -> LoadingRun:
         """Start a run; use as ``async with agent.open_run(...) as run:``.
 
-        ``input`` and ``context`` are snapshotted now. The definition loads inside the
-        block; ``run.abort()`` before it loaded means the agent is never run.
+        ``input`` and ``context`` are snapshotted now. Entering the block loads the
+        definition (or waits for the load in flight) and gives the loaded agent's run:
+        the same :class:`~operative.ActiveRun` its ``open_run`` gives, before its loop
+        starts. Until then the returned :class:`LoadingRun` answers ``snapshot()``
+        (``starting``), follows the run with ``subscribe_snapshot()`` and
+        ``snapshots()``, and takes ``abort()``: aborted before the definition loaded,
+        the agent is never run, and the block gets a run that ended aborted at once.
+        A loader that fails (:class:`~operative.errors.AsyncDefinitionLoadError`), or
+        produces no agent (:class:`~operative.errors.AgentContractError`), gives a run
+        that ended in ``"error"`` with that error.
 
         ``durable=`` (an :class:`operative.durable.Durable`) is passed to the loaded
-        agent's ``open_run``, as for an :class:`~operative.Agent`; the handle's
-        ``run_id`` is the durable run's id from the start. A run that
-        :func:`~operative.durable.recover` resumes loads its definition before the
-        handle is returned: a load that fails raises from the ``async with`` and leaves
-        the run as it was (claimable again once its lease expires).
+        agent's ``open_run``, as for an :class:`~operative.Agent`. A run that
+        :func:`~operative.durable.recover` resumes raises a failed load from the
+        ``async with`` instead, and leaves the run as it was (claimable again once its
+        lease expires).
 
         ``abort_on=`` (or ``context.abort_on``; the keyword wins) aborts the run once it
         is set or returns: before the agent loaded, the agent is never run; after, the
@@ -322,91 +324,30 @@ class LazyAgent:
         fired: trio.Event | None = None
         if context is not None:
             if wait is not None:
-                # Watched once, here; the loaded agent's run watches this event instead.
+                # Watched once, by the loading run; the loaded agent's run watches this
+                # event instead.
                 fired = trio.Event()
                 context = attrs.evolve(context, abort_on=fired)
             else:
                 context = attrs.evolve(context)
-        return self._open(
+        return LoadingRun(
+            self,
             snapshot,
             context,
             durable=durable,
             run_id=run_id,
             recovering=recovering,
             abort_on=None if wait is None or fired is None else (wait, fired),
-        )
-
-    @asynccontextmanager
-    async def _open(
-        self,
-        input: AgentInput,
-        context: AgentRunContext | None,
-        *,
-        durable: Any,
-        run_id: str | None,
-        recovering: bool,
-        abort_on: tuple[Callable[[], Awaitable[object]], trio.Event] | None = None,
-    ) -> AsyncIterator[LazyRun]:
-        if recovering:
-            # A recovered run's record is running and leased to this worker: load first,
-            # so that a failed load raises here and leaves the run as it was, instead of
-            # ending with a result its record does not hold.
-            check_durable(await self._flight.get())
-        run = LazyRun(
-            self._flight,
-            input,
-            context,
-            durable=durable,
-            run_id=run_id,
-            recovering=recovering,
             clock=self._clock,
         )
-        body_error: BaseException | None = None
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(run._drive, name=f"operative lazy run {run.run_id}")
-            if abort_on is not None:
-                # It returns by itself once the run has ended.
-                nursery.start_soon(
-                    _abort_when, run, *abort_on, name=f"operative abort_on {run.run_id}"
-                )
-            try:
-                yield run
-            except BaseException as exc:
-                run.abort(f"the block running the run raised {type(exc).__name__}: {exc}")
-                body_error = exc
-        if body_error is not None:
-            raise body_error
 
     async def run(
         self, input: AgentInput, *, context: AgentRunContext | None = None, abort_on: Any = None
     ) -> RunResult:
         """Run to the end and return the result (``abort_on=``: see :meth:`open_run`)."""
         async with self.open_run(input, context=context, abort_on=abort_on) as run:
-            return await run.result()
-
-
-async def _abort_when(
-    run: LazyRun, wait: Callable[[], Awaitable[object]], fired: trio.Event
-) -> None:
-    """Set ``fired`` once ``wait()`` returns, and abort a run whose agent has not loaded
-    yet (the loaded agent's run watches ``fired`` itself); return when the run ends."""
-    async with trio.open_nursery() as watch:
-
-        async def until_ended() -> None:
-            await run._done.wait()
-            watch.cancel_scope.cancel()
-
-        watch.start_soon(until_ended)
-        try:
-            await wait()
-        except Exception as exc:
-            reason = f"the run's abort_on= signal failed ({type(exc).__name__}: {exc})"
-        else:
-            reason = "the run's abort_on= signal fired"
-        fired.set()
-        if not run.resolved:
-            run.abort(reason)
-        watch.cancel_scope.cancel()
+            result: RunResult = await run.result()
+        return result
 
 
 async def resolve_agent(agent: RunnableAgent) -> RunnableAgent:

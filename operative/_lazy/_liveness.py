@@ -1,6 +1,6 @@
 """Snapshot subscriptions of a lazy agent's run, across the switch to the real run.
 
-A :class:`~operative._lazy._run.LazyRun` reports ``starting`` by itself until its
+A :class:`~operative._lazy._run.LoadingRun` reports ``starting`` by itself until its
 agent's definition loads. :class:`LazyLiveness` holds the subscriptions made meanwhile
 and, once the real run exists, forwards each one to the real run's own subscriptions:
 the caller's :class:`~operative.liveness.SnapshotSubscription` stays the same object,
@@ -57,6 +57,11 @@ class LazyLiveness(LivenessTracker):
         """Caller's subscription -> its subscription on the real run."""
         self._final: FinishReason | None = None
         """Set once the lazy run is over (its finish reason)."""
+
+    @property
+    def final(self) -> FinishReason | None:
+        """How the lazy run ended (``None`` while it goes on)."""
+        return self._final
 
     def snapshot(self) -> LivenessSnapshot:
         """The lazy run's snapshot now; never blocks, never changes anything."""

@@ -21,7 +21,7 @@ applies the missing migrations in order, records the new versions and commits: a
 nothing, and once, however many processes open the database together.
 
 A version above what this code knows means a newer operative upgraded the database:
-:class:`~operative.SchemaVersionError`, and nothing is written.
+:class:`~operative.errors.SchemaVersionError`, and nothing is written.
 
 Databases written before versions were recorded hold no version (0), yet already hold
 the tables of the first migrations. Those migrations, the baseline, are therefore written

@@ -1,7 +1,7 @@
 """Refusing a file SQLite cannot use as a database, before anything writes to it.
 
 A text file, random bytes, a file too short to be a database, a truncated or damaged
-one: each is a :class:`~operative.DatabaseFileError` naming the file and what to do, and
+one: each is a :class:`~operative.errors.DatabaseFileError` naming the file and what to do, and
 the file is left exactly as it was (operative never converts, repairs or truncates a file
 it cannot read).
 """
@@ -11,9 +11,31 @@ from __future__ import annotations
 import os
 import sqlite3
 
-from .._core._errors import DatabaseFileError
+from .._core._errors import OperativeError
 
-__all__ = ["check_database_file", "database_file_error", "raise_for_database_file"]
+__all__ = [
+    "DatabaseFileError",
+    "check_database_file",
+    "database_file_error",
+    "raise_for_database_file",
+]
+
+
+class DatabaseFileError(OperativeError):
+    """A database file is not an SQLite database, or is damaged (truncated, malformed).
+
+    Raised by every SQLite-backed store, engine and run store on the first use that meets
+    the file. ``path`` names the file, ``detail`` what SQLite reported. The file is left
+    exactly as it was: operative never converts, repairs or truncates a file it cannot
+    read. Check the path; restore a damaged file from a backup (or try ``sqlite3 FILE
+    .recover``); or move it away to start a new database there.
+    """
+
+    def __init__(self, message: str, *, path: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+        self.detail = detail
+
 
 _CORRUPT = 11  # SQLITE_CORRUPT: "database disk image is malformed"
 _NOTADB = 26  # SQLITE_NOTADB: "file is not a database"

@@ -32,11 +32,11 @@ happen, so those limits are never passed.
 
 from __future__ import annotations
 
-from .._core._errors import BudgetExceededError
 from .._pricing import DEFAULT_PRICES, ModelPrice, PriceTable, cost_of
 from ._budget import (
     Budget,
     BudgetExceeded,
+    BudgetExceededError,
     BudgetLimit,
     BudgetSpent,
     BudgetStatus,

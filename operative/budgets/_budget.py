@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal, TypeAlias
 
 import msgspec
 
-from .._core._errors import BudgetExceededError, InvalidArgument
+from .._core._errors import InvalidArgument, OperativeError
 from .._core._types import Usage
 
 if TYPE_CHECKING:
@@ -25,12 +25,31 @@ __all__ = [
     "OK",
     "Budget",
     "BudgetExceeded",
+    "BudgetExceededError",
     "BudgetLimit",
     "BudgetSpent",
     "BudgetStatus",
     "BudgetThreshold",
     "usage_tokens",
 ]
+
+
+class BudgetExceededError(OperativeError):
+    """A run's budget ran out; ``limit`` says which one.
+
+    ``limit`` is ``"tokens"``, ``"cost_usd"``, ``"requests"``, ``"tool_calls"`` or
+    ``"duration"``; ``maximum`` is the budget's limit and ``spent`` the amount that
+    crossed it (in tokens, USD, requests, tool calls or seconds). A run that runs out of
+    budget ends with ``finish_reason == "budget-exceeded"`` rather than raising this;
+    raise it from a hook or a tool to end the run the same way.
+    """
+
+    def __init__(self, message: str, *, limit: str, maximum: float, spent: float) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.maximum = maximum
+        self.spent = spent
+
 
 BudgetLimit: TypeAlias = Literal["tokens", "cost_usd", "requests", "tool_calls", "duration"]
 """Which limit of a budget: ``max_tokens`` is ``"tokens"``, ``max_cost_usd`` is
@@ -141,7 +160,7 @@ class BudgetExceeded(msgspec.Struct, frozen=True, kw_only=True):
         return f"budget exceeded: {self.limit} {spent} of {maximum}"
 
     def to_error(self) -> BudgetExceededError:
-        """The equivalent :class:`~operative.BudgetExceededError`."""
+        """The equivalent :class:`~operative.budgets.BudgetExceededError`."""
         return BudgetExceededError(
             self.message, limit=self.limit, maximum=self.maximum, spent=self.spent
         )
@@ -189,7 +208,7 @@ def charged_tokens(usage: Usage, where: str) -> int:
     limit), which is never credited tokens: usage with a negative count is refused.
 
     A run never gets this far with such usage (the loop refuses the response that
-    carries it with :class:`~operative.InvalidResponseError`); this guards the
+    carries it with :class:`~operative.errors.InvalidResponseError`); this guards the
     invariant for whoever charges by hand.
 
     Raises:

@@ -20,18 +20,16 @@ import trio
 
 from .. import (
     Agent,
-    ApprovalDecision,
     GenerateRequest,
     GenerateResponse,
     Message,
-    PendingApproval,
     ToolCall,
     Usage,
     create_agent,
 )
 from .._core._deltas import current_delta_sink
 from ..providers import Delta
-from ..tools import ApprovalPolicy, Tool, Toolbox, tool
+from ..tools import ApprovalDecision, ApprovalPolicy, PendingApproval, Tool, Toolbox, tool
 from ._defaults import DEMO_PROMPT as DEMO_PROMPT
 from ._defaults import OFFLINE_MODEL as OFFLINE_MODEL
 

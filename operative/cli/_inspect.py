@@ -32,7 +32,7 @@ from ._temporal import (
     temporal_command,
     where,
 )
-from ._viewer import render_run
+from ._viewer import calls_by_step, pending_approvals, render_run
 
 __all__ = [
     "parse_since",
@@ -230,7 +230,15 @@ async def runs_show(args: argparse.Namespace, out: Output) -> int:
     out.line(f"run {run.run_id}", "bold")
     out.line(f"  agent     {run.agent_name}")
     out.line(f"  session   {run.session_id or '-'}")
-    out.line(f"  status    {run.status} ({run.finish_reason or 'not finished'})")
+    waiting = pending_approvals(detail)
+    if waiting:
+        out.line(
+            f"  status    waiting for approval ({', '.join(waiting)}; the run {run.status}: "
+            f"{run.finish_reason or 'not finished'})",
+            "yellow",
+        )
+    else:
+        out.line(f"  status    {run.status} ({run.finish_reason or 'not finished'})")
     out.line(f"  created   {_when(run.created_at)}; updated {_when(run.updated_at)}")
     out.line(f"  usage     {tokens(run.usage)} tokens, cost {_cost(run)}")
     if run.status == "running":
@@ -252,9 +260,10 @@ async def runs_show(args: argparse.Namespace, out: Output) -> int:
         for result in step.results:
             shown = result.value if result.outcome == "success" else result.error
             out.line(f"  {result.tool_name}: {result.outcome}: {shorten(str(shown))}")
-    for call in detail.tool_calls:
-        took = f"{call.duration:.3f} s" if call.duration is not None else "-"
-        out.line(f"call {call.call_id} {call.tool_name}: {call.outcome}, {took}", "dim")
+    for calls in calls_by_step(detail).values():
+        for call in calls:
+            took = f"{call.duration:.3f} s" if call.duration is not None else "-"
+            out.line(f"call {call.call_id} {call.tool_name}: {call.outcome}, {took}", "dim")
     if run.outcome is not None and run.outcome.content:
         out.line(f"answer: {run.outcome.content}", "green")
     return EXIT_OK

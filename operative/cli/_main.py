@@ -17,7 +17,7 @@ from typing import IO, Any
 
 import trio
 
-from .. import DatabaseFileError, OperativeError
+from .. import OperativeError
 from .. import __version__ as operative_version
 from ._defaults import DEMO_PROMPT
 from ._errors import (
@@ -91,6 +91,17 @@ def _port(text: str) -> int:
     return port
 
 
+def _data_dir(text: str) -> Path:
+    """A data directory; an empty one is refused (``Path("")`` would be the current
+    directory, which nobody means by an empty ``--data-dir``)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a directory: give a path (`--data-dir .` for the current "
+            "directory), or leave --data-dir out for the default"
+        )
+    return Path(text)
+
+
 def _name(text: str) -> str:
     """A run id, session id or agent name as given; one holding a control character (NUL,
     a newline, an escape: nothing an id is made of, and a terminal would act on it) is
@@ -109,7 +120,7 @@ def build_parser(env: Mapping[str, str], *, prog: str = "operative") -> argparse
     common = _Parser(add_help=False)
     common.add_argument(
         "--data-dir",
-        type=Path,
+        type=_data_dir,
         default=default_data_dir(env),
         help="where sessions and durable runs are kept (default: %(default)s; "
         "OPERATIVE_DATA_DIR sets it)",
@@ -460,6 +471,8 @@ def _failed(out: Output, exc: OperativeError) -> int:
     if isinstance(exc, UsageError):
         out.error(str(exc))
         return EXIT_USAGE
+    from .._sql._sqlite_file import DatabaseFileError  # loaded already, if exc is one
+
     if isinstance(exc, DatabaseFileError):
         out.error(f"{exc} (or pass another --data-dir)")
         return EXIT_USAGE

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import argparse
 import io
+import time
 from collections.abc import Mapping
 from typing import IO, Any
 
 import trio
 
-from .. import ApprovalDecision, PendingApproval, RunResult
+from .. import RunResult
 from .._core._errors import OperativeError
 from ..durable import recover
-from ..sessions import SessionPersistenceError, open_session
+from ..sessions import LeaseHeldError, SessionPersistenceError, open_session
+from ..tools import ApprovalDecision, PendingApproval
 from ._agents import CHAT_AGENT, DEMO_AGENT, chat_agent, demo_agent
 from ._errors import EXIT_FAILED, EXIT_OK, UsageError, no_room
 from ._invocation import command_line
@@ -152,13 +154,16 @@ async def run_chat(
         async with open_session(
             args.session,
             store=state.sessions,
-            agent_name=CHAT_AGENT,
             agent=Observed(agent, progress),
             engine=state.engine,
             checkpoint_store=state.journal,
         ) as session:
             async with progress.showing():
-                recovered = await session.recover()
+                try:
+                    recovered = await session.recover()
+                except LeaseHeldError as held:
+                    recovered = None
+                    out.line(_held(args, held), "yellow")
                 if recovered is not None:
                     out.line(f"resuming the interrupted turn {recovered.run_id}", "yellow")
                     failed |= _failed(await recovered.result())
@@ -249,12 +254,14 @@ async def run_recover(
                 async with open_session(
                     summary.id,
                     store=state.sessions,
-                    agent_name=summary.agent_name,
                     agent=agents[summary.agent_name],
                     engine=state.engine,
                     checkpoint_store=state.journal,
                 ) as session:
-                    recovered = await session.recover()
+                    try:
+                        recovered = await session.recover()
+                    except LeaseHeldError:
+                        recovered = None  # listed below, with the runs still running
                     if recovered is not None:
                         _say(
                             out, args, f"resuming run {recovered.run_id} of session {summary.id!r}"
@@ -304,6 +311,16 @@ async def run_recover(
         else:
             out.line(f"resumed {len(resumed)} run(s)")
     return EXIT_FAILED if any(_failed(result) for *_, result in resumed) else EXIT_OK
+
+
+def _held(args: argparse.Namespace, held: LeaseHeldError) -> str:
+    """What to tell the user about a turn another process holds."""
+    until = time.strftime("%H:%M:%S", time.localtime(held.expires_at))
+    return (
+        f"the interrupted turn {held.run_id} is held by {held.holder} until {until}: if "
+        f"that process stopped, run `{command_line(args, 'recover')}` after {until} to "
+        "finish it"
+    )
 
 
 def _say(out: Output, args: argparse.Namespace, text: str) -> None:

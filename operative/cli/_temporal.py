@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING
 
-from .._core._errors import OperativeError, RunNotFoundError
+from .._core._errors import OperativeError
 from ._errors import UsageError
 from ._invocation import command_line
 
@@ -176,6 +176,8 @@ def _server_error(args: argparse.Namespace, exc: RPCError) -> UsageError:
 
 async def read_detail(engine: TemporalEngine, run_id: str) -> RunDetail | None:
     """What ``runs show`` prints for a run on Temporal (one read of its history)."""
+    from ..durable import RunNotFoundError
+
     try:
         state = await engine.history(run_id)
     except RunNotFoundError:

@@ -25,7 +25,7 @@ import msgspec
 from ..runstore import RunDetail, RunSummary, StepRecord, ToolCallRecord
 from ._output import describe_cost, tokens
 
-__all__ = ["render_run", "render_runs"]
+__all__ = ["calls_by_step", "pending_approvals", "render_run", "render_runs"]
 
 _WIDTH = 760
 _LABEL = 150
@@ -46,6 +46,7 @@ font-size:.85rem;vertical-align:top}
 th{background:#f3f4f6}
 .status-completed{color:var(--ok)}.status-error{color:var(--err)}
 .status-aborted{color:var(--warn)}.status-running{color:var(--model)}
+.status-waiting{color:var(--warn)}
 .facts{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem;font-size:.9rem}
 .facts dt{color:var(--mute)}.facts dd{margin:0}
 .error{background:#fef2f2;border-left:4px solid var(--err);padding:.4rem .6rem;
@@ -138,6 +139,34 @@ def _status(status: str) -> str:
     return f'<span class="status status-{escape(status)}">{escape(status)}</span>'
 
 
+def calls_by_step(detail: RunDetail) -> dict[int, list[ToolCallRecord]]:
+    """Each step's calls in the order the model asked for them (the store lists them in
+    the order they started, which parallel calls need not keep), by step number in
+    step order; calls of a step the store has no message for come last."""
+    by_step: dict[int, list[ToolCallRecord]] = {}
+    for call in detail.tool_calls:
+        by_step.setdefault(call.step, []).append(call)
+    ordered: dict[int, list[ToolCallRecord]] = {}
+    for step in detail.steps:
+        calls = by_step.pop(step.step, None)
+        if calls is not None:
+            position = {call.id: index for index, call in enumerate(step.tool_calls)}
+            calls.sort(key=lambda call: position.get(call.call_id, len(position)))
+            ordered[step.step] = calls
+    for number in sorted(by_step):
+        ordered[number] = by_step[number]
+    return ordered
+
+
+def pending_approvals(detail: RunDetail) -> list[str]:
+    """The tools whose calls wait for a person's approval: the run ended (completed)
+    after a step whose results include a call parked for approval (``action-required``);
+    ``[]`` for any other run."""
+    if detail.summary.status != "completed" or not detail.steps:
+        return []
+    return [r.tool_name for r in detail.steps[-1].results if r.outcome == "action-required"]
+
+
 # --------------------------------------------------------------------------- run page
 
 
@@ -170,9 +199,7 @@ def _timeline(detail: RunDetail, *, now: float) -> str:
     def x(at: float) -> float:
         return _LABEL + (at - start) * scale
 
-    calls: dict[int, list[ToolCallRecord]] = {}
-    for call in detail.tool_calls:
-        calls.setdefault(call.step, []).append(call)
+    calls = calls_by_step(detail)
     parts: list[str] = []
     y = 22
     for index, step in enumerate(detail.steps):
@@ -283,9 +310,23 @@ def _legend() -> str:
     return f'<p class="legend">{keys} &nbsp; ↻N: attempts (run again on recovery)</p>'
 
 
+def _run_status(run: RunSummary, detail: RunDetail) -> str:
+    """The run's status: a run that stopped for a person's approval is waiting for it
+    (the store says ``completed``: the run itself ended, and a later one resumes the
+    call once someone decides)."""
+    waiting = pending_approvals(detail)
+    if waiting:
+        return (
+            '<span class="status status-waiting">waiting for approval</span> '
+            f"({escape(', '.join(waiting))}; the run {escape(run.status)}: "
+            f"{escape(run.finish_reason or 'not finished')})"
+        )
+    return f"{_status(run.status)} ({escape(run.finish_reason or 'not finished')})"
+
+
 def _facts(run: RunSummary, detail: RunDetail) -> str:
     rows: list[tuple[str, str]] = [
-        ("status", f"{_status(run.status)} ({escape(run.finish_reason or 'not finished')})"),
+        ("status", _run_status(run, detail)),
         ("agent", escape(run.agent_name)),
         ("session", escape(run.session_id or "-")),
         ("created", _when(run.created_at)),
@@ -364,13 +405,15 @@ def _call_detail(call: ToolCallRecord) -> str:
 
 
 def _steps(detail: RunDetail) -> str:
-    by_step: dict[int, list[ToolCallRecord]] = {}
-    for call in detail.tool_calls:
-        by_step.setdefault(call.step, []).append(call)
+    by_step = calls_by_step(detail)
+    waiting = len(pending_approvals(detail))
     parts = []
     for step in detail.steps:
+        state: str = step.state
+        if waiting and step is detail.steps[-1]:
+            state += f" · {waiting} call{'s' if waiting > 1 else ''} waiting for approval"
         head = (
-            f"step {step.step} · {escape(step.state)} · {escape(step.model or 'model ?')} · "
+            f"step {step.step} · {escape(state)} · {escape(step.model or 'model ?')} · "
             f"{escape(tokens(step.usage))} tokens · cost {_cost(step.cost_usd)}"
         )
         says = f'<div class="msg">{escape(step.content)}</div>' if step.content else ""

@@ -11,6 +11,7 @@ from ._message import Role as Role
 from ._message import TextPart as TextPart
 from ._message import new_message_id as new_message_id
 from ._message import tool_result_content as tool_result_content
+from ._tool_results import ConversationError as ConversationError
 from ._tool_results import cancelled_result as cancelled_result
 from ._tool_results import find_dangling_tool_calls as find_dangling_tool_calls
 from ._tool_results import repair_dangling_tool_calls as repair_dangling_tool_calls
@@ -21,6 +22,7 @@ __all__ = [
     "HISTORY_SCHEMA_VERSION",
     "ContentPart",
     "Conversation",
+    "ConversationError",
     "ConversationHistory",
     "FilePart",
     "ImagePart",

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from .._core._errors import ConversationError, InvalidArgument
+from .._core._errors import InvalidArgument, OperativeError
 from .._core._types import ToolCall, ToolResult
 from ._history import ConversationHistory
 from ._message import (
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ._conversation import Conversation
 
 __all__ = [
+    "ConversationError",
     "cancelled_result",
     "check_history",
     "find_dangling_tool_calls",
@@ -37,6 +38,10 @@ __all__ = [
     "resolve_tool_result",
     "tool_result_message",
 ]
+
+
+class ConversationError(OperativeError, ValueError):
+    """A transcript operation does not apply to this conversation (e.g. unknown call id)."""
 
 
 def tool_result_message(result: ToolResult, *, id: str | None = None) -> Message:

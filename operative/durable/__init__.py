@@ -17,6 +17,7 @@ continues it from its journal. See the "Durable runs" page of the docs.
 
 from __future__ import annotations
 
+from ._errors import LeaseLostError, RunNotFoundError
 from ._postgres import PostgresCheckpointStore, PostgresEngine
 from ._protocols import CheckpointStore, DurableEngine
 from ._records import (
@@ -47,9 +48,11 @@ __all__ = [
     "JournalEntry",
     "JournalRecord",
     "Lease",
+    "LeaseLostError",
     "PostgresCheckpointStore",
     "PostgresEngine",
     "Replay",
+    "RunNotFoundError",
     "RunOutcome",
     "RunRecord",
     "RunStatus",

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import trio
 
-from .._core._errors import InvalidArgument, LeaseLostError, OperativeError
+from .._core._errors import InvalidArgument, OperativeError
 from .._core._extension import (
     Answered,
     Execute,
@@ -62,6 +62,7 @@ from .._core._types import FinishReason, ToolCall, ToolResult, Usage
 from .._sql import held
 from ..conversation import Message
 from ._calls import UNKNOWN_OUTCOME, journal_calls
+from ._errors import LeaseLostError
 from ._lease import renew_lease
 from ._records import Finished, Generated, Lease, RunOutcome, Started, StepDone
 from ._records import ToolStarted as ToolStartedRecord

@@ -37,7 +37,9 @@ from typing import Any, ClassVar
 
 import trio
 
-from .._core._errors import ConflictError, InvalidArgument, RunNotFoundError
+from .._core._errors import InvalidArgument
+from ..kvstore._protocol import ConflictError
+from ._errors import RunNotFoundError
 from ._journal import _TEMPLATES, SqlDurable
 from ._records import Finished, JournalRecord, Lease, RunOutcome, RunRecord, RunStatus, Started
 from ._rows import (

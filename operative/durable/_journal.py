@@ -36,8 +36,10 @@ from typing import Any, ClassVar, Self, TypeVar
 import outcome
 import trio
 
-from .._core._errors import ConflictError, InvalidArgument, LeaseLostError, OperativeError
+from .._core._errors import InvalidArgument, OperativeError
 from .._sql import Database, SqlBacked
+from ..kvstore._protocol import ConflictError
+from ._errors import LeaseLostError
 from ._records import JournalEntry, JournalRecord, Lease
 from ._rows import (
     check_after,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from .._core._errors import LeaseLostError
+from ._errors import LeaseLostError
 
 if TYPE_CHECKING:
     from ._driver import DurableDriver

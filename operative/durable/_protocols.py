@@ -5,7 +5,7 @@ The **engine** keeps one record per run: its status, the lease a worker holds on
 run's journal. Every write a worker makes names its :class:`Lease`; the write commits
 only if the lease's fence is still the run's fence, in the same transaction. So a worker
 whose lease was taken over (it stalled past the expiry, another worker claimed the run)
-can never write again: its next write raises :class:`~operative.LeaseLostError`.
+can never write again: its next write raises :class:`~operative.durable.LeaseLostError`.
 
 Engine and checkpoint store therefore live in one database (the fence check and the
 journal append are one transaction); :class:`~operative.durable.Durable` refuses a pair

@@ -15,7 +15,7 @@ append-only journal in the checkpoint store. The journal is what recovery replay
     seq z   finished       the outcome, and the messages clean-up appended
 
 Every record is a msgspec Struct in one tagged union, so a journal decodes in one pass
-and a corrupt row is a :class:`~operative.CorruptRecordError` naming its run and sequence.
+and a corrupt row is a :class:`~operative.errors.CorruptRecordError` naming its run and sequence.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 ``open_run(..., guardrails=[...])`` and ``create_agent(..., guardrails=[...])`` take
 :class:`InputGuardrail`, :class:`OutputGuardrail` and :class:`ToolGuardrail` values. A
 tripped guardrail ends the run with ``finish_reason == "error"`` and a
-:class:`~operative.GuardrailTripped` error naming the guardrail and its reason.
+:class:`~operative.guardrails.GuardrailTripped` error naming the guardrail and its reason.
 
 Why ``"error"`` and not a finish reason of its own: the five finish reasons are the
 specification's, and every consumer of them — the terminal event, sessions' outcomes,
@@ -13,8 +13,8 @@ run refusing to produce one; the typed error (``except GuardrailTripped``,
 ``result.error.guardrail``) tells it apart from a failure.
 """
 
-from .._core._errors import GuardrailTripped as GuardrailTripped
 from ._define import Guardrails as Guardrails
+from ._define import GuardrailTripped as GuardrailTripped
 from ._define import InputGuardrail as InputGuardrail
 from ._define import OutputGuardrail as OutputGuardrail
 from ._define import ToolGuardrail as ToolGuardrail

@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import attrs
 
-from .._core._errors import InvalidArgument
+from .._core._errors import InvalidArgument, OperativeError
 
 if TYPE_CHECKING:
     from .._core._extension import Extension
 
 __all__ = [
+    "GuardrailTripped",
     "Guardrails",
     "InputGuardrail",
     "OutputGuardrail",
@@ -35,6 +36,36 @@ __all__ = [
     "rewrite",
     "trip",
 ]
+
+
+class GuardrailTripped(OperativeError):
+    """A guardrail tripped: the run ended with ``finish_reason == "error"`` and this error.
+
+    ``guardrail`` names it, ``kind`` says what it checked (``"input"``, ``"output"``,
+    ``"tool-call"`` or ``"tool-result"``), ``reason`` is what it said and ``call_id`` the
+    tool call it stopped (tool guardrails). Nothing is retried: change the input, or the
+    guardrail if it tripped wrongly.
+    """
+
+    def __init__(
+        self, guardrail: str, kind: str, reason: str, *, call_id: str | None = None
+    ) -> None:
+        where = f" on call {call_id!r}" if call_id is not None else ""
+        super().__init__(f"guardrail {guardrail!r} ({kind}{where}) tripped: {reason}")
+        self.guardrail = guardrail
+        self.kind = kind
+        self.reason = reason
+        self.call_id = call_id
+
+    def __reduce__(self) -> Any:
+        return (_rebuild_guardrail_tripped, (self.guardrail, self.kind, self.reason, self.call_id))
+
+
+def _rebuild_guardrail_tripped(
+    guardrail: str, kind: str, reason: str, call_id: str | None
+) -> GuardrailTripped:
+    return GuardrailTripped(guardrail, kind, reason, call_id=call_id)
+
 
 Action = Literal["allow", "rewrite", "trip"]
 
@@ -113,7 +144,7 @@ class InputGuardrail(_Item):
     """Checks the run's input: ``check(text, context) -> Verdict | None``.
 
     ``text`` is the text of the input conversation's last user message ("" when there is
-    none); ``context`` is a :class:`~operative.HookContext` (run id, agent name,
+    none); ``context`` is a :class:`~operative.hooks.HookContext` (run id, agent name,
     conversation snapshot, request context). A rewrite replaces that message's content.
 
     With ``run_in_parallel=True`` the check races the first generate call instead of

@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import trio
 
-from .._core._errors import GuardrailTripped, HookError
+from .._core._errors import HookError
 from .._core._events import GuardrailPassed, GuardrailRewrote, GuardrailTrip
 from .._core._extension import Execute, Extension, Loop
 from .._core._types import FinishReason, ToolCall, ToolResult
 from ..conversation import TextPart, cancelled_result
 from ..hooks import call_hook
-from ._define import Guardrails, Verdict
+from ._define import Guardrails, GuardrailTripped, Verdict
 
 if TYPE_CHECKING:
     from .._core._control import RunControl

@@ -8,11 +8,11 @@ the SQL stores (and ``sqlite3``) load when one is first named.
 
 import typing
 
-from .._core._errors import ConflictError as ConflictError
 from ._memory import MemoryStore as MemoryStore
 from ._protocol import ANY as ANY
 from ._protocol import AnyVersion as AnyVersion
 from ._protocol import ConditionalTextValueStore as ConditionalTextValueStore
+from ._protocol import ConflictError as ConflictError
 from ._protocol import Delete as Delete
 from ._protocol import ExpectedVersion as ExpectedVersion
 from ._protocol import Operation as Operation

@@ -9,8 +9,8 @@ from typing import Self
 
 import trio
 
-from .._core._errors import ConflictError, InvalidArgument
-from ._protocol import ANY, Delete, Operation, Put, Versioned
+from .._core._errors import InvalidArgument
+from ._protocol import ANY, ConflictError, Delete, Operation, Put, Versioned
 
 __all__ = ["MemoryStore"]
 

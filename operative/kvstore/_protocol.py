@@ -14,16 +14,43 @@ from typing import Protocol, Self, TypeAlias, runtime_checkable
 
 import msgspec
 
+from .._core._errors import OperativeError
+
 __all__ = [
     "ANY",
     "AnyVersion",
     "ConditionalTextValueStore",
+    "ConflictError",
     "Delete",
     "ExpectedVersion",
     "Operation",
     "Put",
     "Versioned",
 ]
+
+
+class ConflictError(OperativeError):
+    """A conditional store write found a different version than it expected.
+
+    Nothing in the batch was written. Read the key again and retry with its current
+    version, or give up if the other writer's value wins (e.g. an approval already used).
+    """
+
+    def __init__(self, key: str, *, expected: object, actual: int | None) -> None:
+        if expected is None:
+            wanted = "the key to be absent"
+        elif isinstance(expected, int):
+            wanted = f"version {expected}"
+        else:
+            wanted = str(expected)
+        found = "no value" if actual is None else f"version {actual}"
+        super().__init__(
+            f"conflict on key {key!r}: expected {wanted}, found {found}; "
+            "read the key again and retry with its current version"
+        )
+        self.key = key
+        self.expected = expected
+        self.actual = actual
 
 
 class AnyVersion(enum.Enum):

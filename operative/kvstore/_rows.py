@@ -2,15 +2,15 @@
 
 Shared by the SQL stores: a malformed batch is :class:`~operative.InvalidArgument`
 before anything runs, and a row that cannot be read is a
-:class:`~operative.CorruptRecordError` naming its key, never skipped.
+:class:`~operative.errors.CorruptRecordError` naming its key, never skipped.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from .._core._errors import ConflictError, CorruptRecordError, InvalidArgument
-from ._protocol import ANY, AnyVersion, Delete, Operation, Put, Versioned
+from .._core._errors import CorruptRecordError, InvalidArgument
+from ._protocol import ANY, AnyVersion, ConflictError, Delete, Operation, Put, Versioned
 
 __all__ = [
     "check_limit",

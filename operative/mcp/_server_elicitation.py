@@ -7,7 +7,7 @@ asked for; ``decline`` and ``cancel`` are ``None`` (declined). The form schema i
 type's, made into what MCP forms accept: an object of top-level fields (``$ref``\\ s to
 them inlined, a string enum typed ``string``); any other type is asked as one field
 named ``value``. A client without the capability makes ``elicit`` raise
-:class:`~operative.ElicitationError`, which fails the call with a message saying so.
+:class:`~operative.tools.ElicitationError`, which fails the call with a message saying so.
 
 A call that waits for a person's approval (a tool declared ``needs_approval``, or a
 toolbox's ``approval_policy``) is asked the same way: a form with an ``approve``

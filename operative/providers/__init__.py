@@ -18,8 +18,6 @@ store).
 Test doubles live in ``operative.providers.test``.
 """
 
-from .._core._errors import AllProvidersFailed as AllProvidersFailed
-from .._core._errors import NoRouteError as NoRouteError
 from .._core._errors import ProviderAuthenticationError as ProviderAuthenticationError
 from .._core._errors import ProviderConnectionError as ProviderConnectionError
 from .._core._errors import ProviderError as ProviderError
@@ -30,6 +28,8 @@ from .._core._errors import ProviderUnavailableError as ProviderUnavailableError
 from ._common import Delta as Delta
 from ._common import DeltaCallback as DeltaCallback
 from ._common import ProviderUsageWarning as ProviderUsageWarning
+from ._errors import AllProvidersFailed as AllProvidersFailed
+from ._errors import NoRouteError as NoRouteError
 from ._fallover import Fallover as Fallover
 from ._fallover import FalloverEntry as FalloverEntry
 from ._fallover import fallover as fallover

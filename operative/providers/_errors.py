@@ -12,9 +12,11 @@ import functools
 import os
 import re
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 
 from .._core._errors import (
+    InvalidArgument,
+    OperativeError,
     ProviderAuthenticationError,
     ProviderConnectionError,
     ProviderError,
@@ -25,6 +27,8 @@ from .._core._errors import (
 )
 
 __all__ = [
+    "AllProvidersFailed",
+    "NoRouteError",
     "connection_error",
     "is_retryable_status",
     "names_field",
@@ -32,6 +36,73 @@ __all__ = [
     "status_error",
     "timeout_error",
 ]
+
+
+class AllProvidersFailed(OperativeError, ExceptionGroup[Exception]):
+    """Every provider a fallover tried failed; ``exceptions`` holds each failure in order.
+
+    Both an ``ExceptionGroup`` (so ``except* ProviderUnavailableError`` picks out the
+    failures it handles) and an :class:`OperativeError` (so ``except OperativeError``
+    catches it whole). ``providers`` names the provider behind each failure, in the same
+    order; ``split`` and ``subgroup`` keep the type and the names.
+    """
+
+    providers: tuple[str, ...]
+
+    def __new__(
+        cls,
+        message: str,
+        exceptions: Sequence[Exception],
+        *,
+        providers: Sequence[str] = (),
+    ) -> AllProvidersFailed:
+        self = super().__new__(cls, message, exceptions)
+        names = tuple(providers)
+        if names and len(names) != len(self.exceptions):
+            raise InvalidArgument(
+                f"AllProvidersFailed got {len(names)} provider names for "
+                f"{len(self.exceptions)} failures"
+            )
+        self.providers = names or tuple("" for _ in self.exceptions)
+        return self
+
+    def __init__(
+        self,
+        message: str,
+        exceptions: Sequence[Exception],
+        *,
+        providers: Sequence[str] = (),
+    ) -> None:
+        super().__init__(message, exceptions)
+
+    def derive(  # type: ignore[override]
+        self, excs: Sequence[Exception]
+    ) -> AllProvidersFailed:
+        by_identity = {id(e): name for e, name in zip(self.exceptions, self.providers, strict=True)}
+        return AllProvidersFailed(
+            self.message, excs, providers=[by_identity.get(id(e), "") for e in excs]
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild_all_providers_failed, (self.message, self.exceptions, self.providers))
+
+
+def _rebuild_all_providers_failed(
+    message: str, exceptions: Sequence[Exception], providers: Sequence[str]
+) -> AllProvidersFailed:
+    return AllProvidersFailed(message, exceptions, providers=providers)
+
+
+class NoRouteError(OperativeError, LookupError):
+    """A routing generate function found no route for a request and has no default.
+
+    ``routes`` names the routes that were considered. Add a route that matches the
+    request, or give ``routing(..., default=...)``.
+    """
+
+    def __init__(self, message: str, *, routes: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.routes = tuple(routes)
 
 
 def is_retryable_status(status: int) -> bool:

@@ -1,6 +1,6 @@
 """``fallover``: try generate functions in order, optionally racing a slow one (hedging).
 
-Each provider may have a retry budget (a :class:`~operative.RetryOptions`): a transient
+Each provider may have a retry budget (a :class:`~operative.retry.RetryOptions`): a transient
 failure is tried again at that provider, after the back-off on trio's clock, before the
 request falls over to the next one.
 
@@ -20,9 +20,10 @@ import attrs
 import msgspec
 import trio
 
-from .._core._errors import AllProvidersFailed, InvalidArgument
+from .._core._errors import InvalidArgument
 from .._core._model import GenerateFunction, GenerateRequest, GenerateResponse
 from ..retry import RetryOptions, is_transient
+from ._errors import AllProvidersFailed
 
 __all__ = ["Fallover", "FalloverEntry", "fallover", "provider_name"]
 
@@ -308,7 +309,7 @@ def fallover(
     A provider that fails with an error ``retry_on`` accepts (by default
     :func:`operative.retry.is_transient`: rate limits, overload, 5xx, timeouts, dropped
     connections) hands the request to the next one; any other error propagates at once.
-    When every provider failed, :class:`~operative.AllProvidersFailed` (an
+    When every provider failed, :class:`~operative.providers.AllProvidersFailed` (an
     ``ExceptionGroup`` and an ``OperativeError``) holds each failure, in order.
 
     With ``retry=RetryOptions(...)`` each provider has a retry budget: a failure the

@@ -15,8 +15,9 @@ from typing import Any, Literal
 import attrs
 import msgspec
 
-from .._core._errors import InvalidArgument, NoRouteError
+from .._core._errors import InvalidArgument
 from .._core._model import GenerateFunction, GenerateRequest, GenerateResponse
+from ._errors import NoRouteError
 from ._fallover import provider_name
 
 __all__ = [
@@ -232,7 +233,7 @@ def routing(
     With ``prefer="cheapest"`` every accepting route's ``cost`` is estimated and the
     cheapest one at most ``max_cost`` answers (ties go to the earlier route). When no
     route fits, ``default`` answers (its route name is ``"default"``), or the call
-    raises :class:`~operative.NoRouteError`. The answer's
+    raises :class:`~operative.providers.NoRouteError`. The answer's
     ``metadata["operative.route"]`` names the route that gave it.
 
     Raises:

@@ -35,7 +35,7 @@ T = TypeVar("T")
 ToolCallOutcome: TypeAlias = Literal[
     "success", "error", "denied", "action-required", "cancelled", "in-flight"
 ]
-"""A :data:`~operative.ToolOutcome`, or ``"in-flight"``: started, not settled, and the
+"""A :data:`~operative.tools.ToolOutcome`, or ``"in-flight"``: started, not settled, and the
 run has not ended (a worker is running the call, or will settle it on recovery)."""
 
 StepState: TypeAlias = Literal["completed", "in-progress", "aborted"]

@@ -6,7 +6,7 @@ that the database cannot read never silently drops out of a result:
 
 - a value extracted from an unreadable record is ``NULL``, and a ``NULL`` passes the
   filters on JSON values (tool name, outcome), so the row reaches the decoder, which
-  raises :class:`~operative.CorruptRecordError` naming its run and sequence;
+  raises :class:`~operative.errors.CorruptRecordError` naming its run and sequence;
 - the sums count the rows they could not read, and the backend then decodes the first
   of them, which raises the same error.
 """

@@ -1,10 +1,11 @@
 """Sessions: conversations with an agent kept in a store across runs and processes."""
 
-from .._core._errors import MissingRunOptionsError as MissingRunOptionsError
-from .._core._errors import SessionNotFoundError as SessionNotFoundError
-from .._core._errors import SessionPersistenceError as SessionPersistenceError
 from ._duration import Duration as Duration
 from ._duration import parse_duration as parse_duration
+from ._errors import LeaseHeldError as LeaseHeldError
+from ._errors import MissingRunOptionsError as MissingRunOptionsError
+from ._errors import SessionNotFoundError as SessionNotFoundError
+from ._errors import SessionPersistenceError as SessionPersistenceError
 from ._events import SessionRecoverFailed as SessionRecoverFailed
 from ._handle import SessionHandle as SessionHandle
 from ._monitor import MonitorResult as MonitorResult
@@ -28,6 +29,7 @@ __all__ = [
     "SESSION_SCHEMA_VERSION",
     "AgentSession",
     "Duration",
+    "LeaseHeldError",
     "MissingRunOptionsError",
     "MonitorResult",
     "ResumedSession",

@@ -11,21 +11,24 @@ outcome and transcript the journal holds.
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
 from .._agent import AgentRunContext, RunnableAgent
-from .._core._errors import CleanupError, InvalidArgument, MissingRunOptionsError, RunNotFoundError
+from .._core._errors import CleanupError, InvalidArgument
 from .._core._open_run import open_run
 from .._core._results import RunResult
 from .._core._run_state import is_shutdown
 from .._lazy._agent import resolve_agent
 from ..conversation import Conversation, ConversationHistory
 from ..durable import CheckpointStore, Durable, DurableEngine, replay_journal, transcript
+from ..durable._errors import RunNotFoundError
 from ..durable._records import Lease, RunRecord
 from ..durable._routing import Resumed, default_worker_id
+from ._errors import LeaseHeldError, MissingRunOptionsError
 from ._events import RecoverStage, SessionRecoverFailed
 from ._records import RunOutcome
 
@@ -161,6 +164,7 @@ async def recover(handle: SessionHandle) -> RecoveredRun | None:
     ]
     engine = durability.engine
     running: list[str] = []
+    held: RunRecord | None = None
     for run_id in open_ids:  # newest first
         try:
             record = await engine.get(run_id)
@@ -200,7 +204,11 @@ async def recover(handle: SessionHandle) -> RecoveredRun | None:
                 run_ids=[run_id],
             )
             if not leases:
-                continue  # a live worker holds it
+                # Another worker's lease has not expired: it is running the turn, or it
+                # stopped and its lease runs out later.
+                if held is None:
+                    held = await engine.get(run_id)
+                continue
             lease = leases[0]
             replay = replay_journal(run_id, await durability.checkpoint_store.read(run_id))
         except Exception as exc:
@@ -213,7 +221,27 @@ async def recover(handle: SessionHandle) -> RecoveredRun | None:
         except Exception as exc:
             _failed(handle, run_id, "resume", exc)
             return None
+    if held is not None and held.status == "running" and held.lease_owner is not None:
+        raise _lease_held(handle, held)
     return None
+
+
+def _lease_held(handle: SessionHandle, record: RunRecord) -> LeaseHeldError:
+    """The error saying that ``record``'s run is another worker's until its lease expires."""
+    holder = record.lease_owner or ""
+    expires_at = record.lease_expires_at
+    until = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(expires_at))
+    left = expires_at - time.time()
+    return LeaseHeldError(
+        f"session {handle.id!r}: turn {record.run_id} was not recovered: worker {holder!r} "
+        f"holds its lease until {until}"
+        + (f" (in {left:.0f} s)" if left > 0 else "")
+        + ". If that worker is still running the turn, leave it be; if it stopped, call "
+        "recover() again once the lease has expired",
+        run_id=record.run_id,
+        holder=holder,
+        expires_at=expires_at,
+    )
 
 
 def _failed(handle: SessionHandle, run_id: str, stage: RecoverStage, error: Exception) -> None:

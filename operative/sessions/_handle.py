@@ -10,7 +10,7 @@
 A run is reserved first (the user message and an unsettled ``RunRef`` are written), then
 run, then settled: its transcript and outcome are written together by one
 ``SessionStore.update``. When that write fails the run's outcome is not reported as a
-success: ``run`` raises :class:`~operative.SessionPersistenceError` (carrying the result),
+success: ``run`` raises :class:`~operative.sessions.SessionPersistenceError` (carrying the result),
 and the stored ``RunRef`` keeps no outcome.
 """
 
@@ -26,11 +26,7 @@ import msgspec
 import trio
 
 from .._agent import AgentRunContext, RunHandle, RunnableAgent
-from .._core._errors import (
-    CleanupError,
-    InvalidArgument,
-    MissingRunOptionsError,
-)
+from .._core._errors import CleanupError, InvalidArgument
 from .._core._event_hub import EventHub, Listener
 from .._core._events import SessionLoaded, SessionSaved
 from .._core._instrument_hook import reset_conversation_id, set_conversation_id
@@ -49,6 +45,7 @@ from ..liveness import (
     StallPolicy,
 )
 from ._duration import Duration, parse_duration
+from ._errors import MissingRunOptionsError
 from ._monitor import (
     CancellableScope,
     MonitorResult,

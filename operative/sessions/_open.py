@@ -11,6 +11,7 @@ import trio
 from .._agent import RunnableAgent
 from .._core._errors import InvalidArgument
 from .._core._run_state import only_cancelled
+from .._lazy._agent import LazyAgent
 from ._handle import SessionHandle
 from ._resume import resume_session
 from ._store import SessionStore
@@ -23,7 +24,7 @@ async def open_session(
     id: str,
     *,
     store: SessionStore,
-    agent_name: str,
+    agent_name: str | None = None,
     agent: RunnableAgent | None = None,
     run_options: Mapping[str, Any] | None = None,
     cleanup_timeout: float = 10.0,
@@ -37,8 +38,11 @@ async def open_session(
     Args:
         id: the session's id.
         store: where it lives (:func:`create_session_store`).
-        agent_name: the agent the session belongs to.
-        agent: runs go through ``agent.open_run(history, context=...)``.
+        agent: runs go through ``agent.open_run(history, context=...)``; the session
+            belongs to the agent named ``agent.name``.
+        agent_name: the agent the session belongs to, given without ``agent=``
+            (with ``run_options=``, or to read and signal the session). With ``agent=``
+            it is not needed, and must be ``agent.name`` if given.
         run_options: or through ``open_run(**run_options)`` (``generate=``, ``tools=``,
             ``stop_when=`` ...; the conversation and run id are the session's).
         cleanup_timeout: bound, in seconds, on storing a run's outcome.
@@ -62,6 +66,7 @@ async def open_session(
         raise InvalidArgument("pass agent= or run_options=, not both")
     if agent is not None and not callable(getattr(agent, "open_run", None)):
         raise InvalidArgument(f"agent= takes an agent (create_agent(...)), got {agent!r}")
+    agent_name = _agent_name(id, agent, agent_name)
     if run_options is not None:
         if not isinstance(run_options, Mapping):
             raise InvalidArgument(f"run_options= takes a mapping, got {type(run_options).__name__}")
@@ -118,6 +123,35 @@ async def open_session(
         # error is what propagates (raised below, outside this handler, unchanged).
     if body_error is not None:
         raise body_error
+
+
+def _agent_name(id: str, agent: RunnableAgent | None, agent_name: str | None) -> str:
+    """The name of the agent session ``id`` belongs to: ``agent``'s, or ``agent_name``."""
+    if agent is None:
+        if agent_name is None:
+            raise InvalidArgument(
+                f"open_session({id!r}) needs the agent the session belongs to: pass "
+                "agent= (the agent its runs go through), or agent_name= without one"
+            )
+        if not isinstance(agent_name, str) or not agent_name:
+            raise InvalidArgument(f"agent_name= takes a non-empty str, got {agent_name!r}")
+        return agent_name
+    if isinstance(agent, LazyAgent) and agent._name is None and agent.loaded is None:
+        # Its name is known once it loads: agent_name= says it until then.
+        if agent_name is None:
+            raise InvalidArgument(
+                f"open_session({id!r}) got a lazy agent whose name is known only once it "
+                "loads: give it one, create_lazy_agent(..., name=...), or pass agent_name="
+            )
+        return agent_name
+    name = agent.name
+    if agent_name is not None and agent_name != name:
+        raise InvalidArgument(
+            f"open_session({id!r}) got agent_name={agent_name!r} and an agent named "
+            f"{name!r}: the session belongs to the agent's name, so drop agent_name= (or "
+            f"name the agent {agent_name!r}: create_agent(..., name={agent_name!r}))"
+        )
+    return name
 
 
 def _flat(error: BaseException) -> list[BaseException]:

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from .._core._errors import SessionPersistenceError
 from .._core._results import RunResult
 from .._core._types import FinishReason
 from ..conversation import ConversationHistory
+from ._errors import SessionPersistenceError
 from ._merge import apply_run
 from ._records import AgentSession, RunOutcome, outcome_of
 

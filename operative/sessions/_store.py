@@ -25,8 +25,10 @@ import msgspec
 import trio
 
 from .._core._codec import decode, encode
-from .._core._errors import ConflictError, InvalidArgument, SessionNotFoundError
+from .._core._errors import InvalidArgument
 from ..kvstore import ConditionalTextValueStore, Delete, Operation, Put, Versioned
+from ..kvstore._protocol import ConflictError
+from ._errors import SessionNotFoundError
 from ._merge import merge_sessions
 from ._records import AgentSession, SessionSummary, check_session_id
 

@@ -29,19 +29,14 @@ from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from .._core._errors import (
-    ApprovalError,
-    ConflictError,
-    InvalidArgument,
-    LeaseLostError,
-    OperativeError,
-    RunNotFoundError,
-)
+from .._core._errors import ApprovalError, InvalidArgument, OperativeError
 from .._core._results import RunResult
 from .._core._types import ApprovalDecision
 from ..conversation import Conversation, ConversationHistory, Message
+from ..durable._errors import LeaseLostError, RunNotFoundError
 from ..durable._records import JournalEntry, RunRecord, RunStatus
 from ..durable._rows import check_limit, check_name, check_run_id, check_time, statuses
+from ..kvstore._protocol import ConflictError
 from ..steering import Configure, Pause, Resume, SteeringCommand
 from ._bridge import AsyncioThread
 from ._history import RunHistory, TemporalRunError

@@ -5,7 +5,7 @@ it writes a SQL one; this object turns its calls into the workflow's updates:
 
 - the attempt's ``claim`` takes the next fence (the SQL claim's ``fence + 1``): the
   workflow refuses any write that names an older one, so an attempt that Temporal
-  already retried elsewhere gets :class:`~operative.LeaseLostError` on its next write;
+  already retried elsewhere gets :class:`~operative.durable.LeaseLostError` on its next write;
 - ``start``/``append``/``finish`` are ``append`` updates (the outcome is the journal's
   last entry); a step record names unchanged results by reference (one copy of each
   tool result in the history);
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import trio
 
-from .._core._errors import ConflictError, InvalidArgument, OperativeError
+from .._core._errors import InvalidArgument, OperativeError
 from .._core._types import ToolResult
 from ..durable._records import (
     Finished,
@@ -36,6 +36,7 @@ from ..durable._records import (
     ToolSettled,
 )
 from ..durable._rows import check_records, encode_record, status_of
+from ..kvstore._protocol import ConflictError
 from ._history import compact_step
 from ._wire import (
     MAX_PAYLOAD,

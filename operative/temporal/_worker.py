@@ -32,12 +32,13 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from .._agent import Agent
-from .._core._errors import CorruptRecordError, InvalidArgument, LeaseLostError, OperativeError
+from .._core._errors import CorruptRecordError, InvalidArgument, OperativeError
 from .._core._extension import Extension, Step
 from .._core._results import StepResult
 from .._core._types import ApprovalDecision, PendingApproval
 from .._lazy._agent import resolve_agent
 from ..conversation import ConversationHistory
+from ..durable._errors import LeaseLostError
 from ..durable._replay import replay_journal
 from ..durable._routing import Durable, Resumed, default_worker_id
 from ..steering import Steering, SteeringCommand

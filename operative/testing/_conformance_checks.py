@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .._core._errors import ConflictError, OperativeError
+from .._core._errors import OperativeError
 from ..kvstore import ConditionalTextValueStore, Delete, ExpectedVersion, Put
+from ..kvstore._protocol import ConflictError
 
 __all__ = ["CHILD", "expect", "expect_conflict", "expect_equal", "increment", "increments"]
 

@@ -16,13 +16,7 @@ import attrs
 import pytest
 import trio
 
-from .._core._errors import (
-    ConflictError,
-    CorruptRecordError,
-    InvalidArgument,
-    LeaseLostError,
-    RunNotFoundError,
-)
+from .._core._errors import CorruptRecordError, InvalidArgument
 from ..conversation import Message
 from ..durable import (
     CheckpointStore,
@@ -33,6 +27,8 @@ from ..durable import (
     RunOutcome,
     Started,
 )
+from ..durable._errors import LeaseLostError, RunNotFoundError
+from ..kvstore._protocol import ConflictError
 from ._conformance_checks import expect, expect_equal
 
 __all__ = ["EngineConformance"]

@@ -13,8 +13,8 @@ from typing import Any
 
 import attrs
 
-from .._core._errors import ConflictError
 from ..kvstore import ANY, ConditionalTextValueStore, Delete, Operation, Put
+from ..kvstore._protocol import ConflictError
 
 __all__ = ["Get", "Outcome", "Step", "draw_step", "linearize", "model_apply", "perform"]
 

@@ -14,8 +14,9 @@ import pytest
 import trio
 import trio.testing
 
-from .._core._errors import ConflictError, CorruptRecordError, InvalidArgument
+from .._core._errors import CorruptRecordError, InvalidArgument
 from ..kvstore import ANY, ConditionalTextValueStore, Delete, Put, Versioned
+from ..kvstore._protocol import ConflictError
 from ._conformance_checks import CHILD, expect, expect_conflict, expect_equal, increments
 from ._conformance_model import Outcome, State, draw_step, linearize, perform
 

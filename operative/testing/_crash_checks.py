@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from operative import CorruptRecordError
+from operative._core._errors import CorruptRecordError
 from operative.durable import (
     Finished,
     JournalEntry,

@@ -364,7 +364,7 @@ def tool_calls(
 ) -> st.SearchStrategy[ToolCall]:
     """Calls to one tool whose arguments match its JSON Schema, or break it.
 
-    ``schema`` is a :class:`~operative.Tool`, a :class:`~operative.ToolSpec` or a JSON
+    ``schema`` is a :class:`~operative.Tool`, a :class:`~operative.tools.ToolSpec` or a JSON
     Schema mapping (then ``name`` names the tool; default ``"tool"``). Arguments are
     drawn with the same generator as :class:`~operative.testing.ToolCallingModel`
     (``pattern`` is not honoured), sent as a mapping or as a JSON string.

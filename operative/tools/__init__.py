@@ -3,10 +3,22 @@
 import importlib
 import typing
 
+from .._core._errors import ApprovalError as ApprovalError
+from .._core._errors import ApprovalStateError as ApprovalStateError
+from .._core._errors import ElicitationError as ElicitationError
+from .._core._errors import ToolDefinitionError as ToolDefinitionError
+from .._core._types import ApprovalDecision as ApprovalDecision
+from .._core._types import Authority as Authority
+from .._core._types import PendingApproval as PendingApproval
+from .._core._types import RequestContext as RequestContext
+from .._core._types import ToolOutcome as ToolOutcome
+from .._core._types import ToolSpec as ToolSpec
 from ._context import ExecutionContext as ExecutionContext
 from ._context import ToolContext as ToolContext
 from ._source import ToolSource as ToolSource
 from ._tool import Tool as Tool
+from ._tool import ToolDescriptionWarning as ToolDescriptionWarning
+from ._tool import ToolMethod as ToolMethod
 from ._tool import tool as tool
 from ._toolbox import Toolbox as Toolbox
 
@@ -22,16 +34,28 @@ if typing.TYPE_CHECKING:
 
 __all__ = [
     "ApprovalDecider",
+    "ApprovalDecision",
+    "ApprovalError",
     "ApprovalMode",
     "ApprovalPolicy",
+    "ApprovalStateError",
+    "Authority",
+    "ElicitationError",
     "ElicitationRequest",
     "ElicitationResponse",
     "ExecutionContext",
     "OnElicitation",
+    "PendingApproval",
     "PermissionPolicy",
+    "RequestContext",
     "Tool",
     "ToolContext",
+    "ToolDefinitionError",
+    "ToolDescriptionWarning",
+    "ToolMethod",
+    "ToolOutcome",
     "ToolSource",
+    "ToolSpec",
     "Toolbox",
     "argument_digest",
     "tool",

@@ -7,7 +7,7 @@ A resume verifies the signature, the expiry and the resuming request's identity,
 consumes the approval exactly once through a conditional write to the state store.
 
 A state store that fails while an approval is being consumed (a locked database, a lost
-connection, a full disk) is :class:`~operative.ApprovalStateError`, not the tool's
+connection, a full disk) is :class:`~operative.tools.ApprovalStateError`, not the tool's
 failure: the call has not run, and the approval is still usable. A consumer that wrote
 its marker before the store failed takes it back (it recognises its own by a nonce).
 """
@@ -26,9 +26,9 @@ import attrs
 import msgspec
 import trio
 
-from .._core._errors import ApprovalError, ApprovalStateError, ConflictError, InvalidArgument
+from .._core._errors import ApprovalError, ApprovalStateError, InvalidArgument
 from .._core._types import Authority, PendingApproval, RequestContext, ToolCall
-from ..kvstore._protocol import ConditionalTextValueStore, Delete, Put
+from ..kvstore._protocol import ConditionalTextValueStore, ConflictError, Delete, Put
 from ._tool import Tool
 
 __all__ = [

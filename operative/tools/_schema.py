@@ -272,6 +272,12 @@ def signature_input(
                 f"{where}: parameter {parameter.name!r} is positional-only; tool arguments "
                 "are passed by name, so drop the '/'"
             )
+        if annotation is inspect.Parameter.empty and parameter.name == "self":
+            raise ToolDefinitionError(
+                f"{where}: parameter 'self' has no type annotation; for a method, put "
+                "@tool on it in its class body and give an agent obj.method (Tool(fn) "
+                "takes a function or a bound method)"
+            )
         if annotation is inspect.Parameter.empty:
             raise ToolDefinitionError(
                 f"{where}: parameter {parameter.name!r} has no type annotation; annotate "

@@ -7,6 +7,9 @@ import functools
 import hashlib
 import inspect
 import math
+import sys
+import types
+import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeAlias, overload
 
@@ -19,7 +22,14 @@ from .._core._types import ToolSpec
 from ._context import ToolContext
 from ._schema import check_tool_name, compile_schema, json_schema, signature_input
 
-__all__ = ["ArgumentError", "NeedsApproval", "Tool", "tool"]
+__all__ = [
+    "ArgumentError",
+    "NeedsApproval",
+    "Tool",
+    "ToolDescriptionWarning",
+    "ToolMethod",
+    "tool",
+]
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
@@ -36,6 +46,39 @@ _ApprovalCheck: TypeAlias = Callable[[Mapping[str, Any] | str, ToolContext], Awa
 
 class ArgumentError(Exception):
     """Internal: a call's arguments did not parse or validate (message for the model)."""
+
+
+class ToolDescriptionWarning(UserWarning):
+    """A tool was defined with no description: no docstring and no ``description=``.
+
+    The model is offered the tool with its name and schema only, so it has to guess
+    when to call it. Give the function a docstring, or pass ``@tool(description=...)``
+    (``description=""`` says on purpose that the tool has none, and does not warn).
+    """
+
+
+def _warn_no_description(name: str) -> None:
+    """Warn, at the line that defined the tool, that tool ``name`` has no description."""
+    warnings.warn(
+        f"tool {name!r} has no description, so the model is offered it with none and "
+        "must guess when to call it: give the function a docstring or pass "
+        "@tool(description=...)",
+        ToolDescriptionWarning,
+        stacklevel=_caller_level(),
+    )
+
+
+_HERE = __name__.rsplit(".", 1)[0] + "."
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside ``operative.tools`` (who defined it)."""
+    level = 2  # the caller of _warn_no_description
+    frame = sys._getframe(2)
+    while frame is not None and str(frame.f_globals.get("__name__", "")).startswith(_HERE):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:
@@ -109,7 +152,7 @@ class Tool:
     needs_approval: NeedsApproval
     switch: Callable[[str], Any] | None
     """For a tool whose successful call switches the run's configuration (a handoff):
-    given the call id, the :class:`~operative.Switch` it asks for. A durable run rebuilt
+    given the call id, the :class:`~operative.extending.Switch` it asks for. A durable run rebuilt
     from its journal asks it again instead of running the call twice."""
     # Precomputed once so a call does no introspection.
     _spec: ToolSpec
@@ -143,9 +186,17 @@ class Tool:
         needs_approval: NeedsApproval = False,
         switch: Callable[[str], Any] | None = None,
     ) -> None:
+        if isinstance(fn, Tool):
+            fn = fn.fn  # another tool's function, defined anew with these options
+        elif isinstance(fn, ToolMethod):
+            raise ToolDefinitionError(
+                f"{fn!r} is a method tool of a class: it is a tool once bound to an "
+                "object (obj.method); Tool(fn) takes a function or a bound method"
+            )
         if not callable(fn):
             raise ToolDefinitionError(f"a tool wraps a function, not {fn!r}")
         tool_name = check_tool_name(name if name is not None else getattr(fn, "__name__", ""))
+        undescribed = description is None
         if description is None:
             description = inspect.cleandoc(getattr(fn, "__doc__", None) or "")
         if version is not None and (not isinstance(version, str) or not version):
@@ -190,6 +241,8 @@ class Tool:
         if output_type is not None:
             json_schema(output_type, what=f"output of tool {tool_name!r}", object_only=False)
         approval_check = _approval_checker(needs_approval, tool_name)
+        if undescribed and not description:
+            _warn_no_description(tool_name)
         given_version = version
         if version is None and needs_approval is not False:
             version = derived_version(tool_name, description, schema)
@@ -224,6 +277,18 @@ class Tool:
     def __repr__(self) -> str:
         version = f" v{self.version}" if self.version is not None else ""
         return f"<Tool {self.name}{version}>"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the function itself, as if it were not a tool: a sync function returns
+        its value, an async one its coroutine (``await tool(...)``). Nothing of the
+        tool applies (no validation, timeout, concurrency limit or approval): this is
+        for tests and for code that calls the function directly."""
+        return self.fn(*args, **kwargs)
+
+    @property
+    def __wrapped__(self) -> Callable[..., Any]:
+        """The function (``inspect.signature(tool)`` reads its signature)."""
+        return self.fn
 
     @property
     def spec(self) -> ToolSpec:
@@ -500,8 +565,93 @@ def _single_invoker(
     return _in_a_thread(thread_call), thread_call
 
 
+class ToolMethod:
+    """``@tool`` on a method, in a class body: ``obj.method`` is a :class:`Tool` of that
+    object (its function the bound method, ``self`` not in its schema).
+
+    An object's tool is built on first access and kept in the object's ``__dict__``, so
+    ``obj.method`` is the same tool every time (a class with ``__slots__`` and no
+    ``__dict__`` gets a new one at each access: bind it once). ``Class.method`` is this
+    descriptor, which calls the function as it is (``Class.method(obj, ...)``) but is
+    no tool: give an agent ``obj.method``. The definition is checked when the class body
+    runs, as a function's is.
+    """
+
+    __slots__ = ("__dict__", "_attribute", "_options", "_template", "fn")
+
+    def __init__(self, fn: Callable[..., Any], options: Mapping[str, Any]) -> None:
+        self.fn = fn
+        # Checked (and warned about) now, against the function bound to no object.
+        self._template = Tool(types.MethodType(fn, _UNBOUND), **options)
+        self._options = {
+            **options,
+            "name": self._template.name,
+            "description": self._template.description,
+        }
+        self._attribute: str | None = None
+        functools.update_wrapper(self, fn)
+
+    def __repr__(self) -> str:
+        return f"<ToolMethod {getattr(self.fn, '__qualname__', self._template.name)}>"
+
+    @property
+    def name(self) -> str:
+        """The name the bound tools are offered under."""
+        return self._template.name
+
+    @property
+    def attribute(self) -> str:
+        """The attribute of the class that holds it (its function's name until the class
+        body assigns it)."""
+        if self._attribute is not None:
+            return self._attribute
+        return str(getattr(self.fn, "__name__", self._template.name))
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._attribute = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> ToolMethod: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> Tool: ...
+    def __get__(self, obj: object, owner: type | None = None) -> Tool | ToolMethod:
+        if obj is None:
+            return self
+        bound = Tool(types.MethodType(self.fn, obj), **self._options)
+        attribute = self._attribute
+        namespace = getattr(obj, "__dict__", None)
+        if attribute is not None and isinstance(namespace, dict):
+            namespace[attribute] = bound  # found before this descriptor from now on
+        return bound
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the function itself (``Class.method(obj, ...)``)."""
+        return self.fn(*args, **kwargs)
+
+
+class _Unbound:
+    """What a method tool's function is bound to while its definition is checked."""
+
+    def __repr__(self) -> str:
+        return "<no object>"
+
+
+_UNBOUND = _Unbound()
+
+
+def _is_method(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` is a function whose first parameter is an unannotated ``self``
+    (a method, defined in a class body)."""
+    if not inspect.isfunction(fn):
+        return False
+    code = fn.__code__
+    if code.co_argcount < 1 or code.co_varnames[0] != "self":
+        return False
+    return "self" not in getattr(fn, "__annotations__", {})
+
+
 @overload
-def tool(fn: Callable[..., Any], /) -> Tool: ...
+def tool(fn: Callable[..., Any], /) -> Tool: ...  # a ToolMethod for a method (see below)
 @overload
 def tool(
     *,
@@ -536,27 +686,38 @@ def tool(
     """Make a :class:`Tool` of a function: ``@tool`` or ``@tool(version="1", ...)``.
 
     The name defaults to the function's name, the description to its docstring, and
-    the input schema to its signature. ``@tool(needs_approval=True)`` makes every call
-    wait for a person; ``needs_approval=lambda arguments: ...`` decides per call (see
-    :class:`Tool`).
+    the input schema to its signature. A tool with neither a docstring nor
+    ``description=`` is offered to the model with no description: that warns
+    (:class:`ToolDescriptionWarning`) when the tool is defined.
+    ``@tool(needs_approval=True)`` makes every call wait for a person;
+    ``needs_approval=lambda arguments: ...`` decides per call (see :class:`Tool`).
+
+    The tool stays callable as the function: ``search("q")`` calls ``search`` and
+    returns what it returns (``await search("q")`` for an async one), which is how a
+    unit test calls it. On a method (a first parameter ``self``) in a class body it
+    makes a :class:`ToolMethod`: ``obj.method`` is the tool of that object, its schema
+    without ``self``, so an agent takes ``tools=[obj.method]``.
     """
 
     def wrap(function: Callable[..., Any]) -> Tool:
-        return Tool(
-            function,
-            name=name,
-            description=description,
-            input_type=input_type,
-            input_schema=input_schema,
-            output_type=output_type,
-            version=version,
-            mutates=mutates,
-            idempotent=idempotent,
-            timeout=timeout,
-            max_concurrency=max_concurrency,
-            needs_approval=needs_approval,
-        )
+        if _is_method(function):
+            # Typed as the Tool that obj.method is.
+            return ToolMethod(function, options)  # type: ignore[return-value]
+        return Tool(function, **options)
 
+    options: dict[str, Any] = {
+        "name": name,
+        "description": description,
+        "input_type": input_type,
+        "input_schema": input_schema,
+        "output_type": output_type,
+        "version": version,
+        "mutates": mutates,
+        "idempotent": idempotent,
+        "timeout": timeout,
+        "max_concurrency": max_concurrency,
+        "needs_approval": needs_approval,
+    }
     if fn is not None:
         return wrap(fn)
     return wrap

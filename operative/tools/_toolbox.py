@@ -16,7 +16,7 @@ from .._core._types import PendingApproval, RequestContext, ToolCall, ToolResult
 from ._context import EMPTY_CONTEXT, ExecutionContext, ToolContext
 from ._places import CallPlaces, timed_out
 from ._settle import describe, failed, settled
-from ._tool import ArgumentError, Tool
+from ._tool import ArgumentError, Tool, ToolMethod
 
 if TYPE_CHECKING:
     # Loaded on first use: a toolbox that never parks a call needs none of them.
@@ -42,6 +42,11 @@ def _collect(tools: Iterable[Tool] | Mapping[str, Tool]) -> dict[str, Tool]:
         items = ((getattr(t, "name", None), t) for t in tools)
     for key, item in items:
         if not isinstance(item, Tool):
+            if isinstance(item, ToolMethod):
+                raise InvalidArgument(
+                    f"{item!r} is a method tool taken from its class: pass the tool of one "
+                    f"object, obj.{item.attribute} (its self is that object)"
+                )
             raise InvalidArgument(
                 f"{item!r} is not a Tool; decorate the function with @tool or wrap it in Tool(fn)"
             )

@@ -7,7 +7,7 @@ runs itself, ``state``, ``context``, and ``resume`` answers to interrupts) and r
 (no ``[DONE]``: the client would fail the run on it).
 
 Stateless like the chat host: the client holds the history. A call that needs approval
-ends the run with an interrupt whose id is the signed :class:`~operative.PendingApproval`
+ends the run with an interrupt whose id is the signed :class:`~operative.tools.PendingApproval`
 itself (base64url JSON), so any process holding the same approval secret resumes it
 from the next run's ``resume[]`` entry. A call of a tool the client declared is never run
 here: the run ends with it pending, and the client's ``role: "tool"`` message answers it.

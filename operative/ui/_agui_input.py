@@ -2,7 +2,7 @@
 
 The client sends the whole thread (``messages``), the ``tools`` it runs itself, ``state``,
 ``context``, and ``resume`` answers to the interrupts of its last run. An interrupt's id
-is the signed :class:`~operative.PendingApproval` itself (base64url JSON).
+is the signed :class:`~operative.tools.PendingApproval` itself (base64url JSON).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ events, one JSON chunk per ``data:`` line (``start``, ``start-step``, ``text-*``
 :data:`VERCEL_HEADERS` (``x-vercel-ai-ui-message-stream: v1``).
 
 An approval is the SDK's ``tool-approval-request`` chunk: its ``approvalId`` is the
-:class:`~operative.PendingApproval`'s id and its ``signature`` the whole signed approval
+:class:`~operative.tools.PendingApproval`'s id and its ``signature`` the whole signed approval
 (base64url JSON), which the client keeps on the tool part and sends back with the user's
 answer (state ``approval-responded``). The host resumes or denies it with that request's
 own authority, and the answer continues the same assistant message.

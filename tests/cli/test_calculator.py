@@ -10,7 +10,7 @@ from operative.cli._agents import calculate, demo_agent, offline_generate
 
 
 async def evaluate(expression: str) -> str:
-    result: str = await calculate.fn(expression)
+    result: str = await calculate(expression)
     return result
 
 

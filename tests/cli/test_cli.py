@@ -16,7 +16,13 @@ import trio
 
 from operative import GenerateRequest, GenerateResponse
 from operative.cli import main
-from operative.cli._agents import CHAT_AGENT, DEMO_AGENT, demo_agent, offline_generate
+from operative.cli._agents import (
+    CHAT_AGENT,
+    DEMO_AGENT,
+    chat_agent,
+    demo_agent,
+    offline_generate,
+)
 from operative.cli._errors import UsageError
 from operative.cli._inspect import parse_since
 from operative.cli._models import choose_model
@@ -182,6 +188,55 @@ def test_usage_errors_exit_2() -> None:
     assert code == 2
     assert "--limit" in err
     assert run(["--help"])[0] == 0
+
+
+def test_an_empty_data_dir_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--data-dir ''`` is refused (it is not taken as the current directory)."""
+    monkeypatch.chdir(tmp_path)
+    for command in (["runs", "list"], ["demo", "--offline"], ["sessions", "list"]):
+        code, out, err = run([*command, "--data-dir", ""])
+        assert code == 2
+        assert "--data-dir: '' is not a directory: give a path" in err
+        assert out == ""
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_chat_says_who_holds_an_interrupted_turn(tmp_path: Path) -> None:
+    """A chat turn another worker still holds is not resumed: the chat says whose it is
+    and until when, and goes on."""
+
+    async def interrupt() -> str:
+        shutdown = trio.CancelScope()
+
+        async def stops(request: GenerateRequest) -> GenerateResponse:
+            shutdown.cancel()
+            return await ScriptedModel([HANG])(request)
+
+        async with open_state(tmp_path) as state:
+            async with open_session(
+                "held",
+                store=state.sessions,
+                agent=chat_agent(stops, approver=None, notes=state.notes),
+                engine=state.engine,
+                checkpoint_store=state.journal,
+            ) as session:
+                with shutdown:
+                    await session.run("remember the milk")
+                turn = session.session.runs[-1].run_id
+            await state.engine.claim(worker_id="worker-b", lease_seconds=600, run_ids=[turn])
+            return turn
+
+    turn = trio.run(interrupt)
+    data = ["--data-dir", str(tmp_path)]
+    code, out, err = run(["chat", "--offline", "--session", "held", *data], stdin="/quit\n")
+    assert code == 0, err
+    assert f"the interrupted turn {turn} is held by worker-b until" in out
+    assert "if that process stopped, run `operative recover --data-dir" in out
+    code, out, err = run(["recover", "--offline", *data])
+    assert code == 0, err
+    assert f"still running: {turn} ({CHAT_AGENT}), held by worker-b" in out
 
 
 def test_model_choice_follows_the_environment() -> None:

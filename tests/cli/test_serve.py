@@ -17,15 +17,15 @@ from typing import Any
 import httpx
 import pytest
 import trio
-from _chromium import chromium_or_skip, open_chromium
+from _chromium import open_chromium
 from hypercorn.config import Config
 from hypercorn.trio import serve
 
-from operative import MemoryStore
 from operative.cli import main
 from operative.cli._agents import offline_generate
 from operative.cli._errors import UsageError
 from operative.cli._serve import SECRET_FILE, approval_secret, build_app, served_chat_agent
+from operative.kvstore import MemoryStore
 
 SECRET = secrets.token_bytes(32)
 
@@ -369,9 +369,10 @@ def browser_session(driver: Any) -> None:
     assert users == ["what is 6 * 7?", "remember to buy milk", "remember to sell the car"]
 
 
-async def test_the_page_chats_streams_and_approves_in_chromium(tmp_path: Path) -> None:
+async def test_the_page_chats_streams_and_approves_in_chromium(
+    tmp_path: Path, chromium: None
+) -> None:
     """In headless Chromium: streamed answers, tool calls, approve and deny buttons."""
-    chromium_or_skip()
     notes = tmp_path / "notes.txt"
     async with open_server(notes) as url:
         await trio.to_thread.run_sync(drive, url, browser_session)

@@ -11,14 +11,14 @@ from typing import Any
 
 import httpx
 import trio
-from _chromium import chromium_or_skip, open_chromium
+from _chromium import open_chromium
 from hypercorn.config import Config
 from hypercorn.trio import serve
 
-from operative import MemoryStore
 from operative.cli._agents import offline_generate
 from operative.cli._serve import build_app, served_chat_agent
 from operative.cli._state import DATABASE
+from operative.kvstore import MemoryStore
 from operative.runstore import SqliteRunStore
 
 from ._process import operative
@@ -189,10 +189,9 @@ def look(url: str, data_dir: Path, shots: Path) -> dict[str, int]:
     return sizes
 
 
-async def test_both_pages_in_chromium(tmp_path: Path) -> None:
+async def test_both_pages_in_chromium(tmp_path: Path, chromium: None) -> None:
     """Chromium loads the runs page and each run's page; the in-flight run's page updates
     by itself when the run ends."""
-    chromium_or_skip()
     data_dir = tmp_path / "data"
     await fill(data_dir)
     async with open_viewer(data_dir) as url:

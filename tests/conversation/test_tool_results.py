@@ -7,10 +7,11 @@ from collections import Counter
 import pytest
 from hypothesis import given
 
-from operative._core._errors import ConversationError, InvalidArgument
+from operative._core._errors import InvalidArgument
 from operative._core._types import ToolCall, ToolResult
 from operative.conversation import (
     Conversation,
+    ConversationError,
     ConversationHistory,
     Message,
     cancelled_result,

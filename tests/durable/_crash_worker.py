@@ -54,7 +54,6 @@ from operative import (
     Agent,
     GenerateRequest,
     GenerateResponse,
-    HookContext,
     RunResult,
     StepResult,
     ToolCall,
@@ -67,6 +66,7 @@ from operative import (
 from operative.conversation import Message
 from operative.durable import replay_journal, serve_durable_runs, transcript
 from operative.durable._driver import UNKNOWN_OUTCOME
+from operative.hooks import HookContext
 from operative.testing._crash_worker import (
     Mode,
     claimable,

@@ -26,13 +26,7 @@ import trio
 import trio.testing
 from msgspec.structs import replace
 
-from operative import (
-    ConflictError,
-    CorruptRecordError,
-    InvalidArgument,
-    LeaseLostError,
-    RunNotFoundError,
-)
+from operative import InvalidArgument
 from operative.conversation import Message
 from operative.durable import (
     CheckpointStore,
@@ -42,8 +36,10 @@ from operative.durable import (
     Generated,
     JournalRecord,
     Lease,
+    LeaseLostError,
     PostgresCheckpointStore,
     PostgresEngine,
+    RunNotFoundError,
     RunOutcome,
     SqliteCheckpointStore,
     SqliteEngine,
@@ -51,6 +47,8 @@ from operative.durable import (
     StepDone,
     ToolStarted,
 )
+from operative.errors import CorruptRecordError
+from operative.kvstore import ConflictError
 
 from .conftest import DurableDb
 

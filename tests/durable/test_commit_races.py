@@ -284,7 +284,8 @@ async def test_a_call_parked_for_approval_is_asked_again_after_a_shutdown(
     """A run shut down while a person decides journals the call as not run; recovery
     parks it again and runs it once it is approved."""
     ran: list[int] = []
-    from operative import ApprovalDecision, tool
+    from operative import tool
+    from operative.tools import ApprovalDecision
 
     @tool(version="1", mutates=True)
     async def save(n: int) -> str:

@@ -47,10 +47,11 @@ async def test_a_lazy_durable_run_aborted_before_loading_reports_durable(
     agent = create_lazy_agent(lambda: create_agent(generate=ScriptedModel(["hi"]), name="w"))
     async with sqlite_db.engine() as engine, sqlite_db.store() as store:
         durable = Durable(engine=engine, checkpoint_store=store, run_id="d3")
-        async with agent.open_run("go", durable=durable) as run:
-            run.abort("changed my mind")
+        opening = agent.open_run("go", durable=durable)
+        opening.abort("changed my mind")
+        async with opening as run:
             result = await run.result()
-            snapshot = run.snapshot()
+        snapshot = opening.snapshot()
         assert await engine.get("d3") is None  # never started: nothing to recover
     assert result.finish_reason == "aborted"
     assert snapshot.status == "aborted"

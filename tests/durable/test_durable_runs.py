@@ -19,11 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from operative import (
-    ConflictError,
     GenerateRequest,
     GenerateResponse,
     InvalidArgument,
-    InvalidResponseError,
     ToolCall,
     create_agent,
     open_run,
@@ -45,7 +43,8 @@ from operative.durable import (
     transcript,
 )
 from operative.durable._driver import UNKNOWN_OUTCOME
-from operative.kvstore import MemoryStore
+from operative.errors import InvalidResponseError
+from operative.kvstore import ConflictError, MemoryStore
 from operative.sessions import create_session_store, open_session
 
 from .conftest import DurableDb

@@ -22,10 +22,11 @@ from typing import Any
 import pytest
 import trio
 
-from operative import ConflictError, LeaseLostError, OperativeError, create_agent, tool
+from operative import OperativeError, create_agent, tool
 from operative.durable import (
     Durable,
     Generated,
+    LeaseLostError,
     StepDone,
     ToolSettled,
     ToolStarted,
@@ -34,6 +35,7 @@ from operative.durable import (
 )
 from operative.durable._driver import UNKNOWN_OUTCOME
 from operative.durable._records import Started
+from operative.kvstore import ConflictError
 
 from .conftest import DurableDb
 from .test_durable_runs import make_agent, scripted, shape

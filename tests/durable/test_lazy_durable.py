@@ -9,15 +9,10 @@ from typing import Any
 import pytest
 import trio
 
-from operative import (
-    AgentContractError,
-    AgentRunContext,
-    InvalidArgument,
-    create_agent,
-    create_lazy_agent,
-)
+from operative import AgentRunContext, InvalidArgument, create_agent, create_lazy_agent
 from operative._lazy._agent import LazyAgent
 from operative.durable import Durable, recover, serve_durable_runs
+from operative.errors import AgentContractError
 from operative.kvstore import MemoryStore
 from operative.sessions import create_session_store, open_session
 from operative.testing import ScriptedModel
@@ -51,7 +46,7 @@ async def test_a_lazy_agents_durable_run_is_journaled(sqlite_db: DurableDb) -> N
     async with sqlite_db.engine() as engine, sqlite_db.store() as store:
         durable = Durable(engine=engine, checkpoint_store=store, run_id="d1")
         async with agent.open_run("go", durable=durable) as run:
-            assert run.run_id == "d1"  # the durable id, before the definition loaded
+            assert run.run_id == "d1"  # the loaded agent's durable run
             result = await run.result()
         record = await engine.get("d1")
     assert result.run_id == "d1"

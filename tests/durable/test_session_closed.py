@@ -11,9 +11,15 @@ from typing import Any
 import pytest
 import trio
 
-from operative import CleanupError, SessionPersistenceError
+from operative import CleanupError
 from operative.kvstore import MemoryStore
-from operative.sessions import SessionHandle, SessionStore, create_session_store, open_session
+from operative.sessions import (
+    SessionHandle,
+    SessionPersistenceError,
+    SessionStore,
+    create_session_store,
+    open_session,
+)
 from operative.sessions._durable import RecoveredRun
 
 from ._sessions import cut_turn

@@ -1,15 +1,20 @@
 """``SessionHandle.recover()`` looks at every open turn, returns ``None`` when nothing can
-be resumed, and reports each failure as a ``session.recover`` event."""
+be resumed, raises ``LeaseHeldError`` when another worker holds the turn, and reports
+each failure as a ``session.recover`` event."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+import pytest
+
 from operative.kvstore import MemoryStore, Operation
 from operative.sessions import (
+    LeaseHeldError,
     RunOutcome,
     SessionRecoverFailed,
     create_session_store,
@@ -126,3 +131,44 @@ async def test_recover_returns_none_and_reports_a_resume_that_fails(sqlite_db: D
     assert [(event.run_id, event.stage, event.error_type) for event in failures] == [
         (run_id, "resume", "RuntimeError")
     ]
+
+
+async def test_recover_says_who_holds_a_turn_and_until_when(sqlite_db: DurableDb) -> None:
+    """A turn whose lease another worker still holds is not recovered, and recover()
+    says so: a LeaseHeldError naming the turn, the holder and when its lease expires.
+    Once the lease has expired, recover() resumes the turn."""
+    sessions = create_session_store(MemoryStore())
+    async with sqlite_db.engine() as engine, sqlite_db.store() as store:
+        run_id = await cut_turn(sessions, engine, store)
+        (lease,) = await engine.claim(worker_id="worker-b", lease_seconds=60, run_ids=[run_id])
+        async with open_session(
+            "s",
+            store=sessions,
+            agent=make_agent([["idem"], []], Counter()),
+            engine=engine,
+            checkpoint_store=store,
+        ) as handle:
+            with pytest.raises(LeaseHeldError) as raised:
+                await handle.recover()
+        held = raised.value
+        assert (held.run_id, held.holder, held.expires_at) == (run_id, "worker-b", lease.expires_at)
+        assert "worker 'worker-b' holds its lease until" in str(held)
+        assert "call recover() again once the lease has expired" in str(held)
+        stored = await sessions.load("s")
+        assert stored is not None
+        assert stored.runs[-1].outcome is None  # still open
+        later = time.time() + 120  # the holder stopped: its lease has run out
+        async with (
+            sqlite_db.engine(clock=lambda: later) as engine_later,
+            open_session(
+                "s",
+                store=sessions,
+                agent=make_agent([["idem"], []], Counter()),
+                engine=engine_later,
+                checkpoint_store=store,
+            ) as handle,
+        ):
+            recovered = await handle.recover()
+            assert recovered is not None
+            assert recovered.run_id == run_id
+            await recovered.result()

@@ -15,9 +15,9 @@ import pytest
 import trio
 import trio.testing
 
-from operative import GenerateRequest, GenerateResponse, LeaseLostError, create_agent
+from operative import GenerateRequest, GenerateResponse, create_agent
 from operative.conversation import Message
-from operative.durable import Durable, Generated, Started, recover
+from operative.durable import Durable, Generated, LeaseLostError, Started, recover
 from operative.testing import ScriptedModel
 
 from .conftest import DurableDb

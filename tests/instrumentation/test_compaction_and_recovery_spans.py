@@ -11,7 +11,6 @@ import trio
 from opentelemetry.trace import SpanKind, StatusCode
 
 from operative import (
-    ContextManagement,
     Conversation,
     ConversationHistory,
     GenerateRequest,
@@ -21,7 +20,7 @@ from operative import (
     create_agent,
     tool,
 )
-from operative.context import summarize
+from operative.context import ContextManagement, summarize
 from operative.durable import Durable, SqliteCheckpointStore, SqliteEngine, recover
 from operative.instrumentation import conversation_id
 from operative.kvstore import MemoryStore
@@ -170,7 +169,9 @@ async def test_no_span_and_no_tracing_code_when_not_instrumented(
     async with agent.open_run(_long_conversation()) as run:
         assert run._control.extensions == ()
         assert run._control.context_manager is not None
-        assert run._control.context_manager._strategy is agent.options["context_management"].strategy
+        assert (
+            run._control.context_manager._strategy is agent.options["context_management"].strategy
+        )
         result = await run.result()
     assert result.content == "Sunny."
     assert len(calls) == 1

@@ -14,7 +14,6 @@ from operative import (
     Conversation,
     GenerateResponse,
     InvalidArgument,
-    RetryOptions,
     ToolCall,
     Usage,
     create_agent,
@@ -24,6 +23,7 @@ from operative import (
 )
 from operative.instrumentation import conversation_id
 from operative.instrumentation._semconv import conventions_from_env
+from operative.retry import RetryOptions
 from operative.testing import HANG, ScriptedModel
 
 from .conftest import Telemetry
@@ -566,7 +566,8 @@ def test_opt_in_reaches_the_instrumentation(
 
 async def test_a_session_turn_carries_the_session_id(telemetry: Telemetry) -> None:
     """Runs of a session handle record the session id as gen_ai.conversation.id."""
-    from operative import MemoryStore, create_session_store, open_session
+    from operative.kvstore import MemoryStore
+    from operative.sessions import create_session_store, open_session
 
     agent = create_agent(
         generate=Model(["hello"]), name="helper", instrumentation=telemetry.instrumentation()

@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from operative import DatabaseFileError, OperativeError, create_agent
+from operative import OperativeError, create_agent
 from operative.durable import SqliteCheckpointStore, SqliteEngine
+from operative.errors import DatabaseFileError
 from operative.kvstore import Put, SqliteStore
 from operative.runstore import SqliteRunStore
 from operative.sessions import create_session_store, open_session

@@ -23,7 +23,7 @@ import trio
 import trio.testing
 from durable.conftest import DurableDb, durable_db
 
-from operative import OperativeError, SchemaVersionError
+from operative import OperativeError
 from operative._sql import (
     Database,
     Migration,
@@ -33,6 +33,7 @@ from operative._sql import (
     ddl,
 )
 from operative.durable import Finished, RunOutcome, Started
+from operative.errors import SchemaVersionError
 from operative.kvstore import PostgresStore, Put, SqliteStore, Versioned
 from operative.runstore import PostgresRunStore, SqliteRunStore
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from operative import CorruptRecordError
+from operative.errors import CorruptRecordError
 from operative.kvstore import Put, SqliteStore
 
 

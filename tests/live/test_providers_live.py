@@ -24,8 +24,9 @@ from typing import Any, Protocol
 import pytest
 import trio
 
-from operative import GenerateRequest, GenerateResponse, RetryOptions, create_agent, tool
+from operative import GenerateRequest, GenerateResponse, create_agent, tool
 from operative.providers import Delta, DeltaCallback
+from operative.retry import RetryOptions
 
 pytestmark = pytest.mark.live
 

@@ -8,17 +8,15 @@ from typing import Any
 
 import trio
 
-from operative import (
+from operative import FinishReason, GenerateResponse, create_agent
+from operative.mcp import MCPServer
+from operative.testing import ScriptedModel
+from operative.tools import (
     ApprovalDecision,
     ElicitationRequest,
     ElicitationResponse,
-    FinishReason,
-    GenerateResponse,
     PendingApproval,
-    create_agent,
 )
-from operative.mcp import MCPServer
-from operative.testing import ScriptedModel
 
 from .conftest import HttpServer, script
 

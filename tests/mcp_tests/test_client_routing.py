@@ -13,19 +13,11 @@ import mcp_types as types
 import pytest
 import trio
 
-from operative import (
-    Conversation,
-    ElicitationRequest,
-    ElicitationResponse,
-    GenerateResponse,
-    ImagePart,
-    TextPart,
-    Usage,
-    open_run,
-)
+from operative import Conversation, GenerateResponse, ImagePart, TextPart, Usage, open_run
 from operative.mcp import MCPServer
 from operative.mcp._sampling import generate_request
 from operative.testing import ScriptedModel
+from operative.tools import ElicitationRequest, ElicitationResponse
 
 from .conftest import HttpServer, run_calls, script
 

@@ -11,10 +11,17 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from operative import ApprovalDecision, ApprovalError, MemoryStore, PendingApproval, ToolCall
+from operative import ToolCall
+from operative.kvstore import MemoryStore
 from operative.mcp import MCPServer
 from operative.mcp._tools import tool_name
-from operative.tools import ApprovalPolicy, Toolbox
+from operative.tools import (
+    ApprovalDecision,
+    ApprovalError,
+    ApprovalPolicy,
+    PendingApproval,
+    Toolbox,
+)
 
 from .conftest import faulty_server, run_calls
 

@@ -162,7 +162,7 @@ class Suite:
 
 
 @pytest.fixture(scope="session")
-def suite() -> Suite:
+def conformance_suite() -> Suite:
     """The conformance suite, installed with npm into the cache on first use."""
     arch = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(
         platform.machine().lower()
@@ -216,8 +216,8 @@ def check_outcomes(
     assert failed == set(known_failures)
 
 
-async def test_server_scenarios(suite: Suite, tmp_path: Path) -> None:
-    assert await listed(suite, "server") == SERVER_PASSING | set(SERVER_KNOWN_FAILURES)
+async def test_server_scenarios(conformance_suite: Suite, tmp_path: Path) -> None:
+    assert await listed(conformance_suite, "server") == SERVER_PASSING | set(SERVER_KNOWN_FAILURES)
     server = await trio.lowlevel.open_process(
         [*SERVE, "conformance_tools:tools", "--http", "127.0.0.1:0"],
         stdout=subprocess.PIPE,
@@ -237,7 +237,9 @@ async def test_server_scenarios(suite: Suite, tmp_path: Path) -> None:
         results = tmp_path / "results"
         with trio.fail_after(300):
             await trio.run_process(
-                suite.command("server", "--url", url, "--suite", "all", "-o", str(results)),
+                conformance_suite.command(
+                    "server", "--url", url, "--suite", "all", "-o", str(results)
+                ),
                 capture_stdout=True,
                 capture_stderr=True,
                 check=False,
@@ -285,23 +287,23 @@ def _authorization(scenario: str) -> bool:
     return scenario.startswith("auth/")
 
 
-async def test_client_scenarios(suite: Suite, tmp_path: Path) -> None:
+async def test_client_scenarios(conformance_suite: Suite, tmp_path: Path) -> None:
     """The scenarios of the protocol itself (the authorization ones are the next test)."""
-    listed_here = {s for s in await listed(suite, "client") if not _authorization(s)}
+    listed_here = {s for s in await listed(conformance_suite, "client") if not _authorization(s)}
     passing = {s for s in CLIENT_PASSING if not _authorization(s)}
     failing = {s: why for s, why in CLIENT_KNOWN_FAILURES.items() if not _authorization(s)}
     assert listed_here == passing | set(failing)
-    found = await run_client_scenarios(suite, listed_here, tmp_path / "results")
+    found = await run_client_scenarios(conformance_suite, listed_here, tmp_path / "results")
     check_outcomes(found, passing, failing)
 
 
 @pytest.mark.slow
 @pytest.mark.realserver  # 40 s: the second CI step (see tests/conftest.py)
-async def test_client_authorization_scenarios(suite: Suite, tmp_path: Path) -> None:
+async def test_client_authorization_scenarios(conformance_suite: Suite, tmp_path: Path) -> None:
     """The OAuth scenarios: operative's client runs no authorization flow."""
-    listed_here = {s for s in await listed(suite, "client") if _authorization(s)}
+    listed_here = {s for s in await listed(conformance_suite, "client") if _authorization(s)}
     passing = {s for s in CLIENT_PASSING if _authorization(s)}
     failing = {s: why for s, why in CLIENT_KNOWN_FAILURES.items() if _authorization(s)}
     assert listed_here == passing | set(failing)
-    found = await run_client_scenarios(suite, listed_here, tmp_path / "results")
+    found = await run_client_scenarios(conformance_suite, listed_here, tmp_path / "results")
     check_outcomes(found, passing, failing)

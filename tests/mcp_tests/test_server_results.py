@@ -14,6 +14,7 @@ import msgspec
 import pytest
 
 import operative
+import operative.tools
 from operative import ImagePart, ToolResult
 from operative.mcp import agent_tool
 from operative.mcp._server import served_toolbox
@@ -220,7 +221,7 @@ def test_what_may_be_served() -> None:
     for bad in (42, "lookup", [lookup, 42], [print]):
         with pytest.raises(operative.InvalidArgument):
             served_toolbox(bad)  # type: ignore[arg-type]
-    with pytest.raises(operative.ToolDefinitionError, match="two tools are named"):
+    with pytest.raises(operative.tools.ToolDefinitionError, match="two tools are named"):
         served_toolbox([lookup, lookup])
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from operative import FinishReason, Toolbox, ToolCall, create_agent, handoff, stop_when, tool
-from operative.multiagent import remove_tool_messages
+from operative import FinishReason, Toolbox, ToolCall, create_agent, stop_when, tool
+from operative.multiagent import handoff, remove_tool_messages
 from operative.testing import ScriptedModel, check_run_invariants
 
 from ._helpers import call

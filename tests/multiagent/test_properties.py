@@ -29,7 +29,6 @@ from hypothesis import event as note_case
 from hypothesis import given, settings
 
 from operative import (
-    Budget,
     FinishReason,
     GenerateRequest,
     GenerateResponse,
@@ -37,11 +36,10 @@ from operative import (
     ToolCall,
     Usage,
     create_agent,
-    create_supervisor,
-    handoff,
     stop_when,
-    subagent_tool,
 )
+from operative.budgets import Budget
+from operative.multiagent import create_supervisor, handoff, subagent_tool
 from operative.testing import ScriptedModel, check_run_invariants
 
 from ._helpers import Capture, live_tasks, unwrap

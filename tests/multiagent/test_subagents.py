@@ -7,15 +7,8 @@ from typing import Any
 import trio
 import trio.testing
 
-from operative import (
-    Budget,
-    FinishReason,
-    GenerateResponse,
-    ToolCall,
-    Usage,
-    create_agent,
-    tool,
-)
+from operative import FinishReason, GenerateResponse, ToolCall, Usage, create_agent, tool
+from operative.budgets import Budget
 from operative.multiagent import SubagentError, subagent_tool
 from operative.testing import HANG, ScriptedModel, check_run_invariants
 

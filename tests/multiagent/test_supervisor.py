@@ -9,14 +9,8 @@ import pytest
 import trio
 import trio.testing
 
-from operative import (
-    FinishReason,
-    GenerateResponse,
-    InvalidArgument,
-    create_agent,
-    create_supervisor,
-)
-from operative.multiagent import dispatch_tool
+from operative import FinishReason, GenerateResponse, InvalidArgument, create_agent
+from operative.multiagent import create_supervisor, dispatch_tool
 from operative.testing import ScriptedModel, check_run_invariants
 
 from ._helpers import call, live_tasks

@@ -17,11 +17,9 @@ from operative import (
     Conversation,
     GenerateRequest,
     ImagePart,
-    RetryOptions,
     TextPart,
     ToolCall,
     ToolResult,
-    ToolSpec,
     create_agent,
     tool,
 )
@@ -36,6 +34,8 @@ from operative.providers import (
     ProviderUnavailableError,
 )
 from operative.providers.anthropic import AnthropicGenerate, anthropic_generate
+from operative.retry import RetryOptions
+from operative.tools import ToolSpec
 
 from ._anthropic_wire import (
     KeyCheck,

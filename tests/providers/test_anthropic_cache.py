@@ -18,11 +18,11 @@ from operative import (
     InvalidArgument,
     ToolCall,
     ToolResult,
-    ToolSpec,
     create_agent,
     tool,
 )
 from operative.providers.anthropic import CACHE_CONTROL_KEY, PromptCache, anthropic_generate
+from operative.tools import ToolSpec
 
 from ._anthropic_wire import message, stream_events, text_block, tool_use_block, usage_of
 from ._server import JsonReply, SseReply, WireServer

@@ -11,7 +11,7 @@ import httpx
 import pytest
 import trio
 
-from operative import InvalidArgument, RetryOptions
+from operative import InvalidArgument
 from operative.providers import (
     ProviderAuthenticationError,
     ProviderError,
@@ -27,6 +27,7 @@ from operative.providers.embeddings import (
     openai_embedder,
     voyage_embedder,
 )
+from operative.retry import RetryOptions
 
 from ._server import JsonReply, Received, Reply, WireServer
 

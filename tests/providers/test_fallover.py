@@ -14,7 +14,6 @@ from operative import (
     GenerateResponse,
     InvalidArgument,
     OperativeError,
-    RetryOptions,
     create_agent,
 )
 from operative.providers import (
@@ -25,6 +24,7 @@ from operative.providers import (
     fallover,
 )
 from operative.providers.test import MockProvider, provider_error
+from operative.retry import RetryOptions
 
 
 def request_of(text: str = "hi") -> GenerateRequest:

@@ -14,11 +14,9 @@ from operative import (
     GenerateRequest,
     ImagePart,
     InvalidArgument,
-    RetryOptions,
     TextPart,
     ToolCall,
     ToolResult,
-    ToolSpec,
     create_agent,
     tool,
 )
@@ -33,6 +31,8 @@ from operative.providers import (
     ProviderUnavailableError,
 )
 from operative.providers.gemini import GeminiGenerate, gemini_generate, gemini_schema
+from operative.retry import RetryOptions
+from operative.tools import ToolSpec
 
 from ._gemini_wire import function_call, reply_body, stream_events, usage_of
 from ._server import JsonReply, SseReply, WireServer, sse_event

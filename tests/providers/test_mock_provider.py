@@ -17,12 +17,11 @@ from operative import (
     GenerateRequest,
     GenerateResponse,
     InvalidArgument,
-    InvalidResponseError,
-    RetryOptions,
     ToolCall,
     create_agent,
     tool,
 )
+from operative.errors import InvalidResponseError
 from operative.providers import (
     Delta,
     ProviderAuthenticationError,
@@ -37,6 +36,7 @@ from operative.providers.test import (
     StreamReplayer,
     provider_error,
 )
+from operative.retry import RetryOptions
 
 
 def request_of(text: str = "hi", **kw: object) -> GenerateRequest:

@@ -15,10 +15,8 @@ from operative import (
     GenerateRequest,
     ImagePart,
     InvalidArgument,
-    RetryOptions,
     TextPart,
     ToolCall,
-    ToolSpec,
     create_agent,
     tool,
 )
@@ -33,6 +31,8 @@ from operative.providers import (
     ProviderUnavailableError,
 )
 from operative.providers.ollama import OllamaGenerate, ollama_generate
+from operative.retry import RetryOptions
+from operative.tools import ToolSpec
 
 from ._ollama_wire import chat, ndjson_lines, tool_call
 from ._server import JsonReply, SseReply, WireServer

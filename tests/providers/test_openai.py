@@ -19,7 +19,6 @@ from operative import (
     GenerateRequest,
     ImagePart,
     InvalidArgument,
-    RetryOptions,
     TextPart,
     ToolCall,
     ToolResult,
@@ -37,6 +36,7 @@ from operative.providers import (
     ProviderUnavailableError,
 )
 from operative.providers.openai import OpenAIGenerate, openai_generate
+from operative.retry import RetryOptions
 
 from ._openai_wire import LlamaCppServer, completion, stream_chunks, tool_call, usage_of
 from ._server import JsonReply, SseReply, WireServer, sse_event
@@ -585,7 +585,7 @@ async def test_a_run_without_reported_usage_counts_an_estimate(
 ) -> None:
     """Through a server that sends no usage, a run's usage is an estimate (flagged), its
     steps add up to it, and a token budget trips on it instead of never tripping."""
-    from operative import Budget
+    from operative.budgets import Budget
 
     @tool
     async def echo(text: str) -> str:

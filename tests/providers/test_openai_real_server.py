@@ -34,9 +34,10 @@ pytest.importorskip("openai")
 import httpx2
 import openai
 
-from operative import Conversation, GenerateRequest, RetryOptions, create_agent, tool
+from operative import Conversation, GenerateRequest, create_agent, tool
 from operative.providers import Delta
 from operative.providers.openai import openai_generate
+from operative.retry import RetryOptions
 
 from .test_docs_compatible_servers import LOCAL, compatible_server_sample
 

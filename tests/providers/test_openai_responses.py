@@ -16,7 +16,6 @@ from operative import (
     GenerateRequest,
     ImagePart,
     InvalidArgument,
-    RetryOptions,
     TextPart,
     ToolCall,
     ToolResult,
@@ -35,6 +34,7 @@ from operative.providers import (
     ProviderUnavailableError,
 )
 from operative.providers.openai import OpenAIGenerate, openai_generate
+from operative.retry import RetryOptions
 
 from ._openai_responses_wire import (
     failed_body,

@@ -14,14 +14,7 @@ import pytest
 pytest.importorskip("openai")
 pytest.importorskip("anthropic")
 
-from operative import (
-    Conversation,
-    GenerateRequest,
-    InvalidArgument,
-    RetryOptions,
-    create_agent,
-    tool,
-)
+from operative import Conversation, GenerateRequest, InvalidArgument, create_agent, tool
 from operative.providers import (
     Delta,
     ProviderRequestError,
@@ -32,6 +25,7 @@ from operative.providers.anthropic import anthropic_generate
 from operative.providers.gemini import gemini_generate
 from operative.providers.ollama import ollama_generate
 from operative.providers.openai import openai_generate
+from operative.retry import RetryOptions
 
 from . import _anthropic_wire as anthropic_wire
 from . import _gemini_wire as gemini_wire

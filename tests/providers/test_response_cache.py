@@ -18,13 +18,13 @@ from operative import (
     InvalidArgument,
     Message,
     ToolCall,
-    ToolSpec,
     Usage,
     create_agent,
 )
 from operative.kvstore import ConditionalTextValueStore, MemoryStore, Put, SqliteStore
 from operative.providers import ResponseCache, cached, response_cache_key, response_key_material
 from operative.testing import ScriptedModel
+from operative.tools import ToolSpec
 
 CACHE_CONTROL_KEY = "anthropic.cache_control"  # operative.providers.anthropic's hint key
 

@@ -9,8 +9,6 @@ from operative import (
     GenerateRequest,
     InvalidArgument,
     OperativeError,
-    RetryOptions,
-    ToolSpec,
     create_agent,
     tool,
 )
@@ -26,6 +24,8 @@ from operative.providers import (
     routing,
 )
 from operative.providers.test import MockProvider, provider_error
+from operative.retry import RetryOptions
+from operative.tools import ToolSpec
 
 SPEC = ToolSpec(name="lookup", description="Look something up.", input_schema={"type": "object"})
 

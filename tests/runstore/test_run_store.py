@@ -28,7 +28,6 @@ import trio
 from durable.conftest import DurableDb
 
 from operative import (
-    CorruptRecordError,
     GenerateResponse,
     InvalidArgument,
     Message,
@@ -40,6 +39,7 @@ from operative import (
 from operative.budgets import DEFAULT_PRICES, ModelPrice
 from operative.durable import Durable, recover
 from operative.durable._driver import UNKNOWN_OUTCOME
+from operative.errors import CorruptRecordError
 from operative.runstore import (
     Page,
     PostgresRunStore,

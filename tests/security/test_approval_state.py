@@ -1,16 +1,15 @@
 """A store error while an approval is used up is bookkeeping, not the tool's failure.
 
-It is a typed :class:`operative.ApprovalStateError` (an ``ApprovalError`` whose ``reason``
+It is a typed :class:`operative.tools.ApprovalStateError` (an ``ApprovalError`` whose ``reason``
 is ``"state-unavailable"``): the call has not run, the approval has not been used, and
 the same approval resumes (once) when the store answers again. The store is a real
-:class:`operative.SqliteStore` whose database another process locks (``BEGIN
+:class:`operative.kvstore.SqliteStore` whose database another process locks (``BEGIN
 EXCLUSIVE``), and the chat page is the real ``operative serve``'s.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -23,10 +22,10 @@ import httpx
 import pytest
 import trio
 
-from operative import ApprovalError, ApprovalStateError, OperativeError, SqliteStore
+from operative import OperativeError
 from operative._core._types import PendingApproval, ToolCall
-from operative.kvstore import Operation, Versioned
-from operative.tools import Toolbox, tool
+from operative.kvstore import Operation, SqliteStore, Versioned
+from operative.tools import ApprovalError, ApprovalStateError, Toolbox, tool
 
 from ._command import start, stop
 
@@ -299,14 +298,11 @@ new Function("document", "localStorage", "fetch", "byId", "lines", script + driv
 
 
 async def test_the_page_keeps_offering_an_approval_the_store_did_not_use(
-    tmp_path: Path,
+    tmp_path: Path, node: str
 ) -> None:
     """The chat page (its script, in Node, on a small DOM, against the real server):
     after a ``state-unavailable`` refusal the approval card stays, its buttons enabled,
     the approval still pending and the error says to try again; the next Approve runs."""
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("needs Node.js to run the chat page's script")
     data_dir = tmp_path / "data"
     child = await start("serve", "--offline", "--port", "0", data_dir=data_dir)
     try:

@@ -20,16 +20,11 @@ import pytest
 import trio
 
 import operative
-from operative import (
-    ApprovalDecision,
-    GenerateResponse,
-    PendingApproval,
-    ToolCall,
-    create_agent,
-)
+from operative import GenerateResponse, ToolCall, create_agent
 from operative.mcp import MCPServer, agent_tool
 from operative.mcp._server_content import tool_definition
 from operative.testing import ScriptedModel
+from operative.tools import ApprovalDecision, PendingApproval
 
 pytest.importorskip("mcp")
 
@@ -240,7 +235,7 @@ def test_operative_policies_gate_only_tools_declared_to_mutate() -> None:
     ``allow_mutation`` act on ``mutates=True`` alone (documented on both)."""
     from operative.tools import ApprovalPolicy, PermissionPolicy
 
-    writes = operative.tool(mutates=True, version="1")(undeclared.fn)
+    writes = operative.tool(mutates=True, version="1")(undeclared)
     policy = ApprovalPolicy(mode="on-mutation")
     assert (policy.requires(undeclared), policy.requires(reads), policy.requires(writes)) == (
         False,

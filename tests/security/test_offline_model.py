@@ -17,8 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operative import Conversation, GenerateRequest, ToolSpec
+from operative import Conversation, GenerateRequest
 from operative.cli._agents import _cities, _expressions, _note, _plan, offline_generate
+from operative.tools import ToolSpec
 
 OFFERED = {"get_weather", "calculate", "save_note"}
 SIZE = 20_000

@@ -20,8 +20,7 @@ import pytest
 import trio
 from cli._process import operative
 
-from operative import SqliteStore
-from operative.kvstore import Put
+from operative.kvstore import Put, SqliteStore
 
 from ._command import start, stop, with_umask
 

@@ -31,21 +31,21 @@ import msgspec
 import pytest
 import trio
 
-from operative import (
-    ElicitationError,
-    ElicitationRequest,
-    ElicitationResponse,
-    InvalidArgument,
-    OperativeError,
-    ToolCall,
-    ToolDefinitionError,
-    create_agent,
-)
+from operative import InvalidArgument, OperativeError, ToolCall, create_agent
 from operative.mcp import MCPServer
 from operative.mcp._elicitation import form_validator
 from operative.mcp._tools import make_tool
 from operative.testing import ScriptedModel
-from operative.tools import ExecutionContext, Tool, Toolbox, tool
+from operative.tools import (
+    ElicitationError,
+    ElicitationRequest,
+    ElicitationResponse,
+    ExecutionContext,
+    Tool,
+    Toolbox,
+    ToolDefinitionError,
+    tool,
+)
 from operative.tools._schema import check_local_refs, compile_schema
 from operative.ui import AguiInputError, frontend_tools, parse_agui_input
 from operative.ui._agui_input import AguiTool
@@ -226,6 +226,7 @@ def test_a_tool_defined_from_a_json_schema_refuses_every_ref_outside_it(
     filled = json.loads(json.dumps(schema).replace("{url}", url).replace("{base}", base))
 
     async def lookup(arguments: dict[str, Any]) -> str:
+        """Look it up."""
         return "found"
 
     with pytest.raises(ToolDefinitionError, match=REFUSED) as raised:
@@ -271,6 +272,7 @@ def test_a_remote_dollar_schema_is_not_fetched(
     schema = {**LOCAL, "$schema": schema_server.url("meta.json")}
 
     async def visit(arguments: dict[str, Any]) -> str:
+        """Visit it."""
         return "ok"
 
     Tool(visit, input_type=dict[str, Any], input_schema=schema)
@@ -284,6 +286,7 @@ async def test_local_refs_into_defs_still_validate_calls(
     calls: list[dict[str, Any]] = []
 
     async def visit(arguments: dict[str, Any]) -> str:
+        """Visit it."""
         calls.append(arguments)
         return "visited"
 
@@ -349,6 +352,7 @@ async def test_a_ref_slipping_past_the_check_is_still_never_fetched(
     monkeypatch.setattr(schema_module, "check_local_refs", lambda *args, **kwargs: None)
 
     async def lookup(arguments: dict[str, Any]) -> str:
+        """Look it up."""
         return "found"
 
     for ref in (schema_server.url(), schema_file):

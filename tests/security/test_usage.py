@@ -32,13 +32,12 @@ from providers import _openai_wire as openai_wire
 from providers._server import JsonReply, SseReply, WireServer
 
 import operative
+import operative.retry
 from operative import (
-    Budget,
     Conversation,
     GenerateRequest,
     GenerateResponse,
     InvalidArgument,
-    InvalidResponseError,
     ToolCall,
     Usage,
     open_run,
@@ -47,8 +46,9 @@ from operative import (
 )
 from operative._core._model import usage_problem
 from operative.backpressure import GenerateLimiter
-from operative.budgets import BudgetSpent, BudgetTracker
+from operative.budgets import Budget, BudgetSpent, BudgetTracker
 from operative.conversation import ConversationHistory
+from operative.errors import InvalidResponseError
 from operative.providers import ProviderError, ProviderUsageWarning
 from operative.providers.gemini._generate import usage_from as gemini_usage
 from operative.testing import ScriptedModel, check_run_invariants
@@ -181,7 +181,7 @@ async def test_a_failed_attempt_reporting_bad_usage_ends_the_run_uncounted(
     InvalidResponseError whose cause is the attempt's own error."""
     model = ScriptedModel([first_step(), Paid("cut off", Usage(prompt=-500, total=-500))])
     result, _, spent = await run_once(
-        model, budget=Budget(max_tokens=100), retry=operative.RetryOptions()
+        model, budget=Budget(max_tokens=100), retry=operative.retry.RetryOptions()
     )
     assert isinstance(result.error, InvalidResponseError)
     assert isinstance(result.error.__cause__, Paid)

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from operative import (
-    AsyncDefinitionLoadError,
-    GenerateRequest,
-    GenerateResponse,
-    create_agent,
-    create_lazy_agent,
-)
+from operative import GenerateRequest, GenerateResponse, create_agent, create_lazy_agent
 from operative.conversation import ConversationHistory
+from operative.errors import AsyncDefinitionLoadError
 from operative.sessions import SessionStore, open_session
 
 

@@ -9,9 +9,10 @@ import pytest
 import trio
 
 import operative.sessions
-from operative import CorruptRecordError, InvalidArgument, SchemaVersionError, decode, encode
+from operative import InvalidArgument, decode, encode
 from operative.conversation import Conversation, ConversationHistory
-from operative.kvstore import ConditionalTextValueStore, Operation, Put
+from operative.errors import CorruptRecordError, SchemaVersionError
+from operative.kvstore import ConditionalTextValueStore, ConflictError, Operation, Put
 from operative.sessions import (
     AgentSession,
     RunOutcome,
@@ -254,7 +255,7 @@ async def test_update_gives_up_after_bounded_attempts(
         await kv.conditional_batch([Put(key=key, value=current.value)])
 
     hooked.before_batch = meddle
-    with pytest.raises(operative.ConflictError):
+    with pytest.raises(ConflictError):
         await sessions.update("s", lambda s: s)
     assert meddled == 3
 

@@ -10,17 +10,20 @@ from contextlib import aclosing, asynccontextmanager
 import pytest
 import trio
 
-from operative import (
-    ApprovalError,
-    ConflictError,
-    InvalidArgument,
-    OperativeError,
+from operative import InvalidArgument, OperativeError
+from operative.durable import (
+    Finished,
+    Generated,
     RunNotFoundError,
+    StepDone,
+    ToolSettled,
+    ToolStarted,
 )
-from operative.durable import Finished, Generated, StepDone, ToolSettled, ToolStarted
 from operative.durable._driver import UNKNOWN_OUTCOME
 from operative.durable._replay import replay_journal
+from operative.kvstore import ConflictError
 from operative.temporal import TemporalEngine, TemporalRunError
+from operative.tools import ApprovalError
 
 from ._agents import approving_agent, hanging_agent, worker_agent
 from .conftest import DevServer, start_worker
@@ -259,8 +262,7 @@ async def _fenced(engine: TemporalEngine) -> None:
     )  # fmt: skip
     await first.take(f"{run_id}#0", 1)
     await second.take(f"{run_id}#0", 2)
-    from operative import LeaseLostError
-    from operative.durable import Started
+    from operative.durable import LeaseLostError, Started
 
     with pytest.raises(LeaseLostError, match="another attempt"):
         await first.append(first.lease(3.0), 0, [Started(messages=())])

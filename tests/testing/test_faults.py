@@ -117,7 +117,7 @@ async def test_tool_delay_hang_and_timeout(autojump_clock: Any) -> None:
 async def test_a_hang_ends_with_the_plans_abort(autojump_clock: Any) -> None:
     """abort_at aborts the run; the hanging call gets a cancelled result."""
     plan = FaultPlan(faults=[Fault.hang()], abort_at=30)
-    forever = faulty_tool(tool(name="lookup")(lookup.fn), plan)
+    forever = faulty_tool(tool(name="lookup")(lookup), plan)
     result, elapsed = await run(ScriptedModel([calls("a")]), [forever], plan=plan)
     assert result.finish_reason == "aborted"
     assert result.steps[0].results[0].outcome == "cancelled"

@@ -25,11 +25,11 @@ from operative import (
     Usage,
     decode,
     encode,
-    find_dangling_tool_calls,
     open_run,
     stop_when,
     tool,
 )
+from operative.conversation import find_dangling_tool_calls
 from operative.testing import (
     FaultPlan,
     ScriptedModel,

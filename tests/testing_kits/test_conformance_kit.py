@@ -17,8 +17,9 @@ import msgspec
 import pytest
 import trio
 
-from operative import CorruptRecordError, InvalidArgument
+from operative import InvalidArgument
 from operative.durable import Lease, SqliteCheckpointStore, SqliteEngine
+from operative.errors import CorruptRecordError
 from operative.kvstore import ANY, ConflictError, Delete, Operation, Versioned
 from operative.testing.conformance import EngineConformance, StoreConformance
 

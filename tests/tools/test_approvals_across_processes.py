@@ -9,16 +9,9 @@ from pathlib import Path
 import msgspec
 import trio
 
-from operative import (
-    ApprovalPolicy,
-    Authority,
-    ExecutionContext,
-    RequestContext,
-    SqliteStore,
-    Toolbox,
-    ToolCall,
-    tool,
-)
+from operative import Toolbox, ToolCall, tool
+from operative.kvstore import SqliteStore
+from operative.tools import ApprovalPolicy, Authority, ExecutionContext, RequestContext
 
 SECRET = b"s" * 32
 REQUEST = RequestContext(
@@ -31,9 +24,14 @@ REQUEST = RequestContext(
 WORKER = """
 import sys, msgspec, trio
 from pathlib import Path
-from operative import (
-    ApprovalError, ApprovalPolicy, Authority, PendingApproval, RequestContext, SqliteStore,
-    Toolbox, tool,
+from operative import Toolbox, tool
+from operative.kvstore import SqliteStore
+from operative.tools import (
+    ApprovalError,
+    ApprovalPolicy,
+    Authority,
+    PendingApproval,
+    RequestContext,
 )
 
 log = Path(sys.argv[1])

@@ -9,16 +9,19 @@ import pytest
 import trio
 import trio.testing
 
-from operative import (
+from operative import InvalidArgument, ToolCall
+from operative.kvstore import MemoryStore
+from operative.tools import (
     ApprovalError,
+    ApprovalPolicy,
     Authority,
-    InvalidArgument,
-    MemoryStore,
+    ExecutionContext,
     PendingApproval,
     RequestContext,
-    ToolCall,
+    Toolbox,
+    argument_digest,
+    tool,
 )
-from operative.tools import ApprovalPolicy, ExecutionContext, Toolbox, argument_digest, tool
 from operative.tools._approvals import Approvals
 
 SECRET = b"s" * 32
@@ -69,7 +72,7 @@ class CommitThenStall:
     store can: the commit lands, and the caller's cancellation arrives after it)."""
 
     def __init__(self) -> None:
-        from operative import MemoryStore
+        from operative.kvstore import MemoryStore
 
         self.inner = MemoryStore()
         self.stall = True

@@ -167,9 +167,10 @@ def test_import_operative_does_not_load_jsonschema() -> None:
         "from operative import tool\n"
         "@tool\n"
         "async def f(n: int) -> int:\n"
+        "    '''Echo n.'''\n"
         "    return n\n"
         "assert 'jsonschema' not in sys.modules, 'imported eagerly'\n"
-        "tool(input_schema={'type': 'object'})(f.fn)\n"
+        "tool(input_schema={'type': 'object'})(f)\n"
         "assert 'jsonschema' in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -8,24 +8,21 @@ from typing import Any
 import msgspec
 import pytest
 
-from operative import (
+from operative import GenerateResponse, Toolbox, ToolCall, ToolResult, create_agent, stop_when
+from operative.conversation import resolve_tool_result
+from operative.kvstore import MemoryStore
+from operative.testing import FaultPlan, ScriptedModel, faulty_tool
+from operative.tools import (
     ApprovalError,
     ApprovalPolicy,
     Authority,
-    GenerateResponse,
-    MemoryStore,
     PendingApproval,
     RequestContext,
-    Toolbox,
-    ToolCall,
+    Tool,
+    ToolContext,
     ToolDefinitionError,
-    ToolResult,
-    create_agent,
-    resolve_tool_result,
-    stop_when,
+    tool,
 )
-from operative.testing import FaultPlan, ScriptedModel, faulty_tool
-from operative.tools import Tool, ToolContext, tool
 
 
 class Person:

@@ -7,20 +7,17 @@ from typing import Any
 import pytest
 
 from operative import (
-    ApprovalPolicy,
     Conversation,
     GenerateResponse,
     InvalidArgument,
-    PendingApproval,
     Toolbox,
     ToolCall,
-    ToolDefinitionError,
     create_agent,
     open_run,
     stop_when,
 )
 from operative.testing import ScriptedModel
-from operative.tools import Tool, tool
+from operative.tools import ApprovalPolicy, PendingApproval, Tool, ToolDefinitionError, tool
 
 
 def _tools(ran: list[str]) -> list[Tool]:

@@ -624,7 +624,9 @@ async def test_a_call_past_its_request_deadline_is_denied_by_the_toolbox_clock()
     log: list[str] = []
     clock = Clock()
     box = Toolbox(make_tools(log), clock=clock)
-    extended = box.extended([Tool(lambda: "pong", name="ping", version="1")])
+    extended = box.extended(
+        [Tool(lambda: "pong", name="ping", description="Answer pong.", version="1")]
+    )
     call = ToolCall(id="call-1", name="delete_file", arguments={"path": "/tmp/a"})
     context = ExecutionContext(run_id="run-1", request_context=REQUEST)
     for toolbox in (box, extended):
@@ -642,7 +644,9 @@ async def test_an_extended_toolbox_shares_the_approvals_made_on_first_use() -> N
     approval parked by one resumes on the other, once, whichever was extended first."""
     log: list[str] = []
     box = make_box(log, approval_secret=None)
-    extended = box.extended([Tool(lambda: "pong", name="ping", version="1")])
+    extended = box.extended(
+        [Tool(lambda: "pong", name="ping", description="Answer pong.", version="1")]
+    )
     approval = await park(extended)
     assert (await box.resume_approval(approval, request_context=REQUEST)).outcome == "success"
     with pytest.raises(ApprovalError) as info:

@@ -283,6 +283,7 @@ def test_types_msgspec_cannot_describe_need_an_explicit_schema() -> None:
     """A union of attrs classes validates through cattrs, given input_schema=."""
 
     async def area(shape: Circle | Square) -> float:
+        """The shape's area."""
         return 1.0
 
     with pytest.raises(ToolDefinitionError, match="input_schema="):
@@ -332,9 +333,11 @@ def test_toolbox_rejects_duplicates_and_non_tools() -> None:
 def test_specs_keep_definition_order() -> None:
     """specs() lists tools in the order given."""
 
-    async def a() -> None: ...
+    async def a() -> None:
+        """A."""
 
-    async def b() -> None: ...
+    async def b() -> None:
+        """B."""
 
     box = Toolbox([tool(b), tool(a)])
     assert [s.name for s in box.specs()] == ["b", "a"]

@@ -13,7 +13,6 @@ from operative import (
     InvalidArgument,
     Tool,
     ToolCall,
-    ToolDefinitionError,
     create_agent,
     open_run,
     stop_when,
@@ -22,7 +21,7 @@ from operative import (
 from operative._core._control import RunControl
 from operative.extending import Extension
 from operative.testing import ScriptedModel
-from operative.tools import ToolSource
+from operative.tools import ToolDefinitionError, ToolSource
 
 
 @tool

@@ -163,6 +163,7 @@ async def test_output_type_is_enforced() -> None:
     """With output_type=, a mismatching value is an error result."""
 
     async def answer(good: bool) -> Any:
+        """A point, or not."""
         return {"x": 1, "y": 2} if good else {"x": "one"}
 
     box = Toolbox([Tool(answer, output_type=Point)])
@@ -190,6 +191,7 @@ async def test_sync_tool_with_explicit_input_and_context() -> None:
     """A sync tool can take an explicit input type and a ToolContext."""
 
     def handle(point: Point, ctx: ToolContext) -> str:
+        """Sum a point's coordinates."""
         return f"{ctx.call_id}:{point.x + point.y}"
 
     result = await Toolbox([Tool(handle, input_type=Point)]).execute(
@@ -223,6 +225,7 @@ async def test_async_tool_with_explicit_input() -> None:
     """An async tool receives the validated input object."""
 
     async def norm(point: Point) -> int:
+        """A point's taxicab norm."""
         return abs(point.x) + abs(point.y)
 
     box = Toolbox([Tool(norm, input_type=Point)])
@@ -238,6 +241,7 @@ async def _max_running(box: Toolbox, name: str, calls: int, counter: dict[str, i
 
 def _counting_tool(name: str, counter: dict[str, int], **options: Any) -> Tool:
     async def work() -> None:
+        """Work for a second."""
         counter["now"] += 1
         counter["max"] = max(counter["max"], counter["now"])
         await trio.sleep(1)

@@ -16,12 +16,12 @@ import msgspec
 import pytest
 import trio
 
-from operative import Authority, GenerateResponse, RequestContext, ToolCall, Usage, create_agent
+from operative import GenerateResponse, ToolCall, Usage, create_agent
 from operative._core._deltas import current_delta_sink
 from operative.kvstore import MemoryStore
 from operative.providers import Delta
 from operative.testing import HANG, ScriptedModel
-from operative.tools import ApprovalPolicy, Toolbox, tool
+from operative.tools import ApprovalPolicy, Authority, RequestContext, Toolbox, tool
 from operative.ui import serve_agent
 from operative.ui._agui import (
     AguiEncoder,
@@ -320,7 +320,7 @@ def test_parse_reads_a_resume_entry_as_a_decision() -> None:
 
 
 def _approval(call_id: str) -> Any:
-    from operative import PendingApproval
+    from operative.tools import PendingApproval
 
     return PendingApproval(
         approval_id="ap",

@@ -12,14 +12,7 @@ import httpx
 import msgspec
 import pytest
 
-from operative import (
-    GenerateResponse,
-    MemoryStore,
-    PendingApproval,
-    ToolCall,
-    create_agent,
-    stop_when,
-)
+from operative import GenerateResponse, ToolCall, create_agent, stop_when
 from operative._core._events import (
     GenerateDelta,
     GenerateRetry,
@@ -30,8 +23,9 @@ from operative._core._events import (
     ToolResultValidated,
 )
 from operative._core._types import ToolResult
+from operative.kvstore import MemoryStore
 from operative.testing import ScriptedModel
-from operative.tools import ApprovalPolicy, Toolbox, tool
+from operative.tools import ApprovalPolicy, PendingApproval, Toolbox, tool
 from operative.ui import (
     VercelEncoder,
     VercelRequestError,

@@ -15,8 +15,9 @@ from typing import Any
 
 import trio
 
-from operative import GenerateRequest, GenerateResponse, MemoryStore, ToolCall, create_agent
+from operative import GenerateRequest, GenerateResponse, ToolCall, create_agent
 from operative.cli._agents import _note_tool, calculate, get_weather, offline_generate
+from operative.kvstore import MemoryStore
 from operative.tools import ApprovalPolicy, Toolbox, tool
 from operative.ui import asgi_app
 

@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import trio
-from _chromium import chromium_or_skip, open_chromium
+from _chromium import open_chromium
 
-from operative import MemoryStore, create_agent
+from operative import create_agent
 from operative.cli._agents import _note_tool, calculate, get_weather, offline_generate
+from operative.kvstore import MemoryStore
 from operative.tools import ApprovalPolicy, Toolbox
 from operative.ui import asgi_app
 
@@ -107,9 +108,8 @@ def _browse(driver: Any, url: str, screenshot: Path) -> None:
 
 
 async def test_a_usechat_page_in_chromium_chats_and_approves(
-    tmp_path: Path, ui_node_modules: Path
+    tmp_path: Path, ui_node_modules: Path, chromium: None
 ) -> None:
-    chromium_or_skip()
     script = await trio.to_thread.run_sync(bundle, ui_node_modules, tmp_path / "page.js")
     notes = tmp_path / "notes.txt"
     toolbox = Toolbox(
