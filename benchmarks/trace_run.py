@@ -95,9 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     results = {"without_listener": trace(False), "with_listener": trace(True)}
     for name, figures in results.items():
-        print(
-            f"{name}: {figures['files']} files, {figures['functions']} functions, {figures['calls']} calls"
-        )
+        counts = (figures["files"], figures["functions"], figures["calls"])
+        print(f"{name}: {counts[0]} files, {counts[1]} functions, {counts[2]} calls")
         for path, names in figures["by_file"].items():
             print(f"  {path}: {', '.join(names)}")
     if args.json:

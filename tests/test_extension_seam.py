@@ -16,14 +16,12 @@ import trio.testing
 from operative import (
     ActiveRun,
     CleanupError,
-    ContextManagement,
     Conversation,
     FinishReason,
     GenerateFunction,
     GenerateRequest,
     GenerateResponse,
     InvalidArgument,
-    RetryOptions,
     RunResult,
     StepResult,
     ToolCall,
@@ -38,7 +36,7 @@ from operative import (
 from operative._core._control import RunControl
 from operative._core._extension import BOUNDARIES, Answered, Loop, Parked, Recorded, Step
 from operative.budgets import Budget
-from operative.context import summarize
+from operative.context import ContextManagement, summarize
 from operative.durable import (
     Durable,
     SqliteCheckpointStore,
@@ -48,6 +46,7 @@ from operative.durable import (
     recover,
 )
 from operative.extending import Execute, Extension, Feature, ResumePoint, RunConfig
+from operative.retry import RetryOptions
 from operative.testing import ScriptedModel
 from operative.tools import ExecutionContext
 
