@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 import operative
+import operative.budgets
+import operative.retry
 from operative import (
     Conversation,
     GenerateRequest,
@@ -53,8 +55,8 @@ async def add(a: int, b: int) -> int:
     "options",
     [
         {},
-        {"budget": operative.Budget(max_tokens=10**9, max_tool_calls=100)},
-        {"retry": operative.RetryOptions()},
+        {"budget": operative.budgets.Budget(max_tokens=10**9, max_tool_calls=100)},
+        {"retry": operative.retry.RetryOptions()},
     ],
     ids=["plain", "budget", "retry"],
 )
