@@ -10,19 +10,23 @@ import attrs
 import msgspec
 import trio
 
-from ._core._errors import InvalidArgument
+from ._core._errors import InvalidArgument, RunFailed
 from ._core._event_hub import Listener, Overflow
 from ._core._model import GenerateFunction, open_model_string
 from ._core._open_run import open_configured, run_configured
 from ._core._options import (
+    _OPTION_NAMES,
     DEFAULT_MAXIMUM_STEPS,
     RunConfig,
     config_for_run,
     configure_run,
     make_toolbox,
+    unknown_options,
 )
 from ._core._results import RunResult
 from ._core._run import ActiveRun
+from ._core._run_block import RunBlock, as_itself, check_generate, check_trio
+from ._core._types import FinishReason
 from .conditions import StopCondition, no_tool_calls
 from .conversation import ContentPart, Conversation, ConversationHistory, Message, new_message_id
 from .conversation._tool_results import check_history
@@ -154,7 +158,7 @@ class Agent:
         or returns; it overrides ``context.abort_on``. The input is checked here, when
         the block is made.
         """
-        return open_configured(*self._configured(input, context, durable, abort_on))
+        return RunBlock(open_configured(*self._configured(input, context, durable, abort_on)))
 
     def _configured(
         self, input: AgentInput, context: AgentRunContext | None, durable: Any, abort_on: Any
@@ -207,8 +211,23 @@ class Agent:
         """Run to the end and return the result: ``await agent.run(input)`` is what
         ``async with agent.open_run(input) as run`` with an empty block, then
         ``await run.result()``, does (``abort_on=``: see :meth:`open_run`). The same
-        run, driven in this task (there is no block to run beside it)."""
-        return await run_configured(*self._configured(input, context, None, abort_on))
+        run, driven in this task (there is no block to run beside it).
+
+        Raises:
+            RunFailed: the run ended with ``finish_reason == "error"``; its
+                :class:`RunResult` is ``.result``, the error that ended it ``__cause__``.
+                (``run.result()`` in an ``open_run`` block returns such a result.)
+            CleanupError: the run ended but its clean-up did not finish.
+        """
+        configured = self._configured(input, context, None, abort_on)
+        check_trio()
+        try:
+            result = await run_configured(*configured)
+        except BaseExceptionGroup as group:
+            raise as_itself(group) from None
+        if result.finish_reason is _ERROR:
+            raise RunFailed.of(result) from result.error
+        return result
 
     async def load(self) -> Agent:
         """This agent, whose definition is loaded already.
@@ -219,6 +238,9 @@ class Agent:
         """
         await trio.lowlevel.checkpoint()
         return self
+
+
+_ERROR = FinishReason.ERROR
 
 
 def create_agent(
@@ -250,6 +272,8 @@ def create_agent(
     Any other :func:`open_run` option (hooks, ``output``, ``settings``, ...) applies to
     every run of the agent.
     """
+    if not _OPTION_NAMES.issuperset(options):
+        raise unknown_options("create_agent()", options, _CREATE_AGENT_PARAMETERS)
     if model is not None:
         if generate is not None:
             raise InvalidArgument(
@@ -262,6 +286,8 @@ def create_agent(
             "create_agent() needs a model: generate= (a generate function) or model= (a "
             "model string such as 'anthropic:claude-haiku-4-5')"
         )
+    else:
+        check_generate(generate)
     if instructions is not None and not isinstance(instructions, str):
         raise InvalidArgument(f"instructions= takes a str, got {type(instructions).__name__}")
     if not isinstance(name, str) or not name:
@@ -323,6 +349,19 @@ def create_agent(
         object.__setattr__(agent, "_template", validated)
     return agent
 
+
+_CREATE_AGENT_PARAMETERS = (
+    "generate",
+    "model",
+    "instructions",
+    "tools",
+    "toolbox",
+    "permissions",
+    "stop_when",
+    "maximum_steps",
+    "name",
+)
+"""``create_agent``'s own parameters (the run options are ``_OPTION_NAMES``)."""
 
 _PER_RUN = frozenset({"durable", "steering"})
 """Options whose runs are configured run by run (each run validates its options)."""

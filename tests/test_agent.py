@@ -128,7 +128,7 @@ def test_create_agent_validates_eagerly() -> None:
         create_agent(generate=echo, maximum_steps=0)
     with pytest.raises(operative.InvalidArgument, match="generate"):
         create_agent(generate="gpt")  # type: ignore[arg-type]
-    with pytest.raises(operative.InvalidArgument, match="unknown run option"):
+    with pytest.raises(operative.InvalidArgument, match=r"a model setting: pass settings="):
         create_agent(generate=echo, temperature=0.2)  # type: ignore[call-arg]
     with pytest.raises(operative.InvalidArgument, match="run_id"):
         create_agent(generate=echo, run_id="x")

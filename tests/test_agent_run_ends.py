@@ -67,7 +67,6 @@ async def test_ctrl_c_in_the_loop_leaves_agent_run_as_itself() -> None:
     agent = create_agent(generate=generate, tools=[interrupt])
     with pytest.raises(KeyboardInterrupt):  # as itself, not inside a group
         await agent.run("go")
-    with pytest.raises(BaseExceptionGroup) as caught_open:
+    with pytest.raises(KeyboardInterrupt):  # the open_run block too
         async with agent.open_run("go"):
             pass
-    assert caught_open.group_contains(KeyboardInterrupt)

@@ -26,6 +26,7 @@ from operative import (
     stop_when,
     tool,
 )
+from operative._core._errors import RunFailed
 from operative.errors import HookError
 from operative.guardrails import (
     GuardrailTripped,
@@ -473,8 +474,10 @@ async def test_an_agent_takes_guardrails_too() -> None:
         generate=Model(says("ok")),
         guardrails=[InputGuardrail(lambda t, c: trip("closed"), name="closed")],
     )
-    result = await agent.run("hi")
-    assert tripped(result).guardrail == "closed"
+    with pytest.raises(RunFailed) as failed:
+        await agent.run("hi")
+    assert failed.value.__cause__ is failed.value.result.error
+    assert tripped(failed.value.result).guardrail == "closed"
     with pytest.raises(GuardrailTripped, match="closed"):
         async with agent.open_run("hi") as run:
             pass

@@ -22,6 +22,7 @@ from operative import (
     TextPart,
     create_agent,
 )
+from operative._core._errors import RunFailed
 from operative._lazy._agent import create_lazy_agent, create_lazy_generate
 from operative.errors import AgentContractError, AsyncDefinitionLoadError
 from operative.testing import ScriptedModel, check_run_invariants
@@ -140,7 +141,9 @@ async def test_concurrent_runs_share_a_failed_load(
     errors: list[BaseException | None] = []
 
     async def one() -> None:
-        errors.append((await lazy.run("hi")).error)
+        with pytest.raises(RunFailed) as failed:
+            await lazy.run("hi")
+        errors.append(failed.value.result.error)
 
     async with trio.open_nursery() as nursery:
         for _ in range(3):
@@ -163,7 +166,10 @@ async def test_something_that_is_not_an_agent_is_a_contract_error_and_not_retrie
 
     lazy = create_lazy_agent(loader)
     for _ in range(2):
-        result = await lazy.run("hi")
+        with pytest.raises(RunFailed) as failed:
+            await lazy.run("hi")
+        result = failed.value.result
+        assert isinstance(failed.value.__cause__, AgentContractError)
         assert result.finish_reason == FinishReason.ERROR
         assert isinstance(result.error, AgentContractError)
         assert result.error.code == "INVALID_AGENT_HANDLE"
@@ -458,7 +464,9 @@ async def test_lazy_generate_loads_once_and_retries_a_failed_load() -> None:
 
     generate = create_lazy_generate(loader)
     agent = create_agent(generate=generate)
-    failed = await agent.run("hi")
+    with pytest.raises(RunFailed) as raised:
+        await agent.run("hi")
+    failed = raised.value.result
     assert failed.finish_reason == FinishReason.ERROR
     assert isinstance(failed.error, AsyncDefinitionLoadError)
     assert generate.loaded is None
@@ -473,8 +481,9 @@ async def test_lazy_generate_rejects_what_is_not_callable() -> None:
     generate = create_lazy_generate(lambda: "gpt-4")
     agent = create_agent(generate=generate)
     for _ in range(2):
-        result = await agent.run("hi")
-        assert isinstance(result.error, AgentContractError)
+        with pytest.raises(RunFailed) as raised:
+            await agent.run("hi")
+        assert isinstance(raised.value.result.error, AgentContractError)
     assert generate.loads == 1
 
 

@@ -442,11 +442,13 @@ async def test_open_run_validates_options_eagerly() -> None:
     with pytest.raises(operative.InvalidArgument, match="maximum_steps"):
         async with open_run(generate=model, conversation=user("x"), maximum_steps=0):
             pass
-    with pytest.raises(operative.InvalidArgument, match="unknown run option"):
-        async with open_run(generate=model, conversation=user("x"), max_steps=3):
+    with pytest.raises(
+        operative.InvalidArgument, match=r"max_steps= \(did you mean maximum_steps="
+    ):
+        async with open_run(generate=model, conversation=user("x"), max_steps=3):  # type: ignore[call-arg]
             pass
     with pytest.raises(operative.InvalidArgument, match="conversation"):
-        async with open_run(generate=model, conversation="hello"):
+        async with open_run(generate=model, conversation="hello"):  # type: ignore[arg-type]
             pass
     with pytest.raises(operative.InvalidArgument, match="not both"):
         async with open_run(

@@ -25,14 +25,19 @@ whole tree. These are the kernel's:
     │   ├── ProviderTimeoutError(ProviderError, TimeoutError)      no answer in time
     │   └── ProviderConnectionError(ProviderError, ConnectionError) connection failed or cut
     ├── DataValidationError(OperativeError, ValueError)  decoded data does not fit its type
-    └── CleanupError(OperativeError)               a run ended but its outcome was not committed
+    ├── CleanupError(OperativeError)               a run ended but its outcome was not committed
+    ├── RunFailed(OperativeError)                  ``agent.run`` ended in ``"error"`` (``.result``)
+    └── TrioRequiredError(OperativeError, RuntimeError)  called from asyncio, not from Trio
 
 Messages say what went wrong and what to do about it.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from ._results import RunResult
 
 __all__ = [
     "ApprovalError",
@@ -54,8 +59,10 @@ __all__ = [
     "ProviderRequestError",
     "ProviderTimeoutError",
     "ProviderUnavailableError",
+    "RunFailed",
     "SchemaVersionError",
     "ToolDefinitionError",
+    "TrioRequiredError",
 ]
 
 
@@ -250,3 +257,39 @@ class CleanupError(OperativeError):
         super().__init__(message)
         self.run_id = run_id
         self.result = result
+
+
+class RunFailed(OperativeError):
+    """``await agent.run(...)`` ended with ``finish_reason == "error"``.
+
+    ``result`` is the run's :class:`~operative.RunResult` (its transcript, steps and
+    usage); the error that ended the run is ``__cause__`` (and ``result.error``). To read
+    an errored run's result without raising, use ``async with agent.open_run(...) as
+    run:`` and ``await run.result()``.
+    """
+
+    def __init__(self, message: str, *, result: RunResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+    @classmethod
+    def of(cls, result: RunResult) -> RunFailed:
+        """The error for ``result``, a run that ended in ``"error"``."""
+        error = result.error
+        why = "no error was recorded" if error is None else f"{type(error).__name__}: {error}"
+        run = f"run {result.run_id!r}" if result.run_id else "the run"
+        return cls(
+            f"{run} failed: {why}. The RunResult is this error's .result and the error "
+            "its __cause__; fix the cause, or use async with agent.open_run(...) as run "
+            "and await run.result() to get the result without raising",
+            result=result,
+        )
+
+
+class TrioRequiredError(OperativeError, RuntimeError):
+    """operative was called from another async library (asyncio): it runs under Trio.
+
+    Start the program with ``trio.run(main)`` instead of ``asyncio.run(main())``; to
+    call operative from an asyncio program, run it through trio-asyncio
+    (``trio_asyncio.trio_as_aio``) or in a thread with a Trio loop of its own.
+    """

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 import msgspec
@@ -282,13 +282,43 @@ def open_model_string(spec: str) -> GenerateFunction:
                 f"{MODEL_ENTRY_POINTS!r} entry points are missing): reinstall operative "
                 "(pip install operative) or pass generate= instead"
             )
+        providers = sorted(registered, key=_builtin_first)
         raise InvalidArgument(
-            f"model string {spec!r}: the provider must be one of "
-            f"{', '.join(sorted(registered, key=_builtin_first))} (as in "
-            "'anthropic:claude-haiku-4-5')"
+            f"model string {spec!r}: the provider must be one of {', '.join(providers)} "
+            f"(as in 'anthropic:claude-haiku-4-5'){did_you_mean_model(spec, providers)}"
         )
     factory: Callable[[str], GenerateFunction] = entry.load()
     return factory(spec)
+
+
+_MODEL_FAMILIES = (
+    ("anthropic", ("claude",)),
+    ("openai", ("gpt", "o1", "o3", "o4", "chatgpt", "text-embedding", "davinci")),
+    ("gemini", ("gemini",)),
+    ("ollama", ("llama", "qwen", "mistral", "mixtral", "phi", "gemma", "deepseek", "smollm")),
+)
+"""Which provider a bare model name (no ``provider:``) most likely belongs to."""
+
+
+def did_you_mean_model(spec: str, providers: Sequence[str]) -> str:
+    """``"; did you mean 'anthropic:claude-...'?"`` for a model string whose provider is
+    misspelled (``antropic:``) or missing (``gpt-4o``), or ``""``."""
+    import difflib  # only for the error
+
+    prefix, colon, model = spec.partition(":")
+    if colon:
+        close = difflib.get_close_matches(prefix.lower(), providers, n=1, cutoff=0.6)
+        return f"; did you mean '{close[0]}:{model}'?" if close else ""
+    name = spec.strip().lower()
+    if name in providers:
+        return f"; name the model too, as in '{name}:MODEL'"
+    for provider, families in _MODEL_FAMILIES:
+        if provider in providers and name.startswith(families):
+            return f"; did you mean '{provider}:{spec.strip()}'?"
+    close = difflib.get_close_matches(name, providers, n=1, cutoff=0.6)
+    if close:
+        return f"; name the model too, as in '{close[0]}:MODEL'"
+    return ""
 
 
 _BUILTIN_ORDER = ("anthropic", "openai", "openai-responses", "gemini", "ollama")

@@ -17,23 +17,29 @@ and the run's result.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import msgspec
 import trio
 
-from ..conversation import Conversation
+from ..conversation import Conversation, ConversationHistory
 from ..liveness import create_stall_watchdog
 from ._control import RunControl
 from ._model import GenerateFunction
 from ._options import RunConfig, configure_run
 from ._results import RunResult
 from ._run import ActiveRun
+from ._run_block import RunBlock, check_generate
 from ._run_state import CancelReason, is_shutdown, only_cancelled
 from ._run_task import drive
 from ._types import FinishReason
+
+if TYPE_CHECKING:
+    from ..conditions import StopCondition
+    from ..tools import Toolbox
+    from ._run_options import RunOptions
 
 __all__ = ["open_configured", "open_run", "run_configured"]
 
@@ -43,12 +49,12 @@ _ABORTED = FinishReason.ABORTED
 def open_run(
     *,
     generate: GenerateFunction,
-    conversation: Any,
-    toolbox: Any = None,
-    tools: Any = None,
-    stop_when: Any = None,
+    conversation: Conversation | ConversationHistory,
+    toolbox: Toolbox | None = None,
+    tools: Sequence[Any] | Mapping[str, Any] | None = None,
+    stop_when: StopCondition | Sequence[StopCondition] | None = None,
     maximum_steps: int = 25,
-    **options: Any,
+    **options: Unpack[RunOptions],
 ) -> AbstractAsyncContextManager[ActiveRun]:
     """Run the loop in a nursery the caller can see; yields the :class:`ActiveRun`.
 
@@ -62,6 +68,7 @@ def open_run(
     makes) is opened for this run: ``async with generate.open_for_run() as opened``
     encloses the run's nursery, and ``opened`` answers every call of the run.
     """
+    check_generate(generate)
     config, live = configure_run(
         generate=generate,
         conversation=conversation,
@@ -71,7 +78,7 @@ def open_run(
         maximum_steps=maximum_steps,
         **options,
     )
-    return open_configured(config, live)
+    return RunBlock(open_configured(config, live))
 
 
 @asynccontextmanager

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import secrets
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -218,6 +218,62 @@ def _hooks(options: Mapping[str, Any]) -> Hooks:
     return Hooks(**{name: merged.get(name) for name in HOOK_NAMES})
 
 
+OPEN_RUN_PARAMETERS = (
+    "generate",
+    "conversation",
+    "toolbox",
+    "tools",
+    "stop_when",
+    "maximum_steps",
+)
+"""``open_run``'s own parameters (the run options are ``_OPTION_NAMES``)."""
+
+
+_MODEL_SETTINGS = frozenset(
+    {
+        "temperature",
+        "max_tokens",
+        "max_output_tokens",
+        "top_p",
+        "top_k",
+        "seed",
+        "stop",
+        "frequency_penalty",
+        "presence_penalty",
+        "reasoning_effort",
+    }
+)
+"""Names a model's settings use, which go in ``settings=`` rather than as options."""
+
+
+def unknown_options(
+    caller: str, given: Iterable[str], parameters: Sequence[str]
+) -> InvalidArgument:
+    """The error for options ``caller`` does not take: each with the closest names among
+    its own ``parameters`` and the run options (did you mean), then every name."""
+    import difflib  # only for the error
+
+    known = [*parameters, *sorted(_OPTION_NAMES)]
+    unknown = sorted(set(given) - set(known))
+    hints = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+        if not close:
+            close = [k for k in known if name.lower() in k][:1]
+        if close:
+            hint = f" (did you mean {close[0]}=?)"
+        elif name in _MODEL_SETTINGS:
+            hint = f" (a model setting: pass settings={{{name!r}: ...}})"
+        else:
+            hint = ""
+        hints.append(f"{name}={hint}")
+    return InvalidArgument(
+        f"{caller} got unknown option{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; "
+        f"it takes {', '.join(parameters)} and the run options "
+        f"{', '.join(sorted(_OPTION_NAMES))}"
+    )
+
+
 def configure_run(
     *,
     generate: GenerateFunction,
@@ -230,11 +286,7 @@ def configure_run(
 ) -> tuple[RunConfig, Conversation]:
     """Validate every option eagerly; returns the config and the run's conversation."""
     if not _OPTION_NAMES.issuperset(options):
-        unknown = set(options) - _OPTION_NAMES
-        raise InvalidArgument(
-            f"unknown run option(s) {sorted(unknown)}; options are: "
-            f"{', '.join(sorted(_OPTION_NAMES))}"
-        )
+        raise unknown_options("open_run()", options, OPEN_RUN_PARAMETERS)
     if not callable(generate):
         raise InvalidArgument(
             "generate= takes an async function GenerateRequest -> GenerateResponse, "

@@ -29,10 +29,11 @@ import attrs
 import trio
 
 from .._agent import AgentInput, AgentRunContext, RunnableAgent
-from .._core._errors import InvalidArgument
+from .._core._errors import InvalidArgument, RunFailed
 from .._core._model import GenerateFunction, GenerateRequest, GenerateResponse
 from .._core._options import abort_waiter
 from .._core._results import RunResult
+from .._core._types import FinishReason
 from ..conversation import ConversationHistory
 from ._errors import AgentContractError, AsyncDefinitionLoadError
 from ._run import LoadingRun as LoadingRun
@@ -344,9 +345,18 @@ class LazyAgent:
     async def run(
         self, input: AgentInput, *, context: AgentRunContext | None = None, abort_on: Any = None
     ) -> RunResult:
-        """Run to the end and return the result (``abort_on=``: see :meth:`open_run`)."""
+        """Run to the end and return the result (``abort_on=``: see :meth:`open_run`).
+
+        Raises:
+            RunFailed: the run ended with ``finish_reason == "error"`` (a loader that
+                failed too); its :class:`RunResult` is ``.result``, the error that ended
+                it ``__cause__``, as for :meth:`Agent.run <operative.Agent.run>`.
+            CleanupError: the run ended but its clean-up did not finish.
+        """
         async with self.open_run(input, context=context, abort_on=abort_on) as run:
             result: RunResult = await run.result()
+        if result.finish_reason is FinishReason.ERROR:
+            raise RunFailed.of(result) from result.error
         return result
 
 

@@ -29,6 +29,7 @@ from .._agent import AgentInput, AgentRunContext, RunnableAgent
 from .._core._errors import InvalidArgument
 from .._core._model import GenerateRequest, GenerateResponse
 from .._core._open_run import open_run
+from .._core._run_block import as_itself
 from .._core._types import FinishReason
 from ..conversation import Conversation, ConversationHistory
 from ..hooks import HookContext
@@ -215,7 +216,10 @@ class LoadingRun(AbstractAsyncContextManager[Any]):
                 "entered once; call open_run(...) again for another run"
             )
         block = self._block = self._opened()
-        return await block.__aenter__()
+        try:
+            return await block.__aenter__()
+        except BaseExceptionGroup as group:
+            raise as_itself(group) from None
 
     async def __aexit__(
         self,
@@ -224,7 +228,10 @@ class LoadingRun(AbstractAsyncContextManager[Any]):
         traceback: TracebackType | None,
     ) -> bool | None:
         assert self._block is not None
-        return await self._block.__aexit__(exc_type, exc, traceback)
+        try:
+            return await self._block.__aexit__(exc_type, exc, traceback)
+        except BaseExceptionGroup as group:
+            raise as_itself(group) from None
 
     @asynccontextmanager
     async def _opened(self) -> AsyncIterator[Any]:

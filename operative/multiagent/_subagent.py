@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .._agent import Agent, AgentInput, AgentRunContext, RunnableAgent
-from .._core._errors import InvalidArgument
+from .._core._errors import InvalidArgument, RunFailed
 from .._core._events import SubagentCompleted, SubagentEvent
 from .._core._open_run import open_run
 from .._core._results import RunResult
@@ -136,11 +136,15 @@ async def run_subagent(
 
     This is what :func:`subagent_tool` calls; use it to write your own subagent tools
     (one that builds the child's input from structured arguments, say). Without a parent
-    run (``context`` is ``None`` or was not made by the loop) it is ``agent.run(input)``.
+    run (``context`` is ``None`` or was not made by the loop) it is ``agent.run(input)``,
+    whose errored result is returned rather than raised.
     """
     parent: RunControl | None = context.execution.run if context is not None else None
     if parent is None or context is None:
-        return await agent.run(input)
+        try:
+            return await agent.run(input)
+        except RunFailed as failed:
+            return failed.result  # an errored child is an answer for the caller to judge
     child_id = child_run_id or f"{parent.run_id}/{context.call_id}"
     link = _Link(parent, context, agent, child_id)
     return await link.run(input)

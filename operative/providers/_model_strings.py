@@ -17,7 +17,12 @@ from typing import Any
 import attrs
 
 from .._core._errors import InvalidArgument, ProviderAuthenticationError
-from .._core._model import GenerateFunction, GenerateRequest, GenerateResponse
+from .._core._model import (
+    GenerateFunction,
+    GenerateRequest,
+    GenerateResponse,
+    did_you_mean_model,
+)
 from ._common import ClientAdapter
 
 __all__ = [
@@ -66,7 +71,7 @@ def parse_model_string(spec: str) -> ModelString:
     if provider not in PROVIDERS:
         raise InvalidArgument(
             f"model string {spec!r}: the provider must be one of {', '.join(PROVIDERS)} "
-            "(as in 'anthropic:claude-haiku-4-5')"
+            f"(as in 'anthropic:claude-haiku-4-5'){did_you_mean_model(spec, PROVIDERS)}"
         )
     if not colon or not model.strip():
         raise InvalidArgument(f"model string {spec!r}: name the model, as in '{provider}:MODEL'")

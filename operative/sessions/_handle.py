@@ -390,8 +390,9 @@ class SessionHandle:
         stored as aborted. The newest turn the engine still runs and nobody holds is
         claimed and resumed as a task of the ``open_session`` block: the returned
         :class:`RecoveredRun`'s ``result()`` waits for it and for its stored outcome
-        (another such turn waits for the next ``recover()``). Returns ``None`` when no
-        run is available (nothing open, or a live worker holds it) or resuming failed.
+        (another such turn waits for the next ``recover()``). Returns ``None`` when
+        there is nothing to resume (no turn open, or none the engine still runs) or
+        resuming failed.
 
         Each failure (reading the engine, loading a lazy agent, claiming, resuming, or
         storing a finished turn's outcome) is emitted as a ``session.recover`` event
@@ -402,6 +403,11 @@ class SessionHandle:
             InvalidArgument: the session has no ``engine=`` / ``checkpoint_store=``.
             MissingRunOptionsError: a run needs resuming but the handle has no
                 ``agent=`` or ``run_options=`` to run it with.
+            LeaseHeldError: nothing was recovered because the turns left to resume are
+                another worker's: its lease has not expired. The error names the turn
+                (``run_id``), the worker (``holder``) and when the lease runs out
+                (``expires_at``); a ``recover()`` after that resumes the turn if the
+                holder stopped.
         """
         from ._durable import recover
 

@@ -20,6 +20,7 @@ from operative import (
     create_agent,
     tool,
 )
+from operative._core._errors import RunFailed
 from operative.context import ContextManagement, summarize
 from operative.durable import Durable, SqliteCheckpointStore, SqliteEngine, recover
 from operative.instrumentation import conversation_id
@@ -57,10 +58,10 @@ def _long_conversation(turns: int = 6) -> ConversationHistory:
     return conversation.current
 
 
-def _agent(summarizer: Any, **options: Any) -> Any:
+def _agent(summarizer: Any, *, runs: int = 1, **options: Any) -> Any:
     return create_agent(
         generate=Model(
-            [GenerateResponse(content="Sunny.", usage=Usage.of(300, 3), model="gpt-test-1")],
+            [GenerateResponse(content="Sunny.", usage=Usage.of(300, 3), model="gpt-test-1")] * runs,
             delay=0.5,
         ),
         name="forecaster",
@@ -144,7 +145,7 @@ async def test_the_agents_strategy_is_left_as_it_was(
     """Tracing wraps a per-run copy: the agent's options and the summarizer are untouched,
     and each traced run records its own summary span."""
     summarizer = Summarizer([_summary(), _summary()])
-    agent = _agent(summarizer, instrumentation=telemetry.instrumentation())
+    agent = _agent(summarizer, runs=2, instrumentation=telemetry.instrumentation())
     options = agent.options["context_management"]
     strategy = options.strategy
     await agent.run(_long_conversation())
@@ -209,8 +210,9 @@ async def test_an_empty_summary_ends_the_chat_span_well_and_the_run_in_error(
 ) -> None:
     """The call itself answered: its span is fine; the run rejects the empty summary."""
     agent = _agent(Summarizer([_summary("  ")]), instrumentation=telemetry.instrumentation())
-    result = await agent.run(_long_conversation())
-    assert result.finish_reason == "error"
+    with pytest.raises(RunFailed) as failed:
+        await agent.run(_long_conversation())
+    assert failed.value.result.finish_reason == "error"
     span = telemetry.one("chat claude-small")
     assert span.status.status_code is StatusCode.UNSET
     assert (span.attributes or {})["gen_ai.usage.output_tokens"] == 40

@@ -49,8 +49,12 @@ MODULE = textwrap.dedent(
         return tools
 
 
+    async def greet(request):
+        return operative.GenerateResponse(content="hi")
+
+
     def make_agent():
-        return operative.create_agent(generate=lambda request: "hi", name="greeter")
+        return operative.create_agent(generate=greet, name="greeter")
 
 
     not_servable = 42

@@ -257,7 +257,7 @@ async def test_thinking_blocks_round_trip(
         ),
         stream=stream,
     )
-    reply(wire_server, message([text_block("sunny")]), stream=False)
+    reply(wire_server, message([text_block("sunny")]), stream=stream)
     async with anthropic_generate(
         model="claude-test-1",
         api_key="k",
@@ -267,6 +267,7 @@ async def test_thinking_blocks_round_trip(
     ) as g:
         agent = create_agent(generate=g, tools=[get_weather])
         result = await agent.run("Weather?")
+    assert result.content == "sunny"
     assistant = result.conversation.messages[1]
     assert assistant.metadata == {"anthropic": {"thinking": [thinking, redacted]}}
     sent = wire_server.received[1].json

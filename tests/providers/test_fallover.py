@@ -16,6 +16,7 @@ from operative import (
     OperativeError,
     create_agent,
 )
+from operative._core._errors import RunFailed
 from operative.providers import (
     AllProvidersFailed,
     ProviderError,
@@ -143,7 +144,10 @@ def test_all_providers_failed_splits_and_pickles_keeping_its_type() -> None:
 
 async def test_an_agent_run_that_exhausts_every_provider_ends_in_error() -> None:
     generate = fallover([fails(529, name="a"), fails(500, name="b")])
-    result = await create_agent(generate=generate, retry=RetryOptions(max_attempts=1)).run("hi")
+    agent = create_agent(generate=generate, retry=RetryOptions(max_attempts=1))
+    with pytest.raises(RunFailed) as failed:
+        await agent.run("hi")
+    result = failed.value.result
     assert result.finish_reason == "error"
     assert isinstance(result.error, AllProvidersFailed)
 

@@ -15,6 +15,7 @@ pytest.importorskip("openai")
 pytest.importorskip("anthropic")
 
 from operative import Conversation, GenerateRequest, InvalidArgument, create_agent, tool
+from operative._core._errors import RunFailed
 from operative.providers import (
     Delta,
     ProviderRequestError,
@@ -111,7 +112,9 @@ async def test_explicit_native_refused_is_one_request_and_says_what_to_use(
             output_mode="native",
             retry=RetryOptions(max_attempts=3, initial_delay=0, jitter=False),
         )
-        result = await agent.run(QUESTION)
+        with pytest.raises(RunFailed) as failed:
+            await agent.run(QUESTION)
+        result = failed.value.result
 
     assert isinstance(result.error, ProviderRequestError)
     assert result.error.status == 500
@@ -258,7 +261,9 @@ async def test_tool_mode_refuses_a_tool_of_the_same_name(wire_server: WireServer
         agent = create_agent(
             generate=generate, tools=[final_result], output=Capital, output_mode="tool"
         )
-        result = await agent.run(QUESTION)
+        with pytest.raises(RunFailed) as failed:
+            await agent.run(QUESTION)
+        result = failed.value.result
 
     assert isinstance(result.error, InvalidArgument)
     assert "rename that tool" in str(result.error)

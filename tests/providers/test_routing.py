@@ -12,6 +12,7 @@ from operative import (
     create_agent,
     tool,
 )
+from operative._core._errors import RunFailed
 from operative.providers import (
     NoRouteError,
     Route,
@@ -126,7 +127,9 @@ async def test_no_match_without_default_is_a_clear_operative_error() -> None:
     generate = routing([Route(when=by_model("claude-"), generate=named("claude"))])
     with pytest.raises(OperativeError, match=r"no route accepts this request.*'gpt-5'"):
         await generate(request_of(model="gpt-5"))
-    result = await create_agent(generate=generate, settings={"model": "gpt-5"}).run("hi")
+    with pytest.raises(RunFailed) as failed:
+        await create_agent(generate=generate, settings={"model": "gpt-5"}).run("hi")
+    result = failed.value.result
     assert result.finish_reason == "error"
     assert isinstance(result.error, NoRouteError)
 

@@ -53,7 +53,7 @@ async def test_run_recorder_attach(run_recorder: RunRecorder) -> None:
 
 async def test_run_recorder_captures_every_run(run_recorder: RunRecorder) -> None:
     """capture_all() records runs nobody attached, agents' runs included, until stopped."""
-    agent = create_agent(generate=ScriptedModel(["a", "b"]), name="helper")
+    agent = create_agent(generate=ScriptedModel(["a", "b", "c"]), name="helper")
     capture = run_recorder.capture_all()
     first = await agent.run("one")
     async with trio.open_nursery() as nursery:
