@@ -6,7 +6,8 @@ responses, the way ``docs/design.md`` ("One run's path") reads it. Counted: ever
 function of ``operative/`` entered (``sys.setprofile``), except the scripted model and
 the tool itself (the user's code); ``calls`` counts entries, ``functions`` distinct
 functions, ``files`` distinct modules. "With a listener" attaches one ``"*"`` listener
-through ``operative.hooks.on_run_created``, as a host or the test kit does.
+in an ``agent.open_run`` block (``run.add_listener("*", ...)``, then ``run.result()``),
+the way a caller listens.
 
 Usage::
 
@@ -26,7 +27,6 @@ import trio
 
 import operative
 from operative import GenerateRequest, GenerateResponse, ToolCall, create_agent, tool
-from operative.hooks import on_run_created
 
 ROOT = os.path.dirname(operative.__file__)
 
@@ -60,22 +60,18 @@ def trace(listen: bool) -> dict[str, Any]:
             return
         seen[(os.path.relpath(code.co_filename, ROOT), code.co_qualname)] += 1
 
+    async def listened() -> Any:
+        async with agent.open_run("what is 1 + 2?") as run:
+            run.add_listener("*", lambda event: None)
+            return await run.result()
+
     async def main(traced: bool) -> None:
-        remove = (
-            on_run_created(lambda run: run.add_listener("*", lambda event: None))
-            if listen
-            else None
-        )
+        if traced:
+            sys.setprofile(profile)
         try:
-            if traced:
-                sys.setprofile(profile)
-            try:
-                result = await agent.run("what is 1 + 2?")
-            finally:
-                sys.setprofile(None)
+            result = await (listened() if listen else agent.run("what is 1 + 2?"))
         finally:
-            if remove is not None:
-                remove()
+            sys.setprofile(None)
         assert result.content == "3"
 
     trio.run(main, False)
