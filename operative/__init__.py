@@ -24,6 +24,7 @@ from ._core._errors import InvalidArgument as InvalidArgument
 from ._core._errors import OperativeError as OperativeError
 from ._core._errors import OutputValidationError as OutputValidationError
 from ._core._errors import ProviderError as ProviderError
+from ._core._errors import RunFailed as RunFailed
 from ._core._event_hub import EventStream as EventStream
 from ._core._events import Event as Event
 from ._core._events import RunEvent as RunEvent
@@ -83,6 +84,7 @@ __all__ = [
     "OutputValidationError",
     "ProviderError",
     "RunEvent",
+    "RunFailed",
     "RunHandle",
     "RunOptions",
     "RunResult",

@@ -12,6 +12,9 @@ A message says what went wrong and what to do about it.
     │   │                                       at the call that was wrong
     │   ├── ToolDefinitionError                 a tool that cannot be offered [tools]
     │   └── MissingRunOptionsError              a session handle with no agent [sessions]
+    ├── RunFailed                               ``await agent.run(...)`` ended in error
+    │                                           (``.result``; the error is its cause)
+    ├── TrioRequiredError(RuntimeError)         called outside Trio (from asyncio)
     ├── CleanupError                            a run ended, its outcome not committed
     ├── OutputValidationError(ValueError)       the final answer never fit ``output=``
     ├── InvalidResponseError                    ``generate`` returned something unusable
@@ -94,8 +97,10 @@ from ._core._errors import ProviderRateLimitError as ProviderRateLimitError
 from ._core._errors import ProviderRequestError as ProviderRequestError
 from ._core._errors import ProviderTimeoutError as ProviderTimeoutError
 from ._core._errors import ProviderUnavailableError as ProviderUnavailableError
+from ._core._errors import RunFailed as RunFailed
 from ._core._errors import SchemaVersionError as SchemaVersionError
 from ._core._errors import ToolDefinitionError as ToolDefinitionError
+from ._core._errors import TrioRequiredError as TrioRequiredError
 from ._lazy._errors import AgentContractError as AgentContractError
 from ._lazy._errors import AsyncDefinitionLoadError as AsyncDefinitionLoadError
 from .conversation import ConversationError as ConversationError
@@ -173,6 +178,7 @@ __all__ = [
     "ProviderRequestError",
     "ProviderTimeoutError",
     "ProviderUnavailableError",
+    "RunFailed",
     "RunNotFoundError",
     "SchemaVersionError",
     "ScriptExhausted",
@@ -182,6 +188,7 @@ __all__ = [
     "SubagentError",
     "TemporalRunError",
     "ToolDefinitionError",
+    "TrioRequiredError",
     "VercelRequestError",
     "WorkerFailedError",
 ]

@@ -11,7 +11,7 @@ from types import ModuleType
 
 import pytest
 
-from operative import GenerateRequest, GenerateResponse, create_agent
+from operative import GenerateRequest, GenerateResponse, RunFailed, create_agent
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
@@ -37,7 +37,9 @@ async def test_operative_answer_refuses_a_run_that_failed() -> None:
     async def generate(request: GenerateRequest) -> GenerateResponse:
         raise ValueError("the model is down")
 
-    result = await create_agent(generate=generate).run("What is 1 + 1?")
+    with pytest.raises(RunFailed) as failed:
+        await create_agent(generate=generate).run("What is 1 + 1?")
+    result = failed.value.result
     assert result.finish_reason == "error"
     with pytest.raises(RuntimeError, match="run ended with error"):
         operative_side.answer(result)
