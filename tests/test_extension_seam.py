@@ -15,16 +15,12 @@ import trio.testing
 from operative import (
     ActiveRun,
     CleanupError,
-    ContextManagement,
     Conversation,
-    Extension,
     FinishReason,
     GenerateFunction,
     GenerateRequest,
     GenerateResponse,
     InvalidArgument,
-    ResumePoint,
-    RetryOptions,
     RunResult,
     StepResult,
     ToolCall,
@@ -37,15 +33,16 @@ from operative import (
     tool,
 )
 from operative.budgets import Budget
-from operative.context import summarize
+from operative.context import ContextManagement, summarize
 from operative.durable import (
     Durable,
-    SqliteCheckpointStore,
-    SqliteEngine,
+    SqliteDurable,
     ToolSettled,
     ToolStarted,
     recover,
 )
+from operative.extending import Extension, ResumePoint
+from operative.retry import RetryOptions
 from operative.testing import ScriptedModel
 from operative.tools import ExecutionContext
 
@@ -256,8 +253,8 @@ async def test_a_parked_call_is_reported_at_tool_parked(
 # -- the same boundaries around a durable run (SQLite) -----------------------------------
 
 
-def sqlite(path: Path) -> tuple[SqliteEngine, SqliteCheckpointStore]:
-    return SqliteEngine(path / "durable.db"), SqliteCheckpointStore(path / "durable.db")
+def sqlite(path: Path) -> SqliteDurable:
+    return SqliteDurable(path / "durable.db")
 
 
 async def test_a_durable_run_calls_the_same_boundaries_with_the_journal_outermost(
@@ -267,7 +264,8 @@ async def test_a_durable_run_calls_the_same_boundaries_with_the_journal_outermos
     last: its ``run_started`` (the run record) comes after the feature's, and its tool
     wrapper is outermost, so ``tool.started`` is committed before the feature's wrapper
     runs, and the journal stores what that wrapper returns."""
-    engine, store = sqlite(tmp_path)
+    backend = sqlite(tmp_path)
+    store = backend.checkpoint_store
     journal_at_call: list[Any] = []
 
     class Marking(Recorder):
@@ -288,8 +286,8 @@ async def test_a_durable_run_calls_the_same_boundaries_with_the_journal_outermos
 
     recording = MarkingFeature(probe=lambda run: run.is_durably_started)
     agent = create_agent(generate=adding(), tools=[add], extensions=[recording])
-    async with engine, store:
-        durable = Durable(engine=engine, checkpoint_store=store, run_id="d1")
+    async with backend:
+        durable = Durable(backend, run_id="d1")
         async with agent.open_run("2 + 3?", durable=durable) as run:
             result = await run.result()
         journal = [entry.record for entry in await store.read("d1")]
@@ -313,7 +311,7 @@ async def test_a_recovered_run_replays_through_the_journal_not_the_feature(
     feature's first run ends with ``shutdown=True``; the recovered run is ``resumed``,
     starts at step 2 with step 1 already in ``run.steps``, and the call cut short never
     reaches the feature's tool wrapper again (the journal, outermost, settles it)."""
-    engine, store = sqlite(tmp_path)
+    backend = sqlite(tmp_path)
     entered, release = trio.Event(), trio.Event()
     executions: list[int] = []
 
@@ -340,15 +338,15 @@ async def test_a_recovered_run_replays_through_the_journal_not_the_feature(
         return ScriptedModel(answer)
 
     first, second = Recording(), Recording(probe=lambda run: (run.resumed, len(run.steps)))
-    async with engine, store:
-        durable = Durable(engine=engine, checkpoint_store=store, run_id="r1")
+    async with backend:
+        durable = Durable(backend, run_id="r1")
         agent = create_agent(generate=script(), tools=[add, once], extensions=[first], name="w")
         with trio.CancelScope() as scope:
             async with agent.open_run("go", durable=durable):
                 await entered.wait()
                 scope.cancel()  # the worker shuts down mid-call
         again = create_agent(generate=script(), tools=[add, once], extensions=[second], name="w")
-        results = await recover(engine=engine, checkpoint_store=store, agents={"w": again})
+        results = await recover(backend, agents={"w": again})
     assert names(first.logs[0])[-1] == ("run_ending", FinishReason.ABORTED, True)
     (log,) = second.logs
     assert names(log) == [
