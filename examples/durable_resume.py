@@ -33,8 +33,7 @@ from operative.durable import (
     Durable,
     Generated,
     JournalEntry,
-    SqliteCheckpointStore,
-    SqliteEngine,
+    SqliteDurable,
     StepDone,
     ToolSettled,
     ToolStarted,
@@ -107,10 +106,9 @@ def make_agent() -> Agent:
 
 
 async def start_run(db: str) -> None:
-    async with SqliteEngine(db) as engine, SqliteCheckpointStore(db) as journal:
+    async with SqliteDurable(db) as backend:
         durable = Durable(
-            engine=engine,
-            checkpoint_store=journal,
+            backend,
             run_id=RUN_ID,
             worker_id="worker-1",
             lease_seconds=LEASE_SECONDS,
@@ -161,7 +159,8 @@ def show_journal(entries: list[JournalEntry]) -> None:
 
 
 async def finish_run(db: str) -> None:
-    async with SqliteEngine(db) as engine, SqliteCheckpointStore(db) as journal:
+    async with SqliteDurable(db) as backend:
+        engine, journal = backend.engine, backend.checkpoint_store
         record = await engine.get(RUN_ID)
         assert record is not None
         print(f"run {RUN_ID} is {record.status}, leased to {record.lease_owner}; its journal:")
@@ -170,12 +169,7 @@ async def finish_run(db: str) -> None:
         # Nobody renews the dead worker's lease; once it expires, any worker may claim it.
         print("worker-2: waiting for the lease to expire, then recover(...)")
         await trio.sleep(max(0.0, record.lease_expires_at - time.time()) + 0.05)
-        results = await recover(
-            engine=engine,
-            checkpoint_store=journal,
-            agents={"orders": make_agent()},
-            worker_id="worker-2",
-        )
+        results = await recover(backend, agents={"orders": make_agent()}, worker_id="worker-2")
         result = results[RUN_ID]
         print(f"recovered: {result.finish_reason} after {len(result.steps)} steps")
         run_again = {

@@ -33,7 +33,7 @@ from operative import (
 )
 from operative._core._codec import MAX_JSON_DEPTH, json_too_deep
 from operative.conversation import ConversationError, new_message_id, tool_result_message
-from operative.durable import Durable, SqliteCheckpointStore, SqliteEngine
+from operative.durable import Durable, SqliteCheckpointStore, SqliteDurable, SqliteEngine
 from operative.errors import InvalidResponseError
 from operative.providers import Delta
 from operative.providers.test import StreamChunk, StreamReplayer
@@ -412,15 +412,15 @@ async def test_a_durable_run_with_unstorable_data_ends_for_good(
     tmp_path: Path, script: Callable[[], list[Any]]
 ) -> None:
     """The run completes and its record is terminal: nothing is left for recovery."""
-    engine = SqliteEngine(tmp_path / "d.db")
-    store = SqliteCheckpointStore(tmp_path / "d.db")
+    backend = SqliteDurable(tmp_path / "d.db")
+    engine, store = backend.engine, backend.checkpoint_store
     agent = create_agent(
         generate=ScriptedModel(script()),
         tools=[add, unsendable_tool(lambda: nested(5000))],
         name="worker",
     )
-    async with engine, store:
-        durable = Durable(engine=engine, checkpoint_store=store, run_id="r1")
+    async with backend:
+        durable = Durable(backend, run_id="r1")
         async with agent.open_run("go", durable=durable) as run:
             result = await run.result()
         record = await engine.get("r1")

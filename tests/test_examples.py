@@ -113,6 +113,5 @@ async def test_the_durable_page_samples_run_in_order(
                 await pending
         assert (await namespace["engine"].get(namespace["braga"])).status == "aborted"
     finally:
-        for name in ("engine", "journal"):
-            if name in namespace:
-                await namespace[name].aclose()
+        if "backend" in namespace:
+            await namespace["backend"].aclose()

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from operative import GenerateRequest, GenerateResponse, ToolCall, create_agent, stop_when, tool
-from operative.durable import Durable, SqliteCheckpointStore, SqliteEngine, replay_journal
+from operative.durable import Durable, SqliteDurable, replay_journal
 
 
 @tool
@@ -81,9 +81,9 @@ async def test_the_stop_reason_survives_the_durable_journal(tmp_path: Path) -> N
     """A recovered run knows why each journaled answer ended."""
     agent = create_agent(generate=_model(["tool_calls", "length"]), tools=[lookup], name="w")
     path = tmp_path / "runs.db"
-    async with SqliteEngine(path) as engine, SqliteCheckpointStore(path) as store:
-        durable = Durable(engine=engine, checkpoint_store=store, run_id="r")
+    async with SqliteDurable(path) as backend:
+        durable = Durable(backend, run_id="r")
         async with agent.open_run("go", durable=durable) as run:
             await run.result()
-        replay = replay_journal("r", await store.read("r"))
+        replay = replay_journal("r", await backend.checkpoint_store.read("r"))
     assert [step.stop_reason for step in replay.steps] == ["tool_calls", "length"]

@@ -253,7 +253,7 @@ class CleanupError(OperativeError):
     its journal. The cause, when there is one, is ``__cause__``.
     """
 
-    def __init__(self, message: str, *, run_id: str, result: object = None) -> None:
+    def __init__(self, message: str, *, run_id: str, result: RunResult | None = None) -> None:
         super().__init__(message)
         self.run_id = run_id
         self.result = result

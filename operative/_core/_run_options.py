@@ -5,10 +5,23 @@ for type checkers (``**options: Unpack[RunOptions]``). Loaded on first use: a
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from ..hooks import HookRegistry
+from ..hooks import (
+    AfterToolExecutionHook,
+    BeforeToolExecutionHook,
+    HookRegistry,
+    OnErrorHook,
+    OnMaximumStepsHook,
+    OnRunEndHook,
+    OnRunStartHook,
+    OnStepHook,
+    PrepareStepHook,
+    SelectToolsHook,
+    ValidateResponseHook,
+    ValidateToolResultHook,
+)
 from ._extension import Feature
 from ._output import OutputMode
 from ._types import RequestContext
@@ -25,17 +38,17 @@ __all__ = ["RunOptions"]
 class RunOptions(TypedDict, total=False):
     """Options of :func:`open_run` beyond the required ones (each hook: one or a list)."""
 
-    prepare_step: Any
-    select_tools: Any
-    validate_response: Any
-    before_tool_execution: Any
-    validate_tool_result: Any
-    after_tool_execution: Any
-    on_step: Any
-    on_run_start: Any
-    on_run_end: Any
-    on_error: Any
-    on_maximum_steps: Any
+    prepare_step: PrepareStepHook | Sequence[PrepareStepHook] | None
+    select_tools: SelectToolsHook | Sequence[SelectToolsHook] | None
+    validate_response: ValidateResponseHook | Sequence[ValidateResponseHook] | None
+    before_tool_execution: BeforeToolExecutionHook | Sequence[BeforeToolExecutionHook] | None
+    validate_tool_result: ValidateToolResultHook | Sequence[ValidateToolResultHook] | None
+    after_tool_execution: AfterToolExecutionHook | Sequence[AfterToolExecutionHook] | None
+    on_step: OnStepHook | Sequence[OnStepHook] | None
+    on_run_start: OnRunStartHook | Sequence[OnRunStartHook] | None
+    on_run_end: OnRunEndHook | Sequence[OnRunEndHook] | None
+    on_error: OnErrorHook | Sequence[OnErrorHook] | None
+    on_maximum_steps: OnMaximumStepsHook | Sequence[OnMaximumStepsHook] | None
     hooks: HookRegistry | None
     output: Any
     output_mode: OutputMode | None

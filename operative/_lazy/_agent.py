@@ -400,8 +400,8 @@ def _durable_routing(durable: object) -> tuple[str | None, bool]:
         getattr(durable, "extension", None)
     ):
         raise InvalidArgument(
-            "durable= takes operative.durable.Durable(engine=..., checkpoint_store=...), "
-            f"got {type(durable).__name__}"
+            "durable= takes operative.durable.Durable(backend, run_id=...), over "
+            f"SqliteDurable(path) or PostgresDurable(dsn); got {type(durable).__name__}"
         )
     run_id = getattr(durable, "run_id", None)
     return run_id, bool(getattr(durable, "resumes_journal", False))

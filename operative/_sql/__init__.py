@@ -12,7 +12,8 @@
     │                         of the objects that own one
     ├── _sqlite.py            SqliteDatabase: stdlib sqlite3, WAL, busy waits, interrupt
     ├── _sqlite_file.py       refusing a file that is not an SQLite database, untouched
-    ├── _postgres.py          PostgresDatabase: sync psycopg 3, cancel_safe on cancel
+    ├── _postgres.py          PostgresDatabase: sync psycopg 3, bounded connects, cancel_safe
+    │                         then a cut socket on cancel (OutcomeUnknownError)
     └── _migrate.py           Schema, Migration: versions recorded in the database,
                               migrations applied once, in a transaction, on open
 
@@ -28,13 +29,14 @@ Nothing here imports psycopg until a :class:`PostgresDatabase` is created.
 from ._database import CLOSE_TIMEOUT, Database, SqlBacked, held
 from ._dialect import Dialect, Field, Query
 from ._migrate import VERSIONS_TABLE, Migration, Schema, ddl, migrate, read_versions
-from ._postgres import PostgresDatabase
+from ._postgres import CONNECT_TIMEOUT, OutcomeUnknownError, PostgresDatabase
 from ._postgres_dialect import JSON_FUNCTION, POSTGRES, PostgresDialect
 from ._sqlite import SqliteDatabase, check_busy_timeout, check_path
 from ._sqlite_dialect import SQLITE, SqliteDialect
 
 __all__ = [
     "CLOSE_TIMEOUT",
+    "CONNECT_TIMEOUT",
     "JSON_FUNCTION",
     "POSTGRES",
     "SQLITE",
@@ -43,6 +45,7 @@ __all__ = [
     "Dialect",
     "Field",
     "Migration",
+    "OutcomeUnknownError",
     "PostgresDatabase",
     "PostgresDialect",
     "Query",

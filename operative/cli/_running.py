@@ -92,8 +92,7 @@ async def run_demo(args: argparse.Namespace, out: Output, env: Mapping[str, str]
             store=state.sessions,
             agent_name=DEMO_AGENT,
             agent=agent,
-            engine=state.engine,
-            checkpoint_store=state.journal,
+            durable=state.durable,
         ) as session:
             out.line(f"you: {args.prompt}", "bold")
             async with progress.showing():
@@ -155,8 +154,7 @@ async def run_chat(
             args.session,
             store=state.sessions,
             agent=Observed(agent, progress),
-            engine=state.engine,
-            checkpoint_store=state.journal,
+            durable=state.durable,
         ) as session:
             async with progress.showing():
                 try:
@@ -255,8 +253,7 @@ async def run_recover(
                     summary.id,
                     store=state.sessions,
                     agent=agents[summary.agent_name],
-                    engine=state.engine,
-                    checkpoint_store=state.journal,
+                    durable=state.durable,
                 ) as session:
                     try:
                         recovered = await session.recover()
@@ -268,9 +265,7 @@ async def run_recover(
                         )
                         resumed.append((recovered.run_id, summary.id, await recovered.result()))
             # Then durable runs outside sessions.
-            for run_id, result in (
-                await recover(engine=state.engine, checkpoint_store=state.journal, agents=agents)
-            ).items():
+            for run_id, result in (await recover(state.durable, agents=agents)).items():
                 resumed.append((run_id, None, result))
         still = (await state.runs.runs(status="running", limit=100)).items
     progress.end_line()

@@ -26,7 +26,7 @@ import trio
 from ._errors import UsageError, no_room
 
 if TYPE_CHECKING:  # loaded by open_state, so the parser (and --help) stays light
-    from ..durable import SqliteCheckpointStore, SqliteEngine
+    from ..durable import SqliteDurable, SqliteEngine
     from ..kvstore import SqliteStore
     from ..runstore import SqliteRunStore
     from ..sessions import SessionStore
@@ -154,9 +154,14 @@ class State:
     data_dir: Path
     kv: SqliteStore
     sessions: SessionStore
-    engine: SqliteEngine
-    journal: SqliteCheckpointStore
+    durable: SqliteDurable
+    """The durable runs: their engine and journal."""
     runs: SqliteRunStore
+
+    @property
+    def engine(self) -> SqliteEngine:
+        """The durable runs' engine (``durable.engine``)."""
+        return self.durable.engine
 
     @property
     def database(self) -> Path:
@@ -178,7 +183,7 @@ async def open_state(data_dir: Path, *, create: bool = True) -> AsyncIterator[St
     """
     import sqlite3
 
-    from ..durable import SqliteCheckpointStore, SqliteEngine
+    from ..durable import SqliteDurable
     from ..kvstore import SqliteStore
     from ..runstore import SqliteRunStore
     from ..sessions import create_session_store
@@ -196,14 +201,12 @@ async def open_state(data_dir: Path, *, create: bool = True) -> AsyncIterator[St
             raise UsageError(
                 f"cannot open the database {path} (SQLite: {error}): {_ANOTHER}"
             ) from None
-        engine = await stack.enter_async_context(SqliteEngine(path))
-        journal = await stack.enter_async_context(SqliteCheckpointStore(path))
-        runs = await stack.enter_async_context(SqliteRunStore(path))
+        durable = await stack.enter_async_context(SqliteDurable(path))
+        runs = await stack.enter_async_context(SqliteRunStore(durable))
         yield State(
             data_dir=data_dir,
             kv=kv,
             sessions=create_session_store(kv),
-            engine=engine,
-            journal=journal,
+            durable=durable,
             runs=runs,
         )

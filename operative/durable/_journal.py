@@ -146,16 +146,17 @@ class SqlDurable(SqlBacked):
 
     # -- group commit ------------------------------------------------------------------
 
+    @classmethod
+    def _sharing(cls, db: Database, *, clock: Callable[[], float] = time.time) -> Self:
+        """An object of this class over ``db``, which another object owns (opens and
+        closes): the engine and the checkpoint store of one ``SqliteDurable``."""
+        self = cls.__new__(cls)
+        SqlDurable.__init__(self, db, clock=clock)
+        return self
+
     async def __aenter__(self) -> Self:
         await super().__aenter__()
-        if self._nursery_manager is not None:
-            raise InvalidArgument(f"{self!r} is open already; open it once")
-        manager = trio.open_nursery()
-        nursery = await manager.__aenter__()
-        self._nursery_manager = manager
-        self._closing = False
-        self._queue = []
-        nursery.start_soon(self._committer, name=f"operative group commit {self._db.label}")
+        await self._start_committing()
         return self
 
     async def __aexit__(
@@ -164,16 +165,31 @@ class SqlDurable(SqlBacked):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        manager, self._nursery_manager = self._nursery_manager, None
         try:
-            if manager is not None:
-                # The committer writes what waits, then ends. Cancelled, it still ends the
-                # batch it writes (shielded), and fails what waits: never written.
-                self._closing = True
-                self._wake.set()
-                await manager.__aexit__(None, None, None)  # the block's error goes on
+            await self._stop_committing()
         finally:
             await super().__aexit__(exc_type, exc, tb)
+
+    async def _start_committing(self) -> None:
+        """Start the committer task, in a nursery of its own (entered in this task)."""
+        if self._nursery_manager is not None:
+            raise InvalidArgument(f"{self!r} is open already; open it once")
+        manager = trio.open_nursery()
+        nursery = await manager.__aenter__()
+        self._nursery_manager = manager
+        self._closing = False
+        self._queue = []
+        nursery.start_soon(self._committer, name=f"operative group commit {self._db.label}")
+
+    async def _stop_committing(self) -> None:
+        """Let the committer write what waits and end; the database stays open."""
+        manager, self._nursery_manager = self._nursery_manager, None
+        if manager is not None:
+            # The committer writes what waits, then ends. Cancelled, it still ends the
+            # batch it writes (shielded), and fails what waits: never written.
+            self._closing = True
+            self._wake.set()
+            await manager.__aexit__(None, None, None)  # the block's error goes on
 
     async def _committer(self) -> None:
         """Commit what waits, in batches, until the object closes."""

@@ -1,6 +1,8 @@
 """The durable engine and checkpoint store in PostgreSQL, shared by workers on many machines.
 
-The engine and journal of :mod:`._engine` and :mod:`._journal` over a
+``PostgresDurable(dsn)`` opens one connection pool and carries both over it;
+``PostgresEngine`` and ``PostgresCheckpointStore`` are the two on their own, for code
+written against the protocols. The engine and journal of :mod:`._engine` and :mod:`._journal` over a
 :class:`~operative._sql.PostgresDatabase`, on the tables of the SQLite backend (run ids
 use the ``"C"`` collation, so orderings are code-point order as in SQLite).
 
@@ -31,11 +33,12 @@ import time
 from collections.abc import Callable
 
 from .._sql import PostgresDatabase
+from ._backend import SqlBackend
 from ._engine import SqlEngine
 from ._journal import SqlCheckpointStore
 from ._schema import DURABLE
 
-__all__ = ["PostgresCheckpointStore", "PostgresEngine"]
+__all__ = ["PostgresCheckpointStore", "PostgresDurable", "PostgresEngine"]
 
 
 def _database(owner: str, dsn: str, max_connections: int) -> PostgresDatabase:
@@ -44,6 +47,9 @@ def _database(owner: str, dsn: str, max_connections: int) -> PostgresDatabase:
 
 class PostgresCheckpointStore(SqlCheckpointStore):
     """The journal of durable runs in PostgreSQL (share the DSN with a :class:`PostgresEngine`).
+
+    :class:`PostgresDurable` carries one, with its engine: use it unless code of yours
+    takes the two apart.
 
     Args:
         dsn: a libpq connection string or URI; the tables are created in the first schema
@@ -63,6 +69,9 @@ class PostgresCheckpointStore(SqlCheckpointStore):
 class PostgresEngine(SqlEngine):
     """Durable run records and leases in PostgreSQL, for workers on many machines.
 
+    :class:`PostgresDurable` carries one, with its checkpoint store: use it unless code
+    of yours takes the two apart.
+
     Leases are wall-clock times (``clock``, default :func:`time.time`) of the worker that
     writes them, so the machines sharing the database must agree on the time.
 
@@ -79,3 +88,42 @@ class PostgresEngine(SqlEngine):
         self, dsn: str, *, max_connections: int = 4, clock: Callable[[], float] = time.time
     ) -> None:
         super().__init__(_database(type(self).__name__, dsn, max_connections), clock=clock)
+
+
+class PostgresDurable(SqlBackend[PostgresEngine, PostgresCheckpointStore]):
+    """Durable runs in PostgreSQL: the engine and the checkpoint store, one object.
+
+    ::
+
+        async with PostgresDurable("postgresql://app@db/app") as durable:
+            await serve_durable_runs(durable, agents={"weather": agent})
+
+    Pass it wherever durability is asked for: ``Durable(durable, run_id=...)``,
+    ``recover(durable, agents=...)``, ``serve_durable_runs(durable, agents=...)``,
+    ``open_session(..., durable=durable)``, ``PostgresRunStore(durable)``. Its
+    :attr:`engine` (a :class:`PostgresEngine`) and :attr:`checkpoint_store` (a
+    :class:`PostgresCheckpointStore`) share one connection pool. Workers on any number
+    of machines may open the same database; within a process, open it once and share it.
+
+    Opened with ``async with``, the engine and the journal commit in groups (see the
+    "Durable runs" page of the docs); leaving the block closes the pool. Without it,
+    each write commits alone, and :meth:`aclose` closes the pool. Needs the ``postgres``
+    extra (``pip install 'operative[postgres]'``).
+
+    Args:
+        dsn: a libpq connection string or URI; the tables are created in the first schema
+            of its ``search_path``.
+        max_connections: connections (and worker threads) of the pool, shared by the
+            engine and the journal.
+        clock: epoch seconds, for leases and timestamps.
+    """
+
+    __slots__ = ()
+
+    def __init__(
+        self, dsn: str, *, max_connections: int = 8, clock: Callable[[], float] = time.time
+    ) -> None:
+        db = _database(type(self).__name__, dsn, max_connections)
+        engine = PostgresEngine._sharing(db, clock=clock)
+        store = PostgresCheckpointStore._sharing(db, clock=clock)
+        self._share(db, dsn, engine, store)

@@ -2,11 +2,11 @@
 
 ::
 
-    recover(...)                 one pass: claim, resume every claimed run, return results
-    └── nursery
-        └── resumed runs         each an ``agent.open_run`` with the replayed state
+    recover(backend, agents=...)     one pass: claim, resume every claimed run, return
+    └── nursery                      their results
+        └── resumed runs             each an ``agent.open_run`` with the replayed state
 
-    serve_durable_runs(...)      forever: claim as capacity allows, resume, poll again
+    serve_durable_runs(backend, ...) forever: claim as capacity allows, resume, poll again
 """
 
 from __future__ import annotations
@@ -14,17 +14,22 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from .._core._errors import InvalidArgument
 from .._core._results import RunResult
 from .._lazy._agent import resolve_agent
+from ._backend import durable_parts
 from ._protocols import CheckpointStore, DurableEngine
 from ._records import Lease
 from ._replay import replay_journal
 from ._routing import Durable, Resumed, default_worker_id
+
+if TYPE_CHECKING:
+    from ._postgres import PostgresDurable
+    from ._sqlite import SqliteDurable
 
 __all__ = ["recover", "resume", "serve_durable_runs"]
 
@@ -40,6 +45,15 @@ def _check_agents(agents: Mapping[str, Any]) -> None:
     for name, agent in agents.items():
         if not callable(getattr(agent, "open_run", None)):
             raise InvalidArgument(f"agents[{name!r}] is not an agent (it has no open_run)")
+
+
+def _parts(
+    backend: object, engine: Any, checkpoint_store: Any, call: str
+) -> tuple[DurableEngine, CheckpointStore]:
+    """The pair ``call`` runs on, checked as :class:`Durable` checks it."""
+    engine, checkpoint_store = durable_parts(backend, engine, checkpoint_store, call=call)
+    Durable(engine=engine, checkpoint_store=checkpoint_store)  # one database, the right types
+    return engine, checkpoint_store
 
 
 async def resume(
@@ -102,10 +116,11 @@ async def _resume_logged(
 
 
 async def recover(
+    backend: SqliteDurable | PostgresDurable | None = None,
     *,
-    engine: DurableEngine,
-    checkpoint_store: CheckpointStore,
     agents: Mapping[str, Any],
+    engine: DurableEngine | None = None,
+    checkpoint_store: CheckpointStore | None = None,
     worker_id: str | None = None,
     lease_seconds: float = 30.0,
     run_ids: Sequence[str] | None = None,
@@ -118,11 +133,16 @@ async def recover(
     shutdown: the runs release their leases for another worker.
 
     Args:
+        backend: the database (:class:`SqliteDurable`, :class:`PostgresDurable`).
         agents: ``{agent name: agent}``; only runs of these agents are claimed.
+        engine: instead of ``backend``, for an engine of your own, with
+            ``checkpoint_store``.
+        checkpoint_store: with ``engine``: its journal.
         worker_id: the lease owner recorded (default: host, pid and a random suffix).
         run_ids: only these runs.
         limit: at most this many runs.
     """
+    engine, checkpoint_store = _parts(backend, engine, checkpoint_store, "recover()")
     _check_agents(agents)
     worker = worker_id or default_worker_id()
     leases = await engine.claim(
@@ -152,10 +172,11 @@ async def recover(
 
 
 async def serve_durable_runs(
+    backend: SqliteDurable | PostgresDurable | None = None,
     *,
-    engine: DurableEngine,
-    checkpoint_store: CheckpointStore,
     agents: Mapping[str, Any],
+    engine: DurableEngine | None = None,
+    checkpoint_store: CheckpointStore | None = None,
     worker_id: str | None = None,
     lease_seconds: float = 30.0,
     poll_interval: float = 1.0,
@@ -164,10 +185,12 @@ async def serve_durable_runs(
 ) -> None:
     """Forever: claim runnable runs (up to ``max_concurrent_runs`` at once) and run them.
 
-    Start it in a nursery (``await nursery.start(serve_durable_runs, ...)`` returns once
-    it polls). Cancel the nursery to stop: runs in flight release their leases, so
-    another worker picks them up at once.
+    Start it in a nursery (``await nursery.start(functools.partial(serve_durable_runs,
+    backend, agents=...))`` returns once it polls). Cancel the nursery to stop: runs in
+    flight release their leases, so another worker picks them up at once. ``backend``,
+    or ``engine=`` with ``checkpoint_store=``, as for :func:`recover`.
     """
+    engine, checkpoint_store = _parts(backend, engine, checkpoint_store, "serve_durable_runs()")
     _check_agents(agents)
     if not isinstance(poll_interval, int | float) or not 0 < poll_interval < math.inf:
         raise InvalidArgument(f"poll_interval must be seconds > 0, not {poll_interval!r}")

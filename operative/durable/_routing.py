@@ -1,6 +1,7 @@
-"""What ``durable=`` takes: a :class:`Durable` routing for a new run, a :class:`Resumed`
-one for a run recovered from its journal. Both are features of the extension seam: each
-gives its run a :class:`~operative.durable._driver.DurableDriver`."""
+"""What ``durable=`` takes: a :class:`Durable` routing for a new run (over a backend,
+``Durable(SqliteDurable(path))``, or an engine and a checkpoint store of one's own), a
+:class:`Resumed` one for a run recovered from its journal. Both are features of the
+extension seam: each gives its run a :class:`~operative.durable._driver.DurableDriver`."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import attrs
 import msgspec
 
 from .._core._errors import InvalidArgument
+from ._backend import durable_parts
 from ._protocols import CheckpointStore, DurableEngine, accepts_journal
 from ._records import Lease
 from ._replay import Replay
@@ -20,6 +22,8 @@ from ._replay import Replay
 if TYPE_CHECKING:
     from .._core._options import RunConfig
     from ._driver import DurableDriver
+    from ._postgres import PostgresDurable
+    from ._sqlite import SqliteDurable
 
 __all__ = ["Durable", "Resumed", "default_worker_id", "fingerprint"]
 
@@ -29,18 +33,32 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, init=False)
 class Durable:
-    """Route a run through a durable engine: ``open_run(..., durable=Durable(...))``.
+    """Route a run through a durable engine: ``open_run(..., durable=Durable(backend))``.
+
+    ::
+
+        async with SqliteDurable("runs.db") as backend:
+            async with agent.open_run("hi", durable=Durable(backend, run_id="r-1")) as run:
+                ...
 
     Args:
-        engine: the run records and leases (:class:`SqliteEngine`, :class:`PostgresEngine`).
-        checkpoint_store: the journal, in the same database as ``engine``.
+        backend: the database (:class:`SqliteDurable`, :class:`PostgresDurable`), which
+            carries the engine and the checkpoint store.
+        engine: instead of ``backend``, for an engine of your own: the run records and
+            leases (a :class:`DurableEngine`), with ``checkpoint_store``.
+        checkpoint_store: with ``engine``: the journal (a :class:`CheckpointStore`), in
+            the engine's database.
         run_id: the run's identity (generated when omitted).
         worker_id: who holds the lease (default: host, pid and a random suffix).
         lease_seconds: how long the lease lasts unrenewed; the run renews it every
             third of this. A worker that stalls longer loses the run to another.
         session_id: the session the run belongs to (recorded, queryable).
+
+    Raises:
+        InvalidArgument: both ``backend`` and ``engine=``/``checkpoint_store=``, or
+            neither, or an engine and a checkpoint store over two databases.
     """
 
     option: ClassVar[str] = "durable"
@@ -55,6 +73,29 @@ class Durable:
     """Whether ``engine.finish`` takes ``journal=`` (else the run appends those records
     in a commit of their own before it finishes)."""
 
+    def __init__(
+        self,
+        backend: SqliteDurable | PostgresDurable | None = None,
+        *,
+        engine: DurableEngine | None = None,
+        checkpoint_store: CheckpointStore | None = None,
+        run_id: str | None = None,
+        worker_id: str | None = None,
+        lease_seconds: float = 30.0,
+        session_id: str | None = None,
+    ) -> None:
+        engine, checkpoint_store = durable_parts(
+            backend, engine, checkpoint_store, call="Durable()"
+        )
+        self.__attrs_init__(
+            engine=engine,
+            checkpoint_store=checkpoint_store,
+            run_id=run_id,
+            worker_id=worker_id,
+            lease_seconds=lease_seconds,
+            session_id=session_id,
+        )
+
     def __attrs_post_init__(self) -> None:
         if callable(getattr(self.engine, "start_run", None)):
             raise InvalidArgument(
@@ -64,13 +105,15 @@ class Durable:
             )
         if not isinstance(self.engine, DurableEngine):
             raise InvalidArgument(
-                f"engine= takes a DurableEngine (SqliteEngine, PostgresEngine), got {self.engine!r}"
+                f"engine= takes a DurableEngine, got {self.engine!r} (for SQLite or "
+                "PostgreSQL pass SqliteDurable(path) or PostgresDurable(dsn) alone)"
             )
         store = self.checkpoint_store
         if not isinstance(store, CheckpointStore):
             raise InvalidArgument(
-                "checkpoint_store= takes a CheckpointStore (SqliteCheckpointStore, "
-                f"PostgresCheckpointStore), got {self.checkpoint_store!r}"
+                f"checkpoint_store= takes a CheckpointStore, got {self.checkpoint_store!r} "
+                "(for SQLite or PostgreSQL pass SqliteDurable(path) or PostgresDurable(dsn) "
+                "alone)"
             )
         if self.engine.database != self.checkpoint_store.database:
             raise InvalidArgument(

@@ -11,7 +11,10 @@
         spent = await store.usage(session_id="s-42")
 
 It reads the durable engine's own tables (``operative_runs`` and ``operative_journal``):
-a durable run is visible as soon as it is committed, with no extra writes.
+a durable run is visible as soon as it is committed, with no extra writes. Open it on the
+file (or DSN), or on the backend the runs are written through:
+``SqliteRunStore(backend)`` for a ``SqliteDurable``, ``PostgresRunStore(backend)`` for a
+``PostgresDurable``; it opens connections of its own either way.
 
 One store class per database (``SqliteRunStore(path)``, ``PostgresRunStore(dsn)``) rather
 than one ``RunStore`` wrapped around an engine, because the reader is usually somewhere

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from .._pricing import DEFAULT_PRICES, PriceTable
 from .._sql import SqliteDatabase, check_path
+from ..durable._backend import location_of
 from ._queries import SqlRunStore
 from ._schema import RUN_STORE
+
+if TYPE_CHECKING:
+    from ..durable import SqliteDurable
 
 __all__ = ["SqliteRunStore"]
 
@@ -15,12 +20,13 @@ __all__ = ["SqliteRunStore"]
 class SqliteRunStore(SqlRunStore):
     """Run state and action history of the durable runs in one SQLite file.
 
-    Open it on the file a :class:`~operative.durable.SqliteEngine` uses (in this process
-    or any other); it only reads runs. On first use it adds the indexes its queries need
+    Open it on the file of a :class:`~operative.durable.SqliteDurable` (in this process
+    or any other): pass the ``SqliteDurable`` itself, or its file. It only reads runs,
+    through connections of its own. On first use it adds the indexes its queries need
     (a migration recorded in the file; the engine's tables are created if missing).
 
     Args:
-        path: the database file.
+        path: the database file, or the ``SqliteDurable`` whose file it is.
         prices: the price table costs are computed at (default: ``DEFAULT_PRICES``).
         max_connections: connections (and worker threads) of this store.
         busy_timeout: seconds a statement waits for the database's lock.
@@ -30,14 +36,15 @@ class SqliteRunStore(SqlRunStore):
 
     def __init__(
         self,
-        path: str | os.PathLike[str],
+        path: str | os.PathLike[str] | SqliteDurable,
         *,
         prices: PriceTable = DEFAULT_PRICES,
         max_connections: int = 2,
         busy_timeout: float = 10.0,
     ) -> None:
         owner = type(self).__name__
-        text = check_path(path, owner=owner, hint="pass the durable engine's database file")
+        path = location_of(path, owner=owner, backend="SqliteDurable")
+        text = check_path(path, owner=owner, hint="pass the durable runs' SqliteDurable or file")
         # Text stays bytes: a row that is not UTF-8 reaches the decoder, which names it,
         # instead of failing the whole query.
         db = SqliteDatabase(

@@ -1,6 +1,7 @@
 """Durable session runs: turns routed through a durable engine, and ``recover()``.
 
-With ``open_session(..., engine=, checkpoint_store=)`` every turn is a durable run whose
+With ``open_session(..., durable=SqliteDurable(path))`` (or ``engine=`` with
+``checkpoint_store=``, for an engine of one's own) every turn is a durable run whose
 id is the turn's ``RunRef``. A turn whose process stopped (or whose caller was cancelled:
 a shutdown, which leaves the run to another worker) keeps its ``RunRef`` open; a later
 ``handle.recover()`` finds it and either resumes it (the engine says it is still
@@ -25,6 +26,7 @@ from .._core._run_state import is_shutdown
 from .._lazy._agent import resolve_agent
 from ..conversation import Conversation, ConversationHistory
 from ..durable import CheckpointStore, Durable, DurableEngine, replay_journal, transcript
+from ..durable._backend import durable_parts
 from ..durable._errors import RunNotFoundError
 from ..durable._records import Lease, RunRecord
 from ..durable._routing import Resumed, default_worker_id
@@ -52,17 +54,22 @@ class SessionDurability:
     @classmethod
     def of(
         cls,
+        backend: Any,
         engine: Any,
         checkpoint_store: Any,
         lease_seconds: float,
         worker_id: str | None,
     ) -> SessionDurability | None:
-        if engine is None and checkpoint_store is None:
+        if backend is None and engine is None and checkpoint_store is None:
             return None
-        if engine is None or checkpoint_store is None:
+        if isinstance(backend, Durable):
             raise InvalidArgument(
-                "durable sessions take both engine= and checkpoint_store= (one database)"
+                "open_session(durable=...) takes the database (SqliteDurable(path), "
+                "PostgresDurable(dsn)), not a Durable: the session makes each turn's own"
             )
+        engine, checkpoint_store = durable_parts(
+            backend, engine, checkpoint_store, call="open_session()", keyword="durable="
+        )
         # Durable() checks both, and that they share one database.
         Durable(engine=engine, checkpoint_store=checkpoint_store, lease_seconds=lease_seconds)
         return cls(
@@ -155,7 +162,8 @@ async def recover(handle: SessionHandle) -> RecoveredRun | None:
     durability = handle._durability
     if durability is None:
         raise InvalidArgument(
-            "recover() needs a durable session: open_session(..., engine=..., checkpoint_store=...)"
+            "recover() needs a durable session: open_session(..., durable=SqliteDurable(path)) "
+            "(or PostgresDurable(dsn))"
         )
     open_ids = [
         ref.run_id

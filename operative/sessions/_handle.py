@@ -400,7 +400,8 @@ class SessionHandle:
         that turn open; the other turns are still considered.
 
         Raises:
-            InvalidArgument: the session has no ``engine=`` / ``checkpoint_store=``.
+            InvalidArgument: the session is not durable (no ``durable=``, nor
+                ``engine=`` / ``checkpoint_store=``).
             MissingRunOptionsError: a run needs resuming but the handle has no
                 ``agent=`` or ``run_options=`` to run it with.
             LeaseHeldError: nothing was recovered because the turns left to resume are

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -15,6 +15,9 @@ from .._lazy._agent import LazyAgent
 from ._handle import SessionHandle
 from ._resume import resume_session
 from ._store import SessionStore
+
+if TYPE_CHECKING:
+    from ..durable import PostgresDurable, SqliteDurable
 
 __all__ = ["open_session"]
 
@@ -28,6 +31,7 @@ async def open_session(
     agent: RunnableAgent | None = None,
     run_options: Mapping[str, Any] | None = None,
     cleanup_timeout: float = 10.0,
+    durable: SqliteDurable | PostgresDurable | None = None,
     engine: Any = None,
     checkpoint_store: Any = None,
     lease_seconds: float = 30.0,
@@ -46,10 +50,12 @@ async def open_session(
         run_options: or through ``open_run(**run_options)`` (``generate=``, ``tools=``,
             ``stop_when=`` ...; the conversation and run id are the session's).
         cleanup_timeout: bound, in seconds, on storing a run's outcome.
-        engine: with ``checkpoint_store``, every turn is a durable run
-            (:mod:`operative.durable`); :meth:`SessionHandle.recover` resumes one whose
-            process stopped.
-        checkpoint_store: the journal, in the same database as ``engine``.
+        durable: the database (``SqliteDurable(path)``, ``PostgresDurable(dsn)``): every
+            turn is a durable run (:mod:`operative.durable`), and
+            :meth:`SessionHandle.recover` resumes one whose process stopped.
+        engine: instead of ``durable``, for an engine of your own, with
+            ``checkpoint_store``.
+        checkpoint_store: with ``engine``: the journal, in the same database.
         lease_seconds: the durable runs' lease.
         worker_id: the lease owner recorded (default: host, pid and a random suffix).
 
@@ -81,10 +87,12 @@ async def open_session(
     if isinstance(cleanup_timeout, bool) or not isinstance(cleanup_timeout, int | float):
         raise InvalidArgument(f"cleanup_timeout= takes seconds, got {cleanup_timeout!r}")
     durability = None
-    if engine is not None or checkpoint_store is not None:
+    if durable is not None or engine is not None or checkpoint_store is not None:
         from ._durable import SessionDurability
 
-        durability = SessionDurability.of(engine, checkpoint_store, lease_seconds, worker_id)
+        durability = SessionDurability.of(
+            durable, engine, checkpoint_store, lease_seconds, worker_id
+        )
     resumed = await resume_session(store, id, agent_name=agent_name)
     session = resumed.session
     if resumed.is_new:

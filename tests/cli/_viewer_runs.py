@@ -12,7 +12,7 @@ import trio
 
 from operative import GenerateResponse, ToolCall, Usage, create_agent
 from operative.cli._state import DATABASE
-from operative.durable import Durable, SqliteCheckpointStore, SqliteEngine, recover
+from operative.durable import Durable, SqliteDurable, recover
 from operative.testing import ScriptedModel
 from operative.tools import Tool, tool
 
@@ -57,13 +57,11 @@ def call(call_id: str, name: str, **arguments: Any) -> ToolCall:
 
 @attrs.define
 class _Fleet:
-    engine: SqliteEngine
-    journal: SqliteCheckpointStore
+    backend: SqliteDurable
 
     def durable(self, run_id: str) -> Durable:
         return Durable(
-            engine=self.engine,
-            checkpoint_store=self.journal,
+            self.backend,
             run_id=run_id,
             session_id="viewer",
             worker_id=f"worker-{run_id}",
@@ -86,8 +84,8 @@ async def fill(data_dir: Path) -> None:
     """Write the five runs (ids as in ``RUNS``) into ``data_dir``'s database."""
     await trio.Path(data_dir).mkdir(parents=True, exist_ok=True)
     path = data_dir / DATABASE
-    async with SqliteEngine(path) as engine, SqliteCheckpointStore(path) as journal:
-        fleet = _Fleet(engine=engine, journal=journal)
+    async with SqliteDurable(path) as backend:
+        fleet = _Fleet(backend=backend)
         calc = create_agent(
             generate=ScriptedModel(
                 [
@@ -131,9 +129,7 @@ async def fill(data_dir: Path) -> None:
         await fleet.park(parked, gate, "recovered")
         gate.release.set()
         again = create_agent(generate=ScriptedModel(script[1:]), tools=[gate.tool], name="waiter")
-        await recover(
-            engine=engine, checkpoint_store=journal, agents={"waiter": again}, run_ids=["recovered"]
-        )
+        await recover(backend, agents={"waiter": again}, run_ids=["recovered"])
 
         gate = Gate()
         script = [answer("waiting", call("f1", "wait", ticket="c")), answer("done waiting")]
@@ -144,12 +140,10 @@ async def fill(data_dir: Path) -> None:
 async def finish_in_flight(data_dir: Path) -> None:
     """Recover the in-flight run: its call runs again, settles, and the run completes."""
     path = data_dir / DATABASE
-    async with SqliteEngine(path) as engine, SqliteCheckpointStore(path) as journal:
+    async with SqliteDurable(path) as backend:
         gate = Gate()
         gate.release.set()
         agent = create_agent(
             generate=ScriptedModel([answer("done waiting")]), tools=[gate.tool], name="flyer"
         )
-        await recover(
-            engine=engine, checkpoint_store=journal, agents={"flyer": agent}, run_ids=["in-flight"]
-        )
+        await recover(backend, agents={"flyer": agent}, run_ids=["in-flight"])

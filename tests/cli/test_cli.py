@@ -219,8 +219,7 @@ def test_chat_says_who_holds_an_interrupted_turn(tmp_path: Path) -> None:
                 "held",
                 store=state.sessions,
                 agent=chat_agent(stops, approver=None, notes=state.notes),
-                engine=state.engine,
-                checkpoint_store=state.journal,
+                durable=state.durable,
             ) as session:
                 with shutdown:
                     await session.run("remember the milk")
@@ -306,13 +305,12 @@ def test_recover_finishes_interrupted_runs(tmp_path: Path) -> None:
                 store=state.sessions,
                 agent_name=DEMO_AGENT,
                 agent=demo_agent(stops),
-                engine=state.engine,
-                checkpoint_store=state.journal,
+                durable=state.durable,
             ) as session:
                 with shutdown:
                     await session.run("What is the weather in Porto?")
                 turn = session.session.runs[-1].run_id
-            durable = Durable(engine=state.engine, checkpoint_store=state.journal)
+            durable = Durable(state.durable)
             with trio.move_on_after(5):
                 async with demo_agent(stops).open_run("what is 2 + 2", durable=durable) as run:
                     await run.wait_durably_started()

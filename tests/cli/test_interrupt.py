@@ -171,7 +171,7 @@ _WORKER = textwrap.dedent(
     import sys
     import trio
     from operative import GenerateResponse, ToolCall, create_agent, tool
-    from operative.durable import Durable, SqliteCheckpointStore, SqliteEngine, recover
+    from operative.durable import Durable, SqliteDurable, recover
 
     path, mode = sys.argv[1], sys.argv[2]
     calls = []
@@ -193,16 +193,14 @@ _WORKER = textwrap.dedent(
     agent = create_agent(generate=generate, tools=[slow], name="worker")
 
     async def main():
-        async with SqliteEngine(path) as engine, SqliteCheckpointStore(path) as store:
+        async with SqliteDurable(path) as backend:
             if mode == "first":
-                durable = Durable(engine=engine, checkpoint_store=store, run_id="r1")
+                durable = Durable(backend, run_id="r1")
                 async with agent.open_run("go", durable=durable) as run:
                     await run.result()
             else:
-                results = await recover(
-                    engine=engine, checkpoint_store=store, agents={"worker": agent}
-                )
-                record = await engine.get("r1")
+                results = await recover(backend, agents={"worker": agent})
+                record = await backend.engine.get("r1")
                 print(record.status, [r.content for r in results.values()], calls, flush=True)
 
     trio.run(main)

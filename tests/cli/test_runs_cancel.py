@@ -34,7 +34,7 @@ def interrupted_run(data_dir: Path) -> str:
             return await ScriptedModel([HANG])(request)
 
         async with open_state(data_dir) as state:
-            durable = Durable(engine=state.engine, checkpoint_store=state.journal)
+            durable = Durable(state.durable)
             with shutdown:
                 async with demo_agent(stops).open_run("what is 2 + 2", durable=durable) as run:
                     await run.wait_durably_started()

@@ -12,7 +12,7 @@ from operative.sessions import SessionStore, open_session
 from .test_durable_runs import make_agent, until
 
 
-async def cut_turn(sessions: SessionStore, engine: Any, store: Any) -> str:
+async def cut_turn(sessions: SessionStore, backend: Any) -> str:
     """A turn of session ``s`` whose process shut down mid-call (its ``RunRef`` stays
     open, its durable run ``running`` and unleased); returns its run id."""
     executions: Counter[str] = Counter()
@@ -23,8 +23,7 @@ async def cut_turn(sessions: SessionStore, engine: Any, store: Any) -> str:
                 store=sessions,
                 agent_name="worker",
                 agent=make_agent([["idem"], []], executions, trio.Event()),
-                engine=engine,
-                checkpoint_store=store,
+                durable=backend,
             ) as handle,
             trio.open_nursery() as nursery,
         ):

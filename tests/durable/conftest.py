@@ -1,7 +1,9 @@
 """Fixtures: a durable database per backend (SQLite file, PostgreSQL schema), empty per test.
 
-``durable_db`` yields a :class:`DurableDb` that opens engines and checkpoint stores on the
-same data, in this process or (through ``source``) in another one. PostgreSQL tests get a
+``durable_db`` yields a :class:`DurableDb` that opens backends (``SqliteDurable``,
+``PostgresDurable``: the engine and the checkpoint store, one object), or engines and
+checkpoint stores apart, on the same data, in this process or (through ``source``) in
+another one. PostgreSQL tests get a
 schema of their own, selected through the DSN's ``search_path``, so their tables never
 meet another test's.
 """
@@ -18,7 +20,7 @@ import attrs
 import pytest
 import trio.testing
 
-from operative.durable import SqliteCheckpointStore, SqliteEngine
+from operative.durable import SqliteCheckpointStore, SqliteDurable, SqliteEngine
 
 DURABLE_BACKENDS = ["sqlite", "postgres"]
 
@@ -40,6 +42,11 @@ class DurableDb:
     """The import line those expressions need."""
     _engine: Callable[..., Any]
     _store: Callable[..., Any]
+    _backend: Callable[..., Any]
+
+    def backend(self, **options: Any) -> Any:
+        """A new backend over this database: an engine and a checkpoint store, one pool."""
+        return self._backend(**options)
 
     def engine(self, **options: Any) -> Any:
         """A new engine over this database."""
@@ -60,13 +67,14 @@ def _sqlite(tmp_path: Path) -> DurableDb:
         imports="from operative.durable import SqliteEngine, SqliteCheckpointStore",
         engine=lambda **options: SqliteEngine(path, **options),
         store=lambda **options: SqliteCheckpointStore(path, **options),
+        backend=lambda **options: SqliteDurable(path, **options),
     )
 
 
 def _postgres(base_dsn: str) -> DurableDb:
     import psycopg
 
-    from operative.durable import PostgresCheckpointStore, PostgresEngine
+    from operative.durable import PostgresCheckpointStore, PostgresDurable, PostgresEngine
 
     schema = f"durable_{os.getpid()}_{next(_schemas)}"
     with psycopg.connect(base_dsn, autocommit=True) as conn:
@@ -80,6 +88,7 @@ def _postgres(base_dsn: str) -> DurableDb:
         imports="from operative.durable import PostgresEngine, PostgresCheckpointStore",
         engine=lambda **options: PostgresEngine(dsn, **options),
         store=lambda **options: PostgresCheckpointStore(dsn, **options),
+        backend=lambda **options: PostgresDurable(dsn, **options),
     )
 
 

@@ -222,7 +222,8 @@ async def test_an_uncommitted_terminal_run_never_reads_as_a_success(
             await run.result()
         with pytest.raises(CleanupError):  # cached: raised again, never a success
             await run.unwrap()
-        assert caught.value.result.finish_reason == "stop-condition"  # type: ignore[attr-defined]
+        unfinished = caught.value.result
+        assert unfinished is not None and unfinished.finish_reason == "stop-condition"
         releases.pop()()
         record = await engine.get("stuck")
         assert record is not None
@@ -240,7 +241,7 @@ async def test_an_uncommitted_terminal_run_never_reads_as_a_success(
         assert record.status == "completed"
         assert dict(executions) == {"idem:10": 1, "once:11": 1}
         assert shape(recovered["stuck"].conversation.current) == shape(
-            caught.value.result.conversation.current  # type: ignore[attr-defined]
+            unfinished.conversation.current
         )
 
 

@@ -14,8 +14,8 @@ async def test_an_agents_durable_run_reports_durable_snapshots(sqlite_db: Durabl
     """Every snapshot of a durable run says durable; an in-memory run's say process-local."""
     agent = create_agent(generate=ScriptedModel(["hi", "hi"]), name="w")
     seen: list[LivenessSnapshot] = []
-    async with sqlite_db.engine() as engine, sqlite_db.store() as store:
-        durable = Durable(engine=engine, checkpoint_store=store, run_id="d1")
+    async with sqlite_db.backend() as backend:
+        durable = Durable(backend, run_id="d1")
         async with agent.open_run("go", durable=durable) as run:
             run.subscribe_snapshot(seen.append)
             await run.result()
@@ -30,8 +30,8 @@ async def test_a_lazy_agents_durable_run_reports_durable_snapshots(sqlite_db: Du
     """A lazy durable run says durable while its definition loads and after."""
     agent = create_lazy_agent(lambda: create_agent(generate=ScriptedModel(["hi"]), name="w"))
     seen: list[LivenessSnapshot] = []
-    async with sqlite_db.engine() as engine, sqlite_db.store() as store:
-        durable = Durable(engine=engine, checkpoint_store=store, run_id="d2")
+    async with sqlite_db.backend() as backend:
+        durable = Durable(backend, run_id="d2")
         async with agent.open_run("go", durable=durable) as run:
             run.subscribe_snapshot(seen.append)
             await run.result()
@@ -45,8 +45,9 @@ async def test_a_lazy_durable_run_aborted_before_loading_reports_durable(
 ) -> None:
     """Its own terminal snapshot (the agent never ran) says durable too."""
     agent = create_lazy_agent(lambda: create_agent(generate=ScriptedModel(["hi"]), name="w"))
-    async with sqlite_db.engine() as engine, sqlite_db.store() as store:
-        durable = Durable(engine=engine, checkpoint_store=store, run_id="d3")
+    async with sqlite_db.backend() as backend:
+        engine = backend.engine
+        durable = Durable(backend, run_id="d3")
         opening = agent.open_run("go", durable=durable)
         opening.abort("changed my mind")
         async with opening as run:

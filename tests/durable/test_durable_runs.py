@@ -126,9 +126,9 @@ def open_db(path: Path) -> tuple[SqliteEngine, SqliteCheckpointStore]:
 async def test_a_durable_run_journals_every_boundary(sqlite_db: DurableDb) -> None:
     executions: Counter[str] = Counter()
     agent = make_agent([["idem", "once"], []], executions)
-    engine, store = sqlite_db.engine(), sqlite_db.store()
-    async with engine, store:
-        durable = Durable(engine=engine, checkpoint_store=store, run_id="r1")
+    async with sqlite_db.backend() as backend:
+        engine, store = backend.engine, backend.checkpoint_store
+        durable = Durable(backend, run_id="r1")
         async with agent.open_run("go", durable=durable) as run:
             await run.wait_durably_started()
             result = await run.result()
@@ -155,9 +155,8 @@ async def test_a_durable_run_journals_every_boundary(sqlite_db: DurableDb) -> No
 async def test_durable_and_in_memory_runs_agree(sqlite_db: DurableDb) -> None:
     script = [["once"], ["idem", "idem"], []]
     plain = await make_agent(script, Counter()).run("go")
-    engine, store = sqlite_db.engine(), sqlite_db.store()
-    async with engine, store:
-        durable = Durable(engine=engine, checkpoint_store=store)
+    async with sqlite_db.backend() as backend:
+        durable = Durable(backend)
         async with make_agent(script, Counter()).open_run("go", durable=durable) as run:
             result = await run.result()
     assert shape(result.conversation.current) == shape(plain.conversation.current)
@@ -167,9 +166,8 @@ async def test_durable_and_in_memory_runs_agree(sqlite_db: DurableDb) -> None:
 
 async def test_wait_durably_started_raises_what_stopped_the_write(sqlite_db: DurableDb) -> None:
     agent = make_agent([[]], Counter())
-    engine, store = sqlite_db.engine(), sqlite_db.store()
-    async with engine, store:
-        durable = Durable(engine=engine, checkpoint_store=store, run_id="same")
+    async with sqlite_db.backend() as backend:
+        durable = Durable(backend, run_id="same")
         async with agent.open_run("one", durable=durable) as run:
             await run.wait_durably_started()
         async with agent.open_run("two", durable=durable) as again:
@@ -214,9 +212,9 @@ async def test_an_engine_cancel_ends_the_run_aborted_at_the_next_step(
     gate = trio.Event()
     executions: Counter[str] = Counter()
     agent = make_agent([["once"], ["once"], []], executions, gate)
-    engine, store = sqlite_db.engine(), sqlite_db.store()
-    async with engine, store:
-        durable = Durable(engine=engine, checkpoint_store=store, run_id="c1")
+    async with sqlite_db.backend() as backend:
+        engine = backend.engine
+        durable = Durable(backend, run_id="c1")
         async with agent.open_run("go", durable=durable) as run:
             await until(lambda: executions)
             other = sqlite_db.engine()  # another process would hold its own engine
@@ -243,9 +241,9 @@ async def test_cancelling_the_caller_releases_the_run_for_another_worker(
     gate = trio.Event()
     executions: Counter[str] = Counter()
     script = [["idem"], ["once"], []]
-    engine, store = sqlite_db.engine(), sqlite_db.store()
-    async with engine, store:
-        durable = Durable(engine=engine, checkpoint_store=store, run_id="s1")
+    async with sqlite_db.backend() as backend:
+        engine = backend.engine
+        durable = Durable(backend, run_id="s1")
         with trio.CancelScope() as scope:
             agent = make_agent(script, executions, gate, gated=("once",))
             async with agent.open_run("go", durable=durable):
@@ -257,8 +255,7 @@ async def test_cancelling_the_caller_releases_the_run_for_another_worker(
         assert record.lease_owner is None
         assert record.lease_expires_at == 0
         results = await recover(
-            engine=engine,
-            checkpoint_store=store,
+            backend,
             agents={"worker": make_agent(script, executions)},
         )
         record = await engine.get("s1")
@@ -387,16 +384,14 @@ async def test_a_session_recovers_a_turn_cut_by_a_shutdown(sqlite_db: DurableDb)
     executions: Counter[str] = Counter()
     script = [["idem"], []]
     sessions = create_session_store(MemoryStore())
-    engine, store = sqlite_db.engine(), sqlite_db.store()
-    async with engine, store:
+    async with sqlite_db.backend() as backend:
         with trio.CancelScope() as scope:
             async with open_session(
                 "s",
                 store=sessions,
                 agent_name="worker",
                 agent=make_agent(script, executions, gate),
-                engine=engine,
-                checkpoint_store=store,
+                durable=backend,
             ) as handle:
 
                 async def turn() -> None:
@@ -414,8 +409,7 @@ async def test_a_session_recovers_a_turn_cut_by_a_shutdown(sqlite_db: DurableDb)
             store=sessions,
             agent_name="worker",
             agent=make_agent(script, executions),
-            engine=engine,
-            checkpoint_store=store,
+            durable=backend,
         ) as handle:
             recovered = await handle.recover()
             assert recovered is not None
@@ -440,8 +434,7 @@ async def test_a_session_reconciles_a_turn_another_worker_finished(sqlite_db: Du
     executions: Counter[str] = Counter()
     script = [["once"], []]
     sessions = create_session_store(MemoryStore())
-    engine, store = sqlite_db.engine(), sqlite_db.store()
-    async with engine, store:
+    async with sqlite_db.backend() as backend:
         with trio.CancelScope() as scope:
             async with (
                 open_session(
@@ -449,8 +442,7 @@ async def test_a_session_reconciles_a_turn_another_worker_finished(sqlite_db: Du
                     store=sessions,
                     agent_name="worker",
                     agent=make_agent(script, executions, gate),
-                    engine=engine,
-                    checkpoint_store=store,
+                    durable=backend,
                 ) as handle,
                 trio.open_nursery() as nursery,
             ):
@@ -458,13 +450,11 @@ async def test_a_session_reconciles_a_turn_another_worker_finished(sqlite_db: Du
                 await until(lambda: executions)
                 scope.cancel()
         # another worker finishes the run from the engine...
-        done = await recover(
-            engine=engine, checkpoint_store=store, agents={"worker": make_agent(script, executions)}
-        )
+        done = await recover(backend, agents={"worker": make_agent(script, executions)})
         assert len(done) == 1
         # ...and the session, without agent or run options, stores what it ended with.
         async with open_session(
-            "s", store=sessions, agent_name="worker", engine=engine, checkpoint_store=store
+            "s", store=sessions, agent_name="worker", durable=backend
         ) as handle:
             assert await handle.recover() is None
         stored = await sessions.load("s")
@@ -493,13 +483,13 @@ async def test_a_run_whose_answer_cannot_be_journaled_ends_as_an_error_for_good(
         return GenerateResponse(content="x", metadata={"t": object()})
 
     agent = create_agent(generate=model, name="worker")
-    engine, store = sqlite_db.engine(), sqlite_db.store()
-    async with engine, store:
-        durable = Durable(engine=engine, checkpoint_store=store, run_id="bad")
+    async with sqlite_db.backend() as backend:
+        engine = backend.engine
+        durable = Durable(backend, run_id="bad")
         async with agent.open_run("hi", durable=durable) as run:
             result = await run.result()
         record = await engine.get("bad")
-        assert await recover(engine=engine, checkpoint_store=store, agents={"worker": agent}) == {}
+        assert await recover(backend, agents={"worker": agent}) == {}
     assert result.finish_reason == "error"
     # Refused where the response is built, before anything of it is journaled.
     assert isinstance(result.error, InvalidResponseError)

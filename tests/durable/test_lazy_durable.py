@@ -29,8 +29,8 @@ def lazy(script: Script, executions: Counter[str], gate: trio.Event | None = Non
 async def _cut_by_a_shutdown(db: DurableDb, script: Script, executions: Counter[str]) -> None:
     """Leave run "r1" journaled mid-step (a non-idempotent call in flight), its lease released."""
     gate = trio.Event()
-    async with db.engine() as engine, db.store() as store:
-        durable = Durable(engine=engine, checkpoint_store=store, run_id="r1")
+    async with db.backend() as backend:
+        durable = Durable(backend, run_id="r1")
         with trio.CancelScope() as scope:
             async with make_agent(script, executions, gate, gated=("once",)).open_run(
                 "go", durable=durable
@@ -43,8 +43,9 @@ async def test_a_lazy_agents_durable_run_is_journaled(sqlite_db: DurableDb) -> N
     """open_run(durable=...) on a lazy agent runs the loaded agent durably under that id."""
     executions: Counter[str] = Counter()
     agent = lazy([["idem"], []], executions)
-    async with sqlite_db.engine() as engine, sqlite_db.store() as store:
-        durable = Durable(engine=engine, checkpoint_store=store, run_id="d1")
+    async with sqlite_db.backend() as backend:
+        engine = backend.engine
+        durable = Durable(backend, run_id="d1")
         async with agent.open_run("go", durable=durable) as run:
             assert run.run_id == "d1"  # the loaded agent's durable run
             result = await run.result()
@@ -60,10 +61,10 @@ async def test_recover_resumes_a_journaled_run_with_a_lazy_agent(sqlite_db: Dura
     executions: Counter[str] = Counter()
     script = [["idem"], ["once"], []]
     await _cut_by_a_shutdown(sqlite_db, script, executions)
-    async with sqlite_db.engine() as engine, sqlite_db.store() as store:
+    async with sqlite_db.backend() as backend:
+        engine = backend.engine
         results = await recover(
-            engine=engine,
-            checkpoint_store=store,
+            backend,
             agents={"worker": lazy(script, executions)},
         )
         record = await engine.get("r1")
@@ -78,7 +79,8 @@ async def test_serve_durable_runs_resumes_with_a_lazy_agent(sqlite_db: DurableDb
     executions: Counter[str] = Counter()
     script = [["idem"], ["once"], []]
     await _cut_by_a_shutdown(sqlite_db, script, executions)
-    async with sqlite_db.engine() as engine, sqlite_db.store() as store:
+    async with sqlite_db.backend() as backend:
+        engine = backend.engine
 
         async def finished() -> bool:
             record = await engine.get("r1")
@@ -87,8 +89,7 @@ async def test_serve_durable_runs_resumes_with_a_lazy_agent(sqlite_db: DurableDb
         async with trio.open_nursery() as nursery:
             await nursery.start(
                 lambda task_status: serve_durable_runs(
-                    engine=engine,
-                    checkpoint_store=store,
+                    backend,
                     agents={"worker": lazy(script, executions)},
                     poll_interval=0.01,
                     task_status=task_status,
@@ -147,8 +148,9 @@ async def test_a_lazy_agent_without_durable_runs_is_refused(sqlite_db: DurableDb
             return create_agent(generate=ScriptedModel(["hi"])).open_run(input, context=context)
 
     agent = create_lazy_agent(Plain)
-    async with sqlite_db.engine() as engine, sqlite_db.store() as store:
-        durable = Durable(engine=engine, checkpoint_store=store, run_id="p1")
+    async with sqlite_db.backend() as backend:
+        engine = backend.engine
+        durable = Durable(backend, run_id="p1")
         async with agent.open_run("go", durable=durable) as run:
             result = await run.result()
         assert await engine.get("p1") is None
@@ -161,8 +163,8 @@ async def test_lazy_open_run_checks_durable_eagerly(sqlite_db: DurableDb) -> Non
     agent = create_lazy_agent(lambda: create_agent(generate=ScriptedModel(["hi"])))
     with pytest.raises(InvalidArgument, match="durable= takes"):
         agent.open_run("go", durable="yes")
-    async with sqlite_db.engine() as engine, sqlite_db.store() as store:
-        durable = Durable(engine=engine, checkpoint_store=store, run_id="a")
+    async with sqlite_db.backend() as backend:
+        durable = Durable(backend, run_id="a")
         with pytest.raises(InvalidArgument, match="differ"):
             agent.open_run("go", context=AgentRunContext(run_id="b"), durable=durable)
 
@@ -174,14 +176,14 @@ async def test_a_lazy_agent_runs_a_durable_session_turn(sqlite_db: DurableDb) ->
     """A durable session turn of a lazy agent is a durable run under the turn's id."""
     executions: Counter[str] = Counter()
     sessions = create_session_store(MemoryStore())
-    async with sqlite_db.engine() as engine, sqlite_db.store() as store:
+    async with sqlite_db.backend() as backend:
+        engine = backend.engine
         async with open_session(
             "s",
             store=sessions,
             agent_name="worker",
             agent=lazy([["idem"], []], executions),
-            engine=engine,
-            checkpoint_store=store,
+            durable=backend,
         ) as handle:
             result = await handle.run("hello")
         record = await engine.get(result.run_id)
@@ -202,7 +204,8 @@ async def test_a_session_recovers_a_turn_with_a_lazy_agent(sqlite_db: DurableDb)
     executions: Counter[str] = Counter()
     script = [["idem"], []]
     sessions = create_session_store(MemoryStore())
-    async with sqlite_db.engine() as engine, sqlite_db.store() as store:
+    async with sqlite_db.backend() as backend:
+        engine = backend.engine
         with trio.CancelScope() as scope:
             async with (
                 open_session(
@@ -210,8 +213,7 @@ async def test_a_session_recovers_a_turn_with_a_lazy_agent(sqlite_db: DurableDb)
                     store=sessions,
                     agent_name="worker",
                     agent=lazy(script, executions, gate),
-                    engine=engine,
-                    checkpoint_store=store,
+                    durable=backend,
                 ) as handle,
                 trio.open_nursery() as nursery,
             ):
@@ -223,8 +225,7 @@ async def test_a_session_recovers_a_turn_with_a_lazy_agent(sqlite_db: DurableDb)
             store=sessions,
             agent_name="worker",
             agent=lazy(script, executions),
-            engine=engine,
-            checkpoint_store=store,
+            durable=backend,
         ) as handle:
             recovered = await handle.recover()
             assert recovered is not None
@@ -270,7 +271,8 @@ async def test_aborting_a_recovered_lazy_turn_at_once_ends_its_record_aborted(
     executions: Counter[str] = Counter()
     script = [["idem"], []]
     sessions = create_session_store(MemoryStore())
-    async with sqlite_db.engine() as engine, sqlite_db.store() as store:
+    async with sqlite_db.backend() as backend:
+        engine = backend.engine
         with trio.CancelScope() as scope:
             async with (
                 open_session(
@@ -278,8 +280,7 @@ async def test_aborting_a_recovered_lazy_turn_at_once_ends_its_record_aborted(
                     store=sessions,
                     agent_name="worker",
                     agent=make_agent(script, executions, gate),
-                    engine=engine,
-                    checkpoint_store=store,
+                    durable=backend,
                 ) as handle,
                 trio.open_nursery() as nursery,
             ):
@@ -292,8 +293,7 @@ async def test_aborting_a_recovered_lazy_turn_at_once_ends_its_record_aborted(
             store=sessions,
             agent_name="worker",
             agent=Observed(agent) if wrapped else agent,
-            engine=engine,
-            checkpoint_store=store,
+            durable=backend,
         ) as handle:
             recovered = await handle.recover()
             assert recovered is not None

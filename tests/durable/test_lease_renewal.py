@@ -104,9 +104,8 @@ async def test_a_durable_run_starts_its_loop_and_writer_tasks_only(sqlite_db: Du
         seen.append((task.name, sorted(child.name for child in nursery.child_tasks)))
         return GenerateResponse(content="done")
 
-    engine, store = sqlite_db.engine(), sqlite_db.store()
-    async with engine, store:
-        durable = Durable(engine=engine, checkpoint_store=store, run_id="a")
+    async with sqlite_db.backend() as backend:
+        durable = Durable(backend, run_id="a")
         async with create_agent(generate=generate, name="a").open_run("go", durable=durable):
             pass
         conversation = Conversation()
@@ -115,7 +114,7 @@ async def test_a_durable_run_starts_its_loop_and_writer_tasks_only(sqlite_db: Du
             generate=generate,
             conversation=conversation,
             stop_when=stop_when.no_tool_calls(),
-            durable=Durable(engine=engine, checkpoint_store=store, run_id="b"),
+            durable=Durable(backend, run_id="b"),
         ) as run:
             pass
         result = await run.result()

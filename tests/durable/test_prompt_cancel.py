@@ -108,11 +108,9 @@ async def test_a_cancel_reaches_a_long_tool_call_at_the_next_renewal(
         return "crawled"
 
     agent = create_agent(generate=_scripted("crawl"), tools=[crawl], name="crawler")
-    engine, store = durable_db.engine(), durable_db.store()
-    async with engine, store:
-        durable = Durable(
-            engine=engine, checkpoint_store=store, run_id="long-tool", lease_seconds=LEASE
-        )
+    async with durable_db.backend() as backend:
+        engine, store = backend.engine, backend.checkpoint_store
+        durable = Durable(backend, run_id="long-tool", lease_seconds=LEASE)
         with trio.fail_after(50 * LEASE):
             async with agent.open_run("go", durable=durable) as run:
                 await began.wait()
@@ -131,7 +129,7 @@ async def test_a_cancel_reaches_a_long_tool_call_at_the_next_renewal(
         assert [type(e.record) for e in entries[1:-1]] == [Generated, ToolStarted]
         assert _one_result_per_call(transcript(replay).messages) == {"c0": "cancelled"}
         # Finished for good: nothing to recover, nothing runs again.
-        assert await recover(engine=engine, checkpoint_store=store, agents={"crawler": agent}) == {}
+        assert await recover(backend, agents={"crawler": agent}) == {}
     assert ended == ["cancelled"]
 
 
@@ -150,11 +148,9 @@ async def test_a_cancel_cuts_a_model_call_that_hangs(
         return GenerateResponse(content="too late")
 
     agent = create_agent(generate=hangs, name="stuck")
-    engine, store = durable_db.engine(), durable_db.store()
-    async with engine, store:
-        durable = Durable(
-            engine=engine, checkpoint_store=store, run_id="hung-model", lease_seconds=LEASE
-        )
+    async with durable_db.backend() as backend:
+        engine, store = backend.engine, backend.checkpoint_store
+        durable = Durable(backend, run_id="hung-model", lease_seconds=LEASE)
         with trio.fail_after(50 * LEASE):
             async with agent.open_run("go", durable=durable) as run:
                 await asked.wait()
@@ -205,11 +201,9 @@ async def test_a_cancel_returned_by_a_journal_write_cuts_the_step_at_once(
         return "slow answer"
 
     agent = create_agent(generate=_scripted("slow", "quick"), tools=[slow, quick], name="pair")
-    engine, store = durable_db.engine(), durable_db.store()
-    async with engine, store:
-        durable = Durable(
-            engine=engine, checkpoint_store=store, run_id="by-append", lease_seconds=long_lease
-        )
+    async with durable_db.backend() as backend:
+        engine, store = backend.engine, backend.checkpoint_store
+        durable = Durable(backend, run_id="by-append", lease_seconds=long_lease)
         with trio.fail_after(long_lease):
             async with agent.open_run("go", durable=durable) as run:
                 await started["quick"].wait()
@@ -230,7 +224,7 @@ async def test_a_cancel_returned_by_a_journal_write_cuts_the_step_at_once(
         assert [(r.call_id, r.outcome) for r in settled] == [("c1", "success")]
         stored = _one_result_per_call(transcript(replay).messages)
         assert stored == {"c0": "cancelled", "c1": "success"}
-        assert await recover(engine=engine, checkpoint_store=store, agents={"pair": agent}) == {}
+        assert await recover(backend, agents={"pair": agent}) == {}
     assert ended == ["quick completed", "slow cancelled"]
 
 

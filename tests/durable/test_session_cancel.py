@@ -24,8 +24,9 @@ async def test_cancel_without_an_attached_run_cancels_it_in_the_engine_and_store
     sqlite_db: DurableDb,
 ) -> None:
     sessions = create_session_store(MemoryStore())
-    async with sqlite_db.engine() as engine, sqlite_db.store() as store:
-        await cut_turn(sessions, engine, store)
+    async with sqlite_db.backend() as backend:
+        engine = backend.engine
+        await cut_turn(sessions, backend)
         stored = await sessions.load("s")
         assert stored is not None
         run_id = stored.runs[0].run_id
@@ -35,7 +36,7 @@ async def test_cancel_without_an_attached_run_cancels_it_in_the_engine_and_store
         assert record.status == "running"
         # A recover-only handle (no agent): cancel() reaches the run nobody holds.
         async with open_session(
-            "s", store=sessions, agent_name="worker", engine=engine, checkpoint_store=store
+            "s", store=sessions, agent_name="worker", durable=backend
         ) as handle:
             handle.cancel("the user gave up")
         record = await engine.get(run_id)
@@ -54,10 +55,11 @@ async def test_cancel_keeps_another_writers_classification_and_newer_turns(
     """A turn settled by someone else meanwhile keeps its outcome; a turn reserved after
     cancel() was called is not touched."""
     sessions = create_session_store(MemoryStore())
-    async with sqlite_db.engine() as engine, sqlite_db.store() as store:
-        await cut_turn(sessions, engine, store)
+    async with sqlite_db.backend() as backend:
+        engine = backend.engine
+        await cut_turn(sessions, backend)
         async with open_session(
-            "s", store=sessions, agent_name="worker", engine=engine, checkpoint_store=store
+            "s", store=sessions, agent_name="worker", durable=backend
         ) as handle:
             run_id = handle.session.runs[0].run_id
             # Between the request and the task that settles it, another worker stores a

@@ -51,8 +51,9 @@ async def _recovering(
 async def test_closed_waits_for_the_recovered_turns_stored_outcome(sqlite_db: DurableDb) -> None:
     sessions = create_session_store(MemoryStore())
     gate = trio.Event()
-    async with sqlite_db.engine() as engine, sqlite_db.store() as store:
-        run_id = await cut_turn(sessions, engine, store)
+    async with sqlite_db.backend() as backend:
+        engine, store = backend.engine, backend.checkpoint_store
+        run_id = await cut_turn(sessions, backend)
         async with _recovering(sessions, engine, store, gate) as (handle, recovered):
             with trio.move_on_after(0.05) as waited:
                 await handle.closed()  # the run is parked: no commit yet
@@ -71,8 +72,9 @@ async def test_a_failed_session_commit_is_a_failed_acknowledgement(sqlite_db: Du
     kv = FailingWrites()
     sessions = create_session_store(kv)
     gate = trio.Event()
-    async with sqlite_db.engine() as engine, sqlite_db.store() as store:
-        run_id = await cut_turn(sessions, engine, store)
+    async with sqlite_db.backend() as backend:
+        engine, store = backend.engine, backend.checkpoint_store
+        run_id = await cut_turn(sessions, backend)
         async with _recovering(sessions, engine, store, gate) as (handle, recovered):
             kv.failing = True
             gate.set()

@@ -71,7 +71,7 @@ async def test_a_recovered_turn_keeps_concurrent_metadata_edits_and_applies_its_
             conversation_history=ConversationHistory(metadata={"topic": "billing", "tier": "gold"}),
         )
     )
-    async with sqlite_db.engine() as engine, sqlite_db.store() as store:
+    async with sqlite_db.backend() as backend:
         with trio.CancelScope() as scope:
             async with (
                 open_session(
@@ -79,8 +79,7 @@ async def test_a_recovered_turn_keeps_concurrent_metadata_edits_and_applies_its_
                     store=sessions,
                     agent_name="worker",
                     agent=Tagging(make_agent(script, executions, trio.Event())),
-                    engine=engine,
-                    checkpoint_store=store,
+                    durable=backend,
                 ) as handle,
                 trio.open_nursery() as nursery,
             ):
@@ -97,8 +96,7 @@ async def test_a_recovered_turn_keeps_concurrent_metadata_edits_and_applies_its_
             store=sessions,
             agent_name="worker",
             agent=Tagging(make_agent(script, executions, gate)),
-            engine=engine,
-            checkpoint_store=store,
+            durable=backend,
         ) as handle:
             recovered = await handle.recover()
             assert recovered is not None

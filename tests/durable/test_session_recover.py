@@ -57,17 +57,17 @@ class Unopenable:
 
 async def test_recover_settles_every_open_turn_not_only_the_last(sqlite_db: DurableDb) -> None:
     sessions = create_session_store(MemoryStore())
-    async with sqlite_db.engine() as engine, sqlite_db.store() as store:
-        older = await cut_turn(sessions, engine, store)
-        newer = await cut_turn(sessions, engine, store)
+    async with sqlite_db.backend() as backend:
+        engine = backend.engine
+        older = await cut_turn(sessions, backend)
+        newer = await cut_turn(sessions, backend)
         await engine.cancel(older, "given up")  # nobody holds it: aborted at once
         async with open_session(
             "s",
             store=sessions,
             agent_name="worker",
             agent=make_agent([["idem"], []], Counter()),
-            engine=engine,
-            checkpoint_store=store,
+            durable=backend,
         ) as handle:
             recovered = await handle.recover()
             assert recovered is not None
@@ -87,11 +87,12 @@ async def test_a_reconciliation_persistence_failure_is_a_session_recover_event(
     kv = FailingWrites()
     sessions = create_session_store(kv)
     events: list[Any] = []
-    async with sqlite_db.engine() as engine, sqlite_db.store() as store:
-        run_id = await cut_turn(sessions, engine, store)
+    async with sqlite_db.backend() as backend:
+        engine = backend.engine
+        run_id = await cut_turn(sessions, backend)
         await engine.cancel(run_id)
         async with open_session(
-            "s", store=sessions, agent_name="worker", engine=engine, checkpoint_store=store
+            "s", store=sessions, agent_name="worker", durable=backend
         ) as handle:
             handle.add_listener("session.recover", events.append)
             kv.failing = True
@@ -115,15 +116,14 @@ async def test_a_reconciliation_persistence_failure_is_a_session_recover_event(
 async def test_recover_returns_none_and_reports_a_resume_that_fails(sqlite_db: DurableDb) -> None:
     sessions = create_session_store(MemoryStore())
     events: list[Any] = []
-    async with sqlite_db.engine() as engine, sqlite_db.store() as store:
-        run_id = await cut_turn(sessions, engine, store)
+    async with sqlite_db.backend() as backend:
+        run_id = await cut_turn(sessions, backend)
         async with open_session(
             "s",
             store=sessions,
             agent_name="worker",
             agent=Unopenable(),
-            engine=engine,
-            checkpoint_store=store,
+            durable=backend,
         ) as handle:
             handle.add_listener("*", events.append)
             assert await handle.recover() is None
@@ -138,15 +138,15 @@ async def test_recover_says_who_holds_a_turn_and_until_when(sqlite_db: DurableDb
     says so: a LeaseHeldError naming the turn, the holder and when its lease expires.
     Once the lease has expired, recover() resumes the turn."""
     sessions = create_session_store(MemoryStore())
-    async with sqlite_db.engine() as engine, sqlite_db.store() as store:
-        run_id = await cut_turn(sessions, engine, store)
+    async with sqlite_db.backend() as backend:
+        engine, store = backend.engine, backend.checkpoint_store
+        run_id = await cut_turn(sessions, backend)
         (lease,) = await engine.claim(worker_id="worker-b", lease_seconds=60, run_ids=[run_id])
         async with open_session(
             "s",
             store=sessions,
             agent=make_agent([["idem"], []], Counter()),
-            engine=engine,
-            checkpoint_store=store,
+            durable=backend,
         ) as handle:
             with pytest.raises(LeaseHeldError) as raised:
                 await handle.recover()

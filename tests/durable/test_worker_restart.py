@@ -42,17 +42,13 @@ async def test_recover_under_the_dead_workers_id_resumes_its_run_at_once(
         )
         lease = await dead_engine.start(started, run_id="r1", worker_id="w1", lease_seconds=HOUR)
         # ... and the process dies here: the lease is neither renewed nor released.
-        engine, store = durable_db.engine(), durable_db.store()
-        async with engine, store:
+        async with durable_db.backend() as backend:
+            engine, store = backend.engine, backend.checkpoint_store
             began = trio.current_time()
             # Another worker id waits out the lease.
-            others = await recover(
-                engine=engine, checkpoint_store=store, agents={"agent": _agent()}, worker_id="w2"
-            )
+            others = await recover(backend, agents={"agent": _agent()}, worker_id="w2")
             assert others == {}
-            results = await recover(
-                engine=engine, checkpoint_store=store, agents={"agent": _agent()}, worker_id="w1"
-            )
+            results = await recover(backend, agents={"agent": _agent()}, worker_id="w1")
             assert trio.current_time() == began  # nothing waited
             assert results["r1"].content == "recovered"
             record = await engine.get("r1")
@@ -86,16 +82,12 @@ async def test_recover_in_the_running_worker_leaves_its_own_live_runs_alone(
         return GenerateResponse(content="finished by its own worker")
 
     agent = create_agent(generate=generate, name="agent")
-    engine, store = durable_db.engine(), durable_db.store()
-    async with engine, store:
-        durable = Durable(
-            engine=engine, checkpoint_store=store, run_id="r1", worker_id="w1", lease_seconds=HOUR
-        )
+    async with durable_db.backend() as backend:
+        engine = backend.engine
+        durable = Durable(backend, run_id="r1", worker_id="w1", lease_seconds=HOUR)
         async with agent.open_run("hello", durable=durable) as run:
             await asked.wait()
-            mine = await recover(
-                engine=engine, checkpoint_store=store, agents={"agent": _agent()}, worker_id="w1"
-            )
+            mine = await recover(backend, agents={"agent": _agent()}, worker_id="w1")
             assert mine == {}
             answered.set()
             result = await run.result()

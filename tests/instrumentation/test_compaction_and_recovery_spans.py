@@ -22,7 +22,7 @@ from operative import (
 )
 from operative._core._errors import RunFailed
 from operative.context import ContextManagement, summarize
-from operative.durable import Durable, SqliteCheckpointStore, SqliteEngine, recover
+from operative.durable import Durable, SqliteDurable, recover
 from operative.instrumentation import conversation_id
 from operative.kvstore import MemoryStore
 from operative.sessions import create_session_store, open_session
@@ -257,11 +257,10 @@ def _durable_agent(entered: trio.Event, gate: trio.Event | None, **options: Any)
     return create_agent(generate=generate, tools=[look_up], name="worker", **options)
 
 
-def _database(tmp_path: Path) -> tuple[SqliteEngine, SqliteCheckpointStore]:
+def _database(tmp_path: Path) -> SqliteDurable:
     """A durable SQLite database in a temporary file (its work runs in worker threads,
     so these tests keep the real clock and wait on events, never on time)."""
-    path = tmp_path / "durable.db"
-    return SqliteEngine(path), SqliteCheckpointStore(path)
+    return SqliteDurable(tmp_path / "durable.db")
 
 
 def _conversation_ids(telemetry: Telemetry) -> set[Any]:
@@ -279,9 +278,8 @@ async def test_a_recovered_run_keeps_its_conversation_id(
     it, and says which step it went on from."""
     traced = telemetry.instrumentation()
     entered = trio.Event()
-    engine, store = _database(tmp_path)
-    async with engine, store:
-        durable = Durable(engine=engine, checkpoint_store=store, run_id="r1", session_id="s-9")
+    async with _database(tmp_path) as backend:
+        durable = Durable(backend, run_id="r1", session_id="s-9")
         with trio.CancelScope() as scope:
             agent = _durable_agent(entered, trio.Event(), instrumentation=traced)
             async with agent.open_run("Weather in Lisbon?", durable=durable):
@@ -297,8 +295,7 @@ async def test_a_recovered_run_keeps_its_conversation_id(
 
         with conversation_id("another conversation"):  # not the recovered run's
             results = await recover(
-                engine=engine,
-                checkpoint_store=store,
+                backend,
                 agents={"worker": _durable_agent(trio.Event(), None, instrumentation=traced)},
             )
     assert results["r1"].content == "Sunny in Lisbon."
@@ -335,9 +332,8 @@ async def test_a_durable_run_without_a_session_keeps_the_id_set_around_it(
     keeps it for the recovered run (whatever is set around recover())."""
     traced = telemetry.instrumentation()
     entered = trio.Event()
-    engine, store = _database(tmp_path)
-    async with engine, store:
-        durable = Durable(engine=engine, checkpoint_store=store, run_id="r2")
+    async with _database(tmp_path) as backend:
+        durable = Durable(backend, run_id="r2")
         with trio.CancelScope() as scope, conversation_id("conv-1"):
             agent = _durable_agent(entered, trio.Event(), instrumentation=traced)
             async with agent.open_run("Weather in Lisbon?", durable=durable):
@@ -347,7 +343,7 @@ async def test_a_durable_run_without_a_session_keeps_the_id_set_around_it(
         telemetry.exporter.clear()
         agents = {"worker": _durable_agent(trio.Event(), None, instrumentation=traced)}
         with conversation_id("another conversation"):
-            results = await recover(engine=engine, checkpoint_store=store, agents=agents)
+            results = await recover(backend, agents=agents)
     assert results["r2"].content == "Sunny in Lisbon."
     assert _conversation_ids(telemetry) == {"conv-1"}
     run_span = telemetry.one("invoke_agent worker")
@@ -360,8 +356,7 @@ async def test_a_session_turn_recovered_by_its_session_keeps_the_session_id(
     traced = telemetry.instrumentation()
     entered = trio.Event()
     sessions = create_session_store(MemoryStore())
-    engine, store = _database(tmp_path)
-    async with engine, store:
+    async with _database(tmp_path) as backend:
         with trio.CancelScope() as scope:
             async with (
                 open_session(
@@ -369,8 +364,7 @@ async def test_a_session_turn_recovered_by_its_session_keeps_the_session_id(
                     store=sessions,
                     agent_name="worker",
                     agent=_durable_agent(entered, trio.Event(), instrumentation=traced),
-                    engine=engine,
-                    checkpoint_store=store,
+                    durable=backend,
                 ) as handle,
                 trio.open_nursery() as nursery,
             ):
@@ -384,8 +378,7 @@ async def test_a_session_turn_recovered_by_its_session_keeps_the_session_id(
             store=sessions,
             agent_name="worker",
             agent=_durable_agent(trio.Event(), None, instrumentation=traced),
-            engine=engine,
-            checkpoint_store=store,
+            durable=backend,
         ) as handle:
             recovered = await handle.recover()
             assert recovered is not None

@@ -185,17 +185,20 @@ async def test_a_cancelled_postgres_call_awaits_its_cancel_request(
         assert await store.get("a") == Versioned(key="a", value="1", version=1)
 
 
+@pytest.mark.parametrize("how", ["call", "read"])
 async def test_a_cancelled_postgres_query_that_ignores_the_request_is_cut_off(
     backend_factory: Callable[[str], Backend],
     monkeypatch: pytest.MonkeyPatch,
     autojump_clock: trio.testing.MockClock,
+    how: str,
 ) -> None:
     """When the cancel request does not stop the query (an unreachable server), the call
     shuts its connection's socket after the cancel timeout instead of waiting for the
-    query to end."""
+    query to end. Its statement was cut off unanswered: a plain call (which may have
+    written) raises OutcomeUnknownError, a read-only snapshot is simply cancelled."""
     import psycopg
 
-    from operative._sql import _postgres
+    from operative._sql import OutcomeUnknownError, _postgres
 
     backend = backend_factory("postgres")
     monkeypatch.setattr(psycopg.Connection, "cancel_safe", lambda self, timeout=30.0: None)
@@ -205,11 +208,27 @@ async def test_a_cancelled_postgres_query_that_ignores_the_request_is_cut_off(
         conn.execute("SELECT pg_sleep(20) /* ignored-cancel */")
 
     async with backend.open() as store:
+        db = store._db  # type: ignore[attr-defined]
+        raised: list[BaseException] = []
+
+        async def run() -> None:
+            try:
+                await (db.call(sleep) if how == "call" else db.read(sleep))
+            except OutcomeUnknownError as exc:
+                raised.append(exc)
+
         with trio.CancelScope() as scope:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(store._db.call, sleep)  # type: ignore[attr-defined]
+                nursery.start_soon(run)
                 await _wait_until_running(backend, "ignored-cancel")
                 began = time.monotonic()
                 scope.cancel()
         assert time.monotonic() - began < 10  # not the 20 s of the query
+        if how == "call":
+            assert len(raised) == 1
+            assert "read back what it wrote" in str(raised[0])
+            assert isinstance(raised[0].__cause__, psycopg.OperationalError)
+        else:
+            assert raised == []
+            assert scope.cancelled_caught
         assert await store.get("a") is None  # the store works on a fresh connection

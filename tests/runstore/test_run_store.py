@@ -37,7 +37,7 @@ from operative import (
     create_agent,
 )
 from operative.budgets import DEFAULT_PRICES, ModelPrice
-from operative.durable import Durable, recover
+from operative.durable import Durable, SqliteDurable, recover
 from operative.durable._driver import UNKNOWN_OUTCOME
 from operative.errors import CorruptRecordError
 from operative.runstore import (
@@ -147,6 +147,14 @@ def open_store(db: DurableDb, **options: Any) -> SqliteRunStore | PostgresRunSto
     return PostgresRunStore(db.location, **options)
 
 
+def store_of(backend: Any) -> SqliteRunStore | PostgresRunStore:
+    """The run store over the database ``backend`` (a SqliteDurable, a PostgresDurable)
+    writes runs to: opened on the backend itself."""
+    if isinstance(backend, SqliteDurable):
+        return SqliteRunStore(backend)
+    return PostgresRunStore(backend)
+
+
 @contextmanager
 def raw(db: DurableDb) -> Iterator[Any]:
     """A plain connection to the database (autocommit), ``?`` placeholders for both."""
@@ -182,14 +190,16 @@ def snapshot(db: DurableDb) -> list[list[tuple[Any, ...]]]:
 @attrs.define
 class Fleet:
     db: DurableDb
-    engine: Any
-    journal: Any
+    backend: Any
     results: dict[str, RunResult] = attrs.Factory(dict)
+
+    @property
+    def engine(self) -> Any:
+        return self.backend.engine
 
     def durable(self, run_id: str, session_id: str | None = None) -> Durable:
         return Durable(
-            engine=self.engine,
-            checkpoint_store=self.journal,
+            self.backend,
             run_id=run_id,
             session_id=session_id,
             worker_id=f"worker-{run_id}",
@@ -219,7 +229,7 @@ class Fleet:
 
 
 async def build_fleet(db: DurableDb) -> Fleet:
-    fleet = Fleet(db=db, engine=db.engine(), journal=db.store())
+    fleet = Fleet(db=db, backend=db.backend())
     calc = create_agent(generate=ScriptedModel(MULTI_SCRIPT), tools=[add, lookup], name="calc")
     await fleet.run(calc, "multi", session_id="s1")
 
@@ -276,8 +286,7 @@ async def fleet(durable_db: DurableDb) -> AsyncIterator[Fleet]:
     try:
         yield built
     finally:
-        await built.engine.aclose()
-        await built.journal.aclose()
+        await built.backend.aclose()
 
 
 @pytest.fixture
@@ -534,9 +543,7 @@ async def test_recovery_of_a_call_with_unknown_outcome_shows_its_error(
     """Recovered, the non-idempotent call settles as an error saying its outcome is unknown."""
     gate = Gate()
     agent = create_agent(generate=ScriptedModel(["gave up"]), tools=[gate.tool], name="calc")
-    results = await recover(
-        engine=fleet.engine, checkpoint_store=fleet.journal, agents={"calc": agent}
-    )
+    results = await recover(fleet.backend, agents={"calc": agent})
     assert list(results) == ["midflight"]
     assert gate.calls == 0
     found = await detail(store, "midflight")
@@ -553,8 +560,8 @@ async def test_recovery_of_a_call_with_unknown_outcome_shows_its_error(
 
 async def test_an_idempotent_call_run_again_counts_its_attempts(durable_db: DurableDb) -> None:
     """Recovery runs an idempotent call again: two attempts, one result, first start kept."""
-    fleet = Fleet(db=durable_db, engine=durable_db.engine(), journal=durable_db.store())
-    async with fleet.engine, fleet.journal, open_store(durable_db) as store:
+    fleet = Fleet(db=durable_db, backend=durable_db.backend())
+    async with fleet.backend, store_of(fleet.backend) as store:
         gate = Gate(idempotent=True)
         script = [answer("waiting", call("i1", "wait", ticket="d")), answer("served")]
         agent = create_agent(generate=ScriptedModel(script), tools=[gate.tool], name="calc")
@@ -562,7 +569,7 @@ async def test_an_idempotent_call_run_again_counts_its_attempts(durable_db: Dura
         (first,) = await calls(store)
         gate.release.set()
         again = create_agent(generate=ScriptedModel(script[1:]), tools=[gate.tool], name="calc")
-        await recover(engine=fleet.engine, checkpoint_store=fleet.journal, agents={"calc": again})
+        await recover(fleet.backend, agents={"calc": again})
         (item,) = await calls(store)
         assert (item.attempts, item.outcome, gate.calls) == (2, "success", 2)
         assert item.started_at == first.started_at
@@ -862,7 +869,7 @@ async def test_records_that_waited_for_the_steps_commit_keep_their_own_times(
     def clock() -> float:
         return now[0]
 
-    engine, journal = durable_db.engine(clock=clock), durable_db.store(clock=clock)
+    backend = durable_db.backend(clock=clock)
 
     @tool(idempotent=True)
     async def slow(seconds: int) -> str:
@@ -877,8 +884,8 @@ async def test_records_that_waited_for_the_steps_commit_keep_their_own_times(
 
     script = [answer("working", call("s1", "slow", seconds=10)), answer("finished")]
     agent = create_agent(generate=SlowModel(script), tools=[slow], name="calc")
-    async with engine, journal, open_store(durable_db) as store:
-        durable = Durable(engine=engine, checkpoint_store=journal, run_id="timed")
+    async with backend, open_store(durable_db) as store:
+        durable = Durable(backend, run_id="timed")
         async with agent.open_run("go", durable=durable) as run:
             pass
         result = await run.result()
@@ -908,8 +915,8 @@ async def test_tool_calls_are_listed_and_paged_by_when_they_started(
     def clock() -> float:
         return now[0]
 
-    engine, journal = durable_db.engine(clock=clock), durable_db.store(clock=clock)
-    fleet = Fleet(db=durable_db, engine=engine, journal=journal)
+    backend = durable_db.backend(clock=clock)
+    fleet = Fleet(db=durable_db, backend=backend)
     gate = Gate(idempotent=True)
     waiting = create_agent(
         generate=ScriptedModel([answer("waiting", call("a1", "wait", ticket="a")), "served"]),
@@ -921,7 +928,7 @@ async def test_tool_calls_are_listed_and_paged_by_when_they_started(
         tools=[add],
         name="calc",
     )
-    async with engine, journal, open_store(durable_db) as store:
+    async with backend, open_store(durable_db) as store:
 
         async def first() -> None:
             await fleet.run(waiting, "early")

@@ -18,7 +18,7 @@ from ui_tests.conftest import open_ui_server
 
 from operative import GenerateResponse, ToolCall, Usage, create_agent, tool
 from operative.budgets import Budget
-from operative.durable import Durable, SqliteCheckpointStore, SqliteEngine
+from operative.durable import Durable, SqliteDurable
 from operative.guardrails import InputGuardrail, trip
 from operative.kvstore import MemoryStore
 from operative.runstore import SqliteRunStore
@@ -150,9 +150,7 @@ async def test_a_durable_agents_runs_are_stored_under_its_own_name(tmp_path: Pat
     agent = create_agent(
         generate=ScriptedModel(Counting()),
         name="publisher",
-        durable=Durable(
-            engine=SqliteEngine(database), checkpoint_store=SqliteCheckpointStore(database)
-        ),
+        durable=Durable(SqliteDurable(database)),
     )
     app = asgi_app(agent, approval_secret=SECRET, approval_state=MemoryStore())
     async with open_ui_server(app) as url, httpx.AsyncClient() as client:
