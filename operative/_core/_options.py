@@ -560,7 +560,7 @@ def _checked_features(options: dict[str, Any]) -> dict[str, Any]:
         features["durable"] = feature_option(
             "durable",
             durable,
-            "operative.durable.Durable(engine=..., checkpoint_store=..., run_id=...)",
+            "operative.durable.Durable(SqliteDurable(path), run_id=...)",
         )
     budget = get("budget")
     if budget is not None:

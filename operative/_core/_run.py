@@ -131,8 +131,8 @@ class ActiveRun:
         durable: Any = self._control.state.ext.durable
         if durable is None:
             raise InvalidArgument(
-                "this run is not durable: pass durable=Durable(engine=..., "
-                "checkpoint_store=...) to open_run to make it so"
+                "this run is not durable: pass durable=Durable(SqliteDurable(path)) "
+                "(from operative.durable) to open_run to make it so"
             )
         await durable.wait_durably_started()
 
