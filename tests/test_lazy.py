@@ -357,7 +357,7 @@ async def test_a_stream_that_never_iterates_holds_nothing() -> None:
         run.events()  # never iterated
         unused = run.events("run.completed")
         assert unused.dropped == 0
-        assert not run.wants("run.completed")
+        assert not run._control.wants("run.completed")
     assert (await run.result()).content == "echo: hi"
 
 

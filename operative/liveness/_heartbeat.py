@@ -32,12 +32,14 @@ __all__ = ["Heartbeat", "serve_heartbeat", "tracker_of"]
 
 
 def tracker_of(target: object) -> LivenessTracker:
-    """The :class:`LivenessTracker` behind a tracker, an ``ActiveRun`` or a ``SessionHandle``."""
+    """The :class:`LivenessTracker` behind a tracker, an ``ActiveRun`` (or the run a
+    tool reaches as ``ExecutionContext.run``) or a ``SessionHandle``."""
     from ._tracker import LivenessTracker
 
     if isinstance(target, LivenessTracker):
         return target
-    for attribute in ("_liveness", "_tracker"):
+    target = getattr(target, "_control", target)  # an ActiveRun: the run behind it
+    for attribute in ("liveness", "_liveness", "_tracker"):
         found = getattr(target, attribute, None)
         if isinstance(found, LivenessTracker):
             return found
