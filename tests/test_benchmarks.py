@@ -74,6 +74,36 @@ def test_peer_comparison_quick_mode_runs_without_the_peers(tmp_path: Path) -> No
     assert "| operative |" in (tmp_path / "peers.md").read_text()
 
 
+def test_recovery_benchmark_quick_mode_runs(tmp_path: Path) -> None:
+    """bench_recovery.py's --quick run SIGKILLs a worker with runs in flight; another
+    worker finishes every run, each claimed once, no side effect twice."""
+    out = tmp_path / "recovery.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_recovery.py"),
+            "--quick",
+            "--backend",
+            "sqlite",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert "lease expiry" in done.stdout
+    (config,) = json.loads(out.read_text())["configs"]
+    (figures,) = config["rounds"]
+    assert figures["problems"] == []
+    assert figures["runs_in_flight_at_kill"] == figures["completed"] == 20
+    assert figures["duplicate_effects"] == 0
+    parts = figures["lease_expiry_s"] + figures["claim_s"] + figures["replay_finish_s"]
+    assert figures["total_s"] == pytest.approx(parts)
+
+
 def _temporal_required() -> bool:
     names = ("CI", "OPERATIVE_REQUIRE_TEMPORAL")
     return any(os.environ.get(name, "") not in ("", "0") for name in names)

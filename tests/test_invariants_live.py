@@ -14,6 +14,7 @@ from typing import Any, Literal
 import attrs
 import trio
 import trio.testing
+from _doubles import calls_then
 from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
@@ -455,7 +456,7 @@ async def test_an_elicitation_inside_a_run_never_counts_as_stalling(
     call = ToolCall(id="c1", name="ask_name", arguments={})
     snapshots: list[LivenessSnapshot] = []
     async with open_run(
-        generate=ScriptedModel([GenerateResponse(tool_calls=(call,)), "done"]),
+        generate=calls_then(call),
         conversation=conversation,
         tools=[ask_name],
         stop_when=stop_when.no_tool_calls(),
@@ -495,7 +496,7 @@ async def test_a_failing_approval_handler_racing_an_abort_stays_in_the_result(
     calls = tuple(ToolCall(id=f"c{i}", name="remove", arguments={"key": f"k{i}"}) for i in (1, 2))
     events: list[Any] = []
     async with open_run(
-        generate=ScriptedModel([GenerateResponse(tool_calls=calls), "done"]),
+        generate=calls_then(*calls),
         conversation=conversation,
         toolbox=Toolbox(
             [remove], approval_policy=ApprovalPolicy(mode="on-mutation"), approval_secret=b"k" * 32

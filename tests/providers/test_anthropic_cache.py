@@ -12,6 +12,8 @@ import pytest
 
 pytest.importorskip("anthropic")
 
+from _doubles import get_weather
+
 from operative import (
     Conversation,
     GenerateRequest,
@@ -59,12 +61,6 @@ def reply(server: WireServer, body: dict[str, Any], *, stream: bool = False) -> 
 
 def spec(name: str) -> ToolSpec:
     return ToolSpec(name=name, description=name, input_schema={"type": "object"})
-
-
-@tool
-async def get_weather(city: str) -> str:
-    """The weather in a city."""
-    return f"sunny in {city}"
 
 
 @tool

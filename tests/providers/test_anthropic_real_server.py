@@ -29,8 +29,9 @@ pytest.importorskip("anthropic")
 
 import anthropic
 from _cached_install import cache_root, install_once
+from _doubles import get_weather
 
-from operative import Conversation, GenerateRequest, create_agent, tool
+from operative import Conversation, GenerateRequest, create_agent
 from operative.providers import Delta, ProviderAuthenticationError
 from operative.providers.anthropic import anthropic_generate
 
@@ -121,12 +122,6 @@ async def katan(nursery: trio.Nursery, tmp_path: Path, katan_path: Path) -> Asyn
     assert url, f"llm-katan did not start: {output.decode(errors='replace')}"
     yield url[0]
     nursery.cancel_scope.cancel()  # run_process ends the server
-
-
-@tool
-async def get_weather(city: str) -> str:
-    """The weather in a city."""
-    return f"sunny in {city}"
 
 
 def _client(base_url: str, key: str) -> anthropic.AsyncAnthropic:

@@ -11,6 +11,7 @@ import msgspec
 import pytest
 import trio
 import trio.testing
+from _doubles import get_weather
 
 from operative import (
     Conversation,
@@ -19,7 +20,6 @@ from operative import (
     InvalidArgument,
     ToolCall,
     create_agent,
-    tool,
 )
 from operative.errors import InvalidResponseError
 from operative.providers import (
@@ -109,12 +109,6 @@ def test_bad_arguments_are_rejected() -> None:
         StreamReplayer([StreamChunk(delta=Delta(kind="text", text="x"), gap=-1)])
     with pytest.raises(InvalidArgument):
         StreamReplayer(["text"])  # type: ignore[list-item]
-
-
-@tool
-async def get_weather(city: str) -> str:
-    """The weather in a city."""
-    return f"sunny in {city}"
 
 
 async def test_mock_provider_drives_an_agent_through_a_tool_round_trip() -> None:

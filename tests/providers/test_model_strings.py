@@ -14,6 +14,7 @@ pytest.importorskip("anthropic")
 pytest.importorskip("openai")
 
 import anthropic
+from _doubles import get_weather
 
 from operative import (
     Conversation,
@@ -243,12 +244,6 @@ async def test_a_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) ->
 
 
 # -- create_agent(model=...) -------------------------------------------------------------
-
-
-@tool
-async def get_weather(city: str) -> str:
-    """The weather in a city."""
-    return f"sunny in {city}"
 
 
 def _point_anthropic_at(server: WireServer, monkeypatch: pytest.MonkeyPatch) -> None:

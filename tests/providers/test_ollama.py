@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 import trio
+from _doubles import get_weather
 
 from operative import (
     Conversation,
@@ -18,7 +19,6 @@ from operative import (
     TextPart,
     ToolCall,
     create_agent,
-    tool,
 )
 from operative.providers import (
     Delta,
@@ -56,12 +56,6 @@ def request_of(*messages: str, tools: tuple[ToolSpec, ...] = (), **kw: Any) -> G
     for text in messages:
         conversation.append_user_message(text)
     return GenerateRequest(conversation=conversation.current, tools=tools, **kw)
-
-
-@tool
-async def get_weather(city: str) -> str:
-    """The weather in a city."""
-    return f"sunny in {city}"
 
 
 @pytest.mark.parametrize("stream", [False, True])

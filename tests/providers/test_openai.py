@@ -13,6 +13,7 @@ import trio
 pytest.importorskip("openai")
 
 import openai
+from _doubles import add, get_weather
 
 from operative import (
     Conversation,
@@ -62,12 +63,6 @@ def request_of(*messages: str, **kw: Any) -> GenerateRequest:
     for text in messages:
         conversation.append_user_message(text)
     return GenerateRequest(conversation=conversation.current, **kw)
-
-
-@tool
-async def get_weather(city: str) -> str:
-    """The weather in a city."""
-    return f"sunny in {city}"
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -141,12 +136,6 @@ async def test_tool_round_trip_through_an_agent(wire_server: WireServer, stream:
         assert {(d.call_id, d.tool_name) for d in arguments} == {("call_1", "get_weather")}
     else:
         assert deltas == []
-
-
-@tool
-async def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
 
 
 def _force_add_first(request: GenerateRequest) -> GenerateRequest | None:

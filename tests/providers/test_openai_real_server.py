@@ -33,8 +33,9 @@ pytest.importorskip("openai")
 
 import httpx2
 import openai
+from _doubles import add
 
-from operative import Conversation, GenerateRequest, create_agent, tool
+from operative import Conversation, GenerateRequest, create_agent
 from operative.providers import Delta
 from operative.providers.openai import openai_generate
 from operative.retry import RetryOptions
@@ -141,12 +142,6 @@ async def llama_server(nursery: trio.Nursery) -> AsyncIterator[str]:
                 "can fault in a virtual machine; build it with CMAKE_ARGS=-DGGML_NATIVE=OFF)"
             )
         pytest.fail(f"llama-cpp-python's server ended during the test ({code}){hint}: {log()}")
-
-
-@tool
-async def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
 
 
 def _force_add_first(request: GenerateRequest) -> GenerateRequest | None:

@@ -11,6 +11,8 @@ import trio
 
 pytest.importorskip("openai")
 
+from _doubles import get_weather
+
 from operative import (
     Conversation,
     GenerateRequest,
@@ -21,7 +23,6 @@ from operative import (
     ToolResult,
     Usage,
     create_agent,
-    tool,
 )
 from operative.providers import (
     Delta,
@@ -72,12 +73,6 @@ def request_of(*messages: str, **kw: Any) -> GenerateRequest:
     for text in messages:
         conversation.append_user_message(text)
     return GenerateRequest(conversation=conversation.current, **kw)
-
-
-@tool
-async def get_weather(city: str) -> str:
-    """The weather in a city."""
-    return f"sunny in {city}"
 
 
 REASONING = reasoning_item(id="rs_1", summary="Use the weather tool.", encrypted="gAAAAB-opaque")

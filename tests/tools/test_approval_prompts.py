@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from _doubles import calls_then
 
-from operative import GenerateResponse, ToolCall, create_agent
+from operative import ToolCall, create_agent
 from operative._core._errors import InvalidArgument
 from operative._core._types import PendingApproval
 from operative.testing import ScriptedModel
@@ -26,7 +27,7 @@ def _model() -> ScriptedModel:
     calls = tuple(
         ToolCall(id=f"c{i}", name="delete_file", arguments={"path": f"/{i}"}) for i in range(3)
     )
-    return ScriptedModel([GenerateResponse(tool_calls=calls), "done"])
+    return calls_then(*calls)
 
 
 class Prompt:

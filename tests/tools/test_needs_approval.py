@@ -7,8 +7,9 @@ from typing import Any
 
 import msgspec
 import pytest
+from _doubles import calls_then
 
-from operative import GenerateResponse, Toolbox, ToolCall, ToolResult, create_agent, stop_when
+from operative import Toolbox, ToolCall, ToolResult, create_agent, stop_when
 from operative.conversation import resolve_tool_result
 from operative.kvstore import MemoryStore
 from operative.testing import FaultPlan, ScriptedModel, faulty_tool
@@ -52,7 +53,7 @@ def _model(*amounts: int) -> ScriptedModel:
         ToolCall(id=f"c{index}", name="pay", arguments={"amount": amount})
         for index, amount in enumerate(amounts)
     )
-    return ScriptedModel([GenerateResponse(tool_calls=calls), "done"])
+    return calls_then(*calls)
 
 
 def _outcomes(results: tuple[ToolResult, ...]) -> list[str]:

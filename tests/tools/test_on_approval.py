@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from _doubles import calls_then
 
 from operative import (
     Conversation,
-    GenerateResponse,
     InvalidArgument,
     Toolbox,
     ToolCall,
@@ -41,7 +41,7 @@ def _model() -> ScriptedModel:
         ToolCall(id="c1", name="read_file", arguments={"path": "/a"}),
         ToolCall(id="c2", name="delete_file", arguments={"path": "/a"}),
     )
-    return ScriptedModel([GenerateResponse(tool_calls=calls), "done"])
+    return calls_then(*calls)
 
 
 class Person:

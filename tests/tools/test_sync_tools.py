@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from _doubles import calls_then
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operative import Conversation, GenerateResponse, ToolCall, ToolResult, open_run, stop_when
-from operative.testing import ScriptedModel
+from operative import Conversation, ToolCall, ToolResult, open_run, stop_when
 from operative.tools import Tool, Toolbox, tool
 
 
@@ -174,7 +174,7 @@ async def test_an_aborted_run_reports_the_thread_it_leaves_running(
     call = ToolCall(id="c1", name="work", arguments={"n": 1})
     caplog.set_level(logging.INFO, logger="operative.tools")
     async with open_run(
-        generate=ScriptedModel([GenerateResponse(tool_calls=(call,)), "done"]),
+        generate=calls_then(call),
         conversation=conversation,
         tools=[work],
         stop_when=stop_when.no_tool_calls(),
