@@ -8,7 +8,7 @@ refuse an oversized or mistyped body the same way.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ._core._codec import MAX_JSON_DEPTH, json_too_deep
@@ -25,9 +25,11 @@ __all__ = [
     "respond_json_error",
 ]
 
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+# As loose as ASGI servers' own types allow (hypercorn's are TypedDicts): an app typed
+# with these is an ASGI app to a type checker too.
+Scope = Mapping[str, Any]
+Receive = Callable[[], Awaitable[Mapping[str, Any]]]
+Send = Callable[[Any], Awaitable[None]]
 
 MAX_BODY = 4 * 1024 * 1024
 """The largest request body accepted (bytes)."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
@@ -337,7 +337,7 @@ async def _bounded(
     request = trio.CancelScope()
     outgoing, writes = trio.open_memory_channel[MutableMapping[str, Any]](_WRITE_BUFFER)
 
-    async def bounded_receive() -> MutableMapping[str, Any]:
+    async def bounded_receive() -> Mapping[str, Any]:
         if state["body_done"]:
             return await receive()
         with trio.move_on_at(body_deadline):

@@ -223,7 +223,8 @@ async def test_an_uncommitted_terminal_run_never_reads_as_a_success(
         with pytest.raises(CleanupError):  # cached: raised again, never a success
             await run.unwrap()
         unfinished = caught.value.result
-        assert unfinished is not None and unfinished.finish_reason == "stop-condition"
+        assert unfinished is not None
+        assert unfinished.finish_reason == "stop-condition"
         releases.pop()()
         record = await engine.get("stuck")
         assert record is not None
