@@ -31,7 +31,7 @@ from operative import (
     create_agent,
     open_run,
 )
-from operative._core._errors import RunFailed, TrioRequiredError
+from operative.errors import RunFailed, TrioRequiredError
 from operative.kvstore import MemoryStore
 from operative.sessions import create_session_store, open_session
 
