@@ -29,6 +29,7 @@ from operative import (
     OperativeError,
     ToolCall,
     create_agent,
+    create_lazy_agent,
     open_run,
 )
 from operative.errors import RunFailed, TrioRequiredError
@@ -212,7 +213,16 @@ def test_a_run_from_asyncio_says_operative_runs_under_trio() -> None:
         async with agent.open_run("hi"):
             pass
 
-    for attempt in (run, block):
+    lazy = create_lazy_agent(lambda: agent)
+
+    async def lazy_run() -> None:
+        await lazy.run("hi")
+
+    async def lazy_block() -> None:
+        async with lazy.open_run("hi"):
+            pass
+
+    for attempt in (run, block, lazy_run, lazy_block):
         with pytest.raises(TrioRequiredError) as caught:
             asyncio.run(attempt())
         message = str(caught.value)
@@ -224,6 +234,16 @@ def test_a_run_from_asyncio_says_operative_runs_under_trio() -> None:
 
 
 # -- a run block is entered with async with -----------------------------------------------
+
+
+async def test_a_lazy_agents_block_used_without_async_with_says_how_to_use_it() -> None:
+    block = create_lazy_agent(lambda: create_agent(generate=answer)).open_run("hi")
+    with pytest.raises(InvalidArgument, match=r"async with agent\.open_run\(\.\.\.\) as run"):
+        await block  # type: ignore[misc]
+    with pytest.raises(AttributeError, match=r"then run\.events"):
+        block.events  # type: ignore[attr-defined]  # noqa: B018
+    async with block as run:
+        assert (await run.result()).content == "hi"
 
 
 async def test_a_run_block_used_without_async_with_says_how_to_use_it() -> None:

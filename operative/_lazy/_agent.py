@@ -33,6 +33,7 @@ from .._core._errors import InvalidArgument, RunFailed
 from .._core._model import GenerateFunction, GenerateRequest, GenerateResponse
 from .._core._options import abort_waiter
 from .._core._results import RunResult
+from .._core._run_block import check_trio
 from .._core._types import FinishReason
 from ..conversation import ConversationHistory
 from ._errors import AgentContractError, AsyncDefinitionLoadError
@@ -301,6 +302,7 @@ class LazyAgent:
         is set or returns: before the agent loaded, the agent is never run; after, the
         loaded agent's run watches it.
         """
+        check_trio()  # the loading state reads trio's clock: refuse asyncio first
         snapshot = _snapshot_input(input)
         if context is not None and not isinstance(context, AgentRunContext):
             raise InvalidArgument(

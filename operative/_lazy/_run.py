@@ -21,7 +21,7 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import trio
 
@@ -128,6 +128,23 @@ class LoadingRun(AbstractAsyncContextManager[Any]):
 
     def __repr__(self) -> str:
         return f"<LoadingRun {self.run_id} {self.snapshot().status}>"
+
+    if not TYPE_CHECKING:  # misuse says what to do; a type checker flags it anyway
+
+        def __await__(self) -> NoReturn:
+            raise InvalidArgument(
+                "open_run(...) is not awaited: use async with agent.open_run(...) as run: "
+                "(and await run.result() in the block), or result = await agent.run(...) "
+                "to run to the end"
+            )
+
+        def __getattr__(self, name: str) -> NoReturn:
+            if name.startswith("_"):
+                raise AttributeError(name)
+            raise AttributeError(
+                f"a lazy agent's open_run(...) has no {name!r}: the run is what its block "
+                f"gives: use async with agent.open_run(...) as run: then run.{name}"
+            )
 
     @property
     def run_id(self) -> str:
