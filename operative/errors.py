@@ -39,6 +39,8 @@ A message says what went wrong and what to do about it.
     │   └── SchemaVersionError                  written by a newer operative: upgrade
     ├── DataValidationError(ValueError)         decoded data that does not fit its type
     ├── DatabaseFileError                       a database file that is not one, or damaged
+    ├── OutcomeUnknownError                     a PostgreSQL write cut off unanswered: read
+    │                                           back before retrying
     ├── ConflictError                           a conditional store write lost a race
     │                                           [kvstore]
     ├── AsyncDefinitionLoadError                a lazy agent's loader raised (loads again)
@@ -106,6 +108,7 @@ from ._lazy._errors import AsyncDefinitionLoadError as AsyncDefinitionLoadError
 from .conversation import ConversationError as ConversationError
 
 if typing.TYPE_CHECKING:
+    from ._sql._postgres import OutcomeUnknownError as OutcomeUnknownError
     from ._sql._sqlite_file import DatabaseFileError as DatabaseFileError
     from .budgets import BudgetExceededError as BudgetExceededError
     from .durable import LeaseLostError as LeaseLostError
@@ -170,6 +173,7 @@ __all__ = [
     "MissingRunOptionsError",
     "NoRouteError",
     "OperativeError",
+    "OutcomeUnknownError",
     "OutputValidationError",
     "ProviderAuthenticationError",
     "ProviderConnectionError",
@@ -201,6 +205,7 @@ _FEATURES = {
     "GuardrailTripped": ".guardrails",
     "ConflictError": ".kvstore",
     "DatabaseFileError": "._sql._sqlite_file",
+    "OutcomeUnknownError": "._sql._postgres",
     "MCPConnectionError": ".mcp",
     "MCPNotConnectedError": ".mcp",
     "MCPProtocolError": ".mcp",
