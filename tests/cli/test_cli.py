@@ -289,6 +289,7 @@ def test_import_operative_imports_neither_the_command_nor_rich() -> None:
     assert completed.stdout.split() == ["False", "False"]
 
 
+@pytest.mark.heavy  # real command processes, interrupted then recovered: seconds
 def test_recover_finishes_interrupted_runs(tmp_path: Path) -> None:
     """A session turn and a plain durable run left by a stopped process are finished."""
 

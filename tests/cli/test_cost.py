@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import trio
 
 from ._fake_openai import Answer, Failure, open_fake_openai
@@ -47,6 +48,7 @@ def test_the_offline_model_is_unpriced_everywhere(tmp_path: Path) -> None:
     assert "$" not in demo.stdout + listing
 
 
+@pytest.mark.heavy  # real command processes against a fake provider: seconds
 async def test_a_failed_run_and_a_priced_run_agree_with_runs_show(tmp_path: Path) -> None:
     """A run no model answered is n/a (no tokens were reported), not $0.0000; a priced
     model's run costs the same in demo's summary as in runs show."""

@@ -24,6 +24,9 @@ from typing import IO, Any
 
 import pytest
 
+# Real signals to real command processes, then recover in another: seconds a test.
+pytestmark = pytest.mark.heavy
+
 _KEYS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPERATIVE_MODEL")
 
 

@@ -19,6 +19,7 @@ def messages(data_dir: Path, session: str) -> list[str]:
     return [m["role"] for m in json.loads(done.stdout)["conversation_history"]["messages"]]
 
 
+@pytest.mark.heavy  # seven real command processes a model: seconds
 @pytest.mark.parametrize(
     ("model", "variables"),
     [

@@ -280,6 +280,7 @@ async def test_a_failed_terminal_commit_rejects_result(sqlite_db: DurableDb) -> 
         assert record.status == "running"
 
 
+@pytest.mark.heavy  # the shutdown comes after five seconds on the real clock
 async def test_a_call_parked_for_approval_is_asked_again_after_a_shutdown(
     sqlite_db: DurableDb,
 ) -> None:

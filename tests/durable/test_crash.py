@@ -73,9 +73,12 @@ from ._crash_worker import (
 )
 from .conftest import DurableDb
 
-pytestmark = pytest.mark.skipif(
-    not hasattr(os, "pidfd_open"), reason="the crash tests watch and kill workers by pidfd"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not hasattr(os, "pidfd_open"), reason="the crash tests watch and kill workers by pidfd"
+    ),
+    pytest.mark.heavy,  # real workers, killed and recovered: seconds a test
+]
 
 WORKER = Path(__file__).with_name("_crash_worker.py")
 

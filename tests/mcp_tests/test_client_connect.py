@@ -67,6 +67,7 @@ async def test_server_everything_over_stdio_leaves_no_process_behind(
     assert not [pid for pid in started if pid_alive(pid)]
 
 
+@pytest.mark.heavy  # a real server process waited out: seconds
 async def test_a_server_that_ignores_stdin_closing_is_terminated_after_a_short_grace(
     time_server: tuple[str, list[str]],
 ) -> None:
@@ -84,6 +85,7 @@ async def test_a_server_that_ignores_stdin_closing_is_terminated_after_a_short_g
     assert 1.5 < elapsed < 6, elapsed
 
 
+@pytest.mark.heavy  # real server processes and their group: seconds
 async def test_what_a_server_leaves_running_in_its_group_is_stopped_with_it(
     time_server: tuple[str, list[str]], tmp_path: Path
 ) -> None:

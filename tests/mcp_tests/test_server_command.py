@@ -134,6 +134,7 @@ async def stderr_of(process: trio.Process) -> str:
     return data.decode(errors="replace")
 
 
+@pytest.mark.heavy  # a real server process: seconds
 async def test_stdio_serves_until_stdin_closes(module_dir: Path) -> None:
     server = await start(module_dir, "mytools:tools")
     with trio.fail_after(60):
@@ -155,6 +156,7 @@ async def test_stdio_serves_until_stdin_closes(module_dir: Path) -> None:
     await close(server.process)
 
 
+@pytest.mark.heavy  # a real server process and a real signal: seconds
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 async def test_stdio_stops_at_ctrl_c_or_sigterm(module_dir: Path, signum: int) -> None:
     """Waiting for its client on an open stdin, the server still stops at once."""

@@ -21,7 +21,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
+
+# The official client and operative's server, each a real process: seconds a test.
+pytestmark = pytest.mark.heavy
 
 CLIENTS = Path(__file__).with_name("clients")
 SERVE = [sys.executable, "-m", "operative", "mcp", "serve", "served_tools:tools"]

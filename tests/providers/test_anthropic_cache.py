@@ -339,6 +339,7 @@ def _caching_samples() -> list[str]:
     return re.findall(r"^```python\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE)
 
 
+@pytest.mark.heavy  # the sample in a real process: seconds
 def test_the_docs_caching_sample_prints_what_its_comments_say() -> None:
     """The runnable sample of the prompt-caching section, over a stand-in transport."""
     samples = [s for s in _caching_samples() if "MockTransport" in s]

@@ -4,6 +4,8 @@ samples of the page are: ``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL`` and a dummy
 
 from __future__ import annotations
 
+import pytest
+
 from ._anthropic_wire import message, text_block, tool_use_block, usage_of
 from ._openai_wire import completion
 from ._openai_wire import usage_of as openai_usage
@@ -18,6 +20,7 @@ def _model_string_samples() -> list[str]:
     return [_sample(SECTION, "open_model("), _sample(SECTION, 'model="anthropic:')]
 
 
+@pytest.mark.heavy  # the sample in a real process: seconds
 async def test_the_open_model_sample(wire_server: WireServer) -> None:
     """open_model("openai:gpt-4o-mini", temperature=0): the key from OPENAI_API_KEY, the
     server from OPENAI_BASE_URL, the setting in the body."""
@@ -36,6 +39,7 @@ async def test_the_open_model_sample(wire_server: WireServer) -> None:
     assert body["messages"] == [{"role": "user", "content": "Say hi"}]
 
 
+@pytest.mark.heavy  # the sample in a real process: seconds
 async def test_the_create_agent_model_sample(wire_server: WireServer) -> None:
     """create_agent(model="anthropic:claude-haiku-4-5"): the run opens the client from
     ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL, calls the tool and answers."""

@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 
 from ._anthropic_wire import message, stream_events, text_block, tool_use_block, usage_of
@@ -113,6 +114,7 @@ def _last_message_text(body: dict[str, Any]) -> str:
     return content
 
 
+@pytest.mark.heavy  # the sample in a real process: seconds
 async def test_the_anthropic_agent_sample(wire_server: WireServer) -> None:
     """Who owns the client: the adapter makes its client from ``ANTHROPIC_API_KEY`` (and
     ``ANTHROPIC_BASE_URL``); the agent calls ``get_weather`` and answers."""
@@ -151,6 +153,7 @@ async def test_the_anthropic_agent_sample(wire_server: WireServer) -> None:
     assert _last_message_text(second) == "sunny in Oslo"
 
 
+@pytest.mark.heavy  # the sample in a real process: seconds
 async def test_the_local_openai_compatible_server_sample(wire_server: WireServer) -> None:
     """The local-server sample, its ``base_url`` replaced by the test server's, with no
     ``OPENAI_API_KEY`` at all: a local server needs none."""
@@ -170,6 +173,7 @@ async def test_the_local_openai_compatible_server_sample(wire_server: WireServer
     assert body["messages"] == [{"role": "user", "content": "Say hi"}]
 
 
+@pytest.mark.heavy  # the sample in a real process: seconds
 async def test_the_openai_responses_sample(wire_server: WireServer) -> None:
     """Responses API: the settings go in the body as given, the reasoning item of the
     first step is replayed with the function call's output in the second."""
@@ -212,6 +216,7 @@ async def test_the_openai_responses_sample(wire_server: WireServer) -> None:
     }
 
 
+@pytest.mark.heavy  # the sample in a real process: seconds
 async def test_the_streaming_sample(wire_server: WireServer) -> None:
     """Streaming: the text deltas are printed as they come (they make the first line),
     then the usage of the answer assembled from the stream."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 import operative.providers
 
 
@@ -29,6 +31,7 @@ def test_providers_all_is_sorted_and_complete() -> None:
     assert all(hasattr(operative.providers, name) for name in names)
 
 
+@pytest.mark.heavy  # the provider benchmark's smoke run: seconds
 def test_provider_benchmark_quick_mode_runs() -> None:
     """benchmarks/bench_providers.py --quick exits 0 and prints its figures."""
     from pathlib import Path

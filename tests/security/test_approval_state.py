@@ -181,6 +181,7 @@ def events(sse: str) -> list[tuple[str, dict[str, Any]]]:
     return found
 
 
+@pytest.mark.heavy  # a real server and a second process locking its store: about ten seconds
 async def test_the_host_answers_a_locked_store_with_a_typed_turn_error(tmp_path: Path) -> None:
     """``operative serve``: a decision while its database is locked gets ``turn.error``
     with ``error_type`` ``ApprovalStateError`` and ``reason`` ``state-unavailable``; the

@@ -236,6 +236,7 @@ turn: the disk fills while the schema is made, while the journal and the run sto
 written, and while the session stores the outcome."""
 
 
+@pytest.mark.heavy  # real command processes on a filling disk: seconds
 def test_a_demo_on_a_filling_disk_is_one_line_or_succeeds(tmp_path: Path) -> None:
     """Wherever the disk fills, the command says so in one line with exit code 2 (the
     library's log records of it folded into that line); once it has room, it succeeds."""

@@ -76,6 +76,7 @@ def serve_args(app_dir: Path) -> list[str]:
     return ["-m", "operative", "mcp", "serve", f"{MODULE_NAME}:tools", "--app-dir", str(app_dir)]
 
 
+@pytest.mark.heavy  # a real server process: seconds
 async def test_operative_client_reads_only_the_declared_tool_as_read_only(app_dir: Path) -> None:
     served = MCPServer.stdio(sys.executable, serve_args(app_dir))
     with trio.fail_after(60):
@@ -89,6 +90,7 @@ async def test_operative_client_reads_only_the_declared_tool_as_read_only(app_di
     assert tools["peek"].idempotent is True
 
 
+@pytest.mark.heavy  # a real server process: seconds
 async def test_official_sdk_client_reads_the_same_annotations(app_dir: Path) -> None:
     # The SDK's client runs on anyio, here on Trio's backend: no second event loop.
     from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -144,6 +146,7 @@ async def run_calls(
     return {r.tool_name: r for r in result.steps[0].results}
 
 
+@pytest.mark.heavy  # a real server process: seconds
 async def test_operative_client_asks_before_calling_tools_not_declared_read_only(
     app_dir: Path, tmp_path: Path
 ) -> None:

@@ -28,6 +28,9 @@ import trio
 
 from operative.mcp import MCPServer
 
+# A real operative mcp serve process a test: about two seconds each.
+pytestmark = pytest.mark.heavy
+
 pytest.importorskip("mcp")
 pytest.importorskip("hypercorn")
 

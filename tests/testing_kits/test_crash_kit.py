@@ -38,6 +38,7 @@ def _found(bug: object, **options: object) -> CrashReport:
     return report
 
 
+@pytest.mark.heavy  # real workers, killed: seconds
 def test_a_sound_agent_passes_crashes_and_abort_races_on_sqlite(tmp_path: Path) -> None:
     report = crash_test(sound_agent, runs=8, kills=4, aborts=10, seed=1, directory=tmp_path)
     assert report.ok, str(report)
@@ -51,6 +52,7 @@ def test_a_sound_agent_passes_crashes_and_abort_races_on_sqlite(tmp_path: Path) 
     assert "seed 1: passed" in str(report)
 
 
+@pytest.mark.heavy  # real workers, killed: seconds
 def test_a_tool_declared_idempotent_that_is_not_is_found() -> None:
     """Recovery runs a cut ``charge`` again (it is declared idempotent): the card is
     charged twice, and the report says which effect, run and workers."""
