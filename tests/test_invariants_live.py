@@ -480,7 +480,10 @@ async def remove(key: str) -> str:
 async def test_a_failing_approval_handler_racing_an_abort_stays_in_the_result(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """A handler that fails in the instant the run is aborted ends the run, not its caller."""
+    """A handler that fails in the instant the run is aborted ends the run, not its caller.
+
+    The two calls' prompts are concurrent (``concurrent_approvals=True``): asked one at a
+    time, the prompt that never returns could hold the other one back for ever."""
     runs: list[operative.ActiveRun] = []
 
     async def person(pending: PendingApproval) -> bool:
@@ -503,6 +506,7 @@ async def test_a_failing_approval_handler_racing_an_abort_stays_in_the_result(
         ),
         stop_when=stop_when.no_tool_calls(),
         on_approval=person,
+        concurrent_approvals=True,
     ) as run:
         runs.append(run)
         run.add_listener("*", events.append)
