@@ -427,7 +427,7 @@ def components() -> list[Component]:
     )
 
     async def driven(run: Any) -> Any:
-        await drive(run)
+        await drive(run._control)
         return run._outcome()
 
     add(
