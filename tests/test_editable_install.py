@@ -38,7 +38,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     venv.EnvBuilder(with_pip=False).create(environment)
     done = subprocess.run(
         [
-            *(sys.executable, "-m", "pip", "install", "--quiet", "--no-deps"),
+            # --ignore-installed: without it pip first uninstalls the operative of the
+            # environment running the tests, --prefix or not.
+            *(sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--ignore-installed"),
             *("--prefix", str(environment), "-e", str(project)),
         ],
         capture_output=True,
