@@ -29,7 +29,7 @@ from .._agent import AgentInput, AgentRunContext, RunnableAgent
 from .._core._errors import InvalidArgument
 from .._core._model import GenerateRequest, GenerateResponse
 from .._core._open_run import open_run
-from .._core._run_block import as_itself
+from .._core._run_block import RunBlock
 from .._core._types import FinishReason
 from ..conversation import Conversation, ConversationHistory
 from ..hooks import HookContext
@@ -232,11 +232,9 @@ class LoadingRun(AbstractAsyncContextManager[Any]):
                 "this lazy agent's open_run(...) block was entered already: a run is "
                 "entered once; call open_run(...) again for another run"
             )
-        block = self._block = self._opened()
-        try:
-            return await block.__aenter__()
-        except BaseExceptionGroup as group:
-            raise as_itself(group) from None
+        # The kernel's block: it leaves a KeyboardInterrupt or SystemExit as itself.
+        block = self._block = RunBlock(self._opened())
+        return await block.__aenter__()
 
     async def __aexit__(
         self,
@@ -245,10 +243,7 @@ class LoadingRun(AbstractAsyncContextManager[Any]):
         traceback: TracebackType | None,
     ) -> bool | None:
         assert self._block is not None
-        try:
-            return await self._block.__aexit__(exc_type, exc, traceback)
-        except BaseExceptionGroup as group:
-            raise as_itself(group) from None
+        return await self._block.__aexit__(exc_type, exc, traceback)
 
     @asynccontextmanager
     async def _opened(self) -> AsyncIterator[Any]:
