@@ -15,11 +15,11 @@ from .._core._types import ToolOutcome as ToolOutcome
 from .._core._types import ToolSpec as ToolSpec
 from ._context import ExecutionContext as ExecutionContext
 from ._context import ToolContext as ToolContext
+from ._method import ToolMethod as ToolMethod
+from ._method import tool as tool
 from ._source import ToolSource as ToolSource
 from ._tool import Tool as Tool
 from ._tool import ToolDescriptionWarning as ToolDescriptionWarning
-from ._tool import ToolMethod as ToolMethod
-from ._tool import tool as tool
 from ._toolbox import Toolbox as Toolbox
 
 if typing.TYPE_CHECKING:

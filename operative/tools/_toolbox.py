@@ -14,9 +14,10 @@ import trio
 from .._core._errors import ApprovalError, InvalidArgument, ToolDefinitionError
 from .._core._types import PendingApproval, RequestContext, ToolCall, ToolResult, ToolSpec
 from ._context import EMPTY_CONTEXT, ExecutionContext, ToolContext
+from ._method import ToolMethod
 from ._places import CallPlaces, timed_out
 from ._settle import describe, failed, settled
-from ._tool import ArgumentError, Tool, ToolMethod
+from ._tool import ArgumentError, Tool
 
 if TYPE_CHECKING:
     # Loaded on first use: a toolbox that never parks a call needs none of them.
